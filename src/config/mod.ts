@@ -1,0 +1,212 @@
+/**
+ * Configuration: one zod schema, read once from `<data_dir>/config.json`
+ * (optional) and environment overrides, into a frozen {@linkcode Config}.
+ *
+ * This is the only module that reads `Deno.env`.
+ *
+ * @module
+ */
+import { z } from "zod";
+import { GatewayError } from "../errors/mod.ts";
+
+const ToolSettingsSchema = z.strictObject({
+  timeout_ms: z.number().int().positive().optional(),
+  retries: z.number().int().min(0).max(10).optional(),
+  circuit_threshold: z.number().int().positive().optional(),
+  circuit_reset_ms: z.number().int().positive().optional(),
+});
+
+const McpUpstreamSchema = z.strictObject({
+  kind: z.literal("mcp"),
+  command: z.string().min(1).optional(),
+  args: z.array(z.string()).default([]),
+  env: z.record(z.string(), z.string()).default({}),
+  url: z.url().optional(),
+  headers: z.record(z.string(), z.string()).default({}),
+  enabled: z.boolean().default(true),
+});
+
+/** Schema of `config.json`. Unknown keys are rejected. */
+export const ConfigFileSchema = z.strictObject({
+  server: z.strictObject({
+    host: z.string().min(1).default("127.0.0.1"),
+    port: z.number().int().min(0).max(65535).default(7821),
+    body_limit_bytes: z.number().int().positive().default(1024 * 1024),
+    cors_origins: z.array(z.string()).default([]),
+    session_idle_ms: z.number().int().positive().default(30 * 60 * 1000),
+  }).prefault({}),
+  events: z.strictObject({
+    disabled: z.array(z.string()).default([]),
+  }).prefault({}),
+  webhooks: z.strictObject({
+    retry_base_ms: z.number().int().positive().default(1000),
+    timeout_ms: z.number().int().positive().default(10_000),
+    poll_ms: z.number().int().positive().default(250),
+  }).prefault({}),
+  incoming: z.strictObject({
+    body_limit_bytes: z.number().int().positive().default(1024 * 1024),
+  }).prefault({}),
+  tools: z.strictObject({
+    timeout_ms: z.number().int().positive().default(30_000),
+    circuit_threshold: z.number().int().positive().default(5),
+    circuit_reset_ms: z.number().int().positive().default(30_000),
+    overrides: z.record(z.string(), ToolSettingsSchema).default({}),
+  }).prefault({}),
+  plugins: z.strictObject({
+    disabled: z.array(z.string()).default([]),
+    http: z.strictObject({
+      allowed_hosts: z.array(z.string()).default([]),
+      max_body_bytes: z.number().int().positive().default(256 * 1024),
+    }).prefault({}),
+    slack: z.strictObject({
+      api_base_url: z.url().default("https://slack.com/api"),
+    }).prefault({}),
+    upstreams: z.record(z.string(), McpUpstreamSchema).default({}),
+  }).prefault({}),
+});
+
+/** The parsed configuration file. */
+export type ConfigFile = z.infer<typeof ConfigFileSchema>;
+
+/** The resolved configuration: file values, then environment overrides. */
+export interface Config extends ConfigFile {
+  /** Data directory (`TOOLGATE_HOME`, else `~/.toolgate`). */
+  readonly dataDir: string;
+  /** Bearer token guarding the HTTP API (`TOOLGATE_API_TOKEN`). */
+  readonly apiToken?: string;
+  /** Environment variables, for secret overrides (`TOOLGATE_SECRET_*`). */
+  readonly env: Readonly<Record<string, string>>;
+}
+
+/** Options of {@linkcode loadConfig}. */
+export interface LoadConfigOptions {
+  /** Environment to read. @default Deno.env.toObject() */
+  env?: Record<string, string>;
+  /** Skip reading `config.json` (tests). @default false */
+  ignoreFile?: boolean;
+}
+
+/** Resolves the data directory from the environment. */
+export function resolveDataDir(env: Record<string, string> = Deno.env.toObject()): string {
+  if (env.TOOLGATE_HOME) return env.TOOLGATE_HOME;
+  const home = env.HOME ?? env.USERPROFILE;
+  if (!home) {
+    throw new GatewayError(
+      "CONFIG_INVALID",
+      "Cannot find the data directory: set TOOLGATE_HOME or HOME",
+    );
+  }
+  return `${home}/.toolgate`;
+}
+
+/** Reads the whole environment (the one place that touches `Deno.env`). */
+export function readEnv(): Record<string, string> {
+  return Deno.env.toObject();
+}
+
+function formatIssues(error: z.ZodError): string {
+  return error.issues.map((issue) => {
+    const path = issue.path.length ? issue.path.join(".") : "(root)";
+    return `${path}: ${issue.message}`;
+  }).join("; ");
+}
+
+function intEnv(env: Record<string, string>, name: string): number | undefined {
+  const raw = env[name];
+  if (raw === undefined || raw === "") return undefined;
+  const value = Number(raw);
+  if (!Number.isInteger(value) || value < 0) {
+    throw new GatewayError(
+      "CONFIG_INVALID",
+      `Invalid ${name}: "${raw}" is not a non-negative integer`,
+    );
+  }
+  return value;
+}
+
+/**
+ * Parses a configuration object (the content of `config.json`).
+ *
+ * @throws {GatewayError} `CONFIG_INVALID` naming every bad key path.
+ */
+export function parseConfigFile(raw: unknown, source = "config.json"): ConfigFile {
+  const parsed = ConfigFileSchema.safeParse(raw ?? {});
+  if (!parsed.success) {
+    throw new GatewayError(
+      "CONFIG_INVALID",
+      `Invalid ${source}: ${formatIssues(parsed.error)}`,
+      { details: parsed.error.issues.map((i) => ({ path: i.path.join("."), message: i.message })) },
+    );
+  }
+  return parsed.data;
+}
+
+/**
+ * Loads the configuration once: `config.json` in the data dir (optional),
+ * then environment overrides (`TOOLGATE_HOST`, `TOOLGATE_PORT`,
+ * `TOOLGATE_API_TOKEN`, `TOOLGATE_RETRY_BASE_MS`, `TOOLGATE_WEBHOOK_TIMEOUT_MS`,
+ * `TOOLGATE_POLL_MS`, `TOOLGATE_SLACK_API_URL`).
+ *
+ * @throws {GatewayError} `CONFIG_INVALID` when the file or a variable is bad.
+ */
+export async function loadConfig(options: LoadConfigOptions = {}): Promise<Config> {
+  const env = options.env ?? readEnv();
+  const dataDir = resolveDataDir(env);
+  let raw: unknown = {};
+  if (!options.ignoreFile) {
+    const path = env.TOOLGATE_CONFIG ?? `${dataDir}/config.json`;
+    try {
+      const text = await Deno.readTextFile(path);
+      try {
+        raw = JSON.parse(text);
+      } catch (error) {
+        throw new GatewayError(
+          "CONFIG_INVALID",
+          `Invalid ${path}: not JSON (${(error as Error).message})`,
+        );
+      }
+    } catch (error) {
+      if (!(error instanceof Deno.errors.NotFound)) {
+        if (error instanceof GatewayError) throw error;
+        throw new GatewayError(
+          "CONFIG_INVALID",
+          `Cannot read ${path}: ${(error as Error).message}`,
+          { cause: error },
+        );
+      }
+    }
+  }
+  const file = parseConfigFile(raw);
+  const port = intEnv(env, "TOOLGATE_PORT");
+  if (port !== undefined) {
+    if (port > 65535) {
+      throw new GatewayError("CONFIG_INVALID", `Invalid TOOLGATE_PORT: ${port} is over 65535`);
+    }
+    file.server.port = port;
+  }
+  if (env.TOOLGATE_HOST) file.server.host = env.TOOLGATE_HOST;
+  const retryBase = intEnv(env, "TOOLGATE_RETRY_BASE_MS");
+  if (retryBase !== undefined) file.webhooks.retry_base_ms = retryBase;
+  const timeout = intEnv(env, "TOOLGATE_WEBHOOK_TIMEOUT_MS");
+  if (timeout !== undefined) file.webhooks.timeout_ms = timeout;
+  const poll = intEnv(env, "TOOLGATE_POLL_MS");
+  if (poll !== undefined) file.webhooks.poll_ms = poll;
+  if (env.TOOLGATE_SLACK_API_URL) file.plugins.slack.api_base_url = env.TOOLGATE_SLACK_API_URL;
+  const config: Config = {
+    ...file,
+    dataDir,
+    apiToken: env.TOOLGATE_API_TOKEN || undefined,
+    env: Object.freeze({ ...env }),
+  };
+  return deepFreeze(config);
+}
+
+function deepFreeze<T>(value: T): T {
+  if (value && typeof value === "object" && !Object.isFrozen(value)) {
+    Object.freeze(value);
+    for (const key of Object.keys(value)) {
+      deepFreeze((value as Record<string, unknown>)[key]);
+    }
+  }
+  return value;
+}

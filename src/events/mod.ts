@@ -1,0 +1,8 @@
+/**
+ * Events: the 8 event types, their zod schemas, the envelope and the
+ * in-process bus.
+ *
+ * @module
+ */
+export * from "./schemas.ts";
+export * from "./bus.ts";

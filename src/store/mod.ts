@@ -1,0 +1,9 @@
+/**
+ * Storage: the only module that touches Deno KV. One database file per data
+ * directory (`toolgate.kv`), a typed key layout, zod-validated records.
+ *
+ * @module
+ */
+export { KV_FILE, openStore, SCHEMA_VERSION, Store, withLockRetry } from "./store.ts";
+export type { OpenStoreOptions } from "./store.ts";
+export * from "./webhooks.ts";

@@ -1,0 +1,173 @@
+/**
+ * Opens the one Deno KV database of a data directory and retries the
+ * "database is locked" contention error of multi-process access.
+ *
+ * @module
+ */
+import { GatewayError } from "../errors/mod.ts";
+import { registrationsVersionKey, schemaVersionKey } from "./keys.ts";
+
+/** The schema version this release writes and reads. */
+export const SCHEMA_VERSION = 1;
+
+/** File name of the KV database inside the data directory. */
+export const KV_FILE = "toolgate.kv";
+
+/** Options of {@linkcode openStore}. */
+export interface OpenStoreOptions {
+  /** Data directory; created with mode 0700 when missing. */
+  dataDir: string;
+  /** Open an in-memory database instead of the file (unit tests). @default false */
+  memory?: boolean;
+}
+
+const LOCK_RETRIES = 60;
+
+function isLockError(error: unknown): boolean {
+  return error instanceof Error && /database is locked|database is busy/i.test(error.message);
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/**
+ * Runs `operation`, retrying the KV "database is locked" error with short,
+ * bounded, jittered backoff (about 2 s in all before giving up).
+ */
+export async function withLockRetry<T>(operation: () => Promise<T>): Promise<T> {
+  for (let attempt = 0;; attempt++) {
+    try {
+      return await operation();
+    } catch (error) {
+      if (!isLockError(error) || attempt >= LOCK_RETRIES) throw error;
+      await sleep(Math.min(2 + attempt * 2, 40) * (0.5 + Math.random()));
+    }
+  }
+}
+
+/** A handle on the data directory's KV database. */
+export class Store {
+  /** The data directory. */
+  readonly dataDir: string;
+  /** The KV handle, for the modules of `src/store` only. */
+  readonly kv: Deno.Kv;
+  #closed = false;
+
+  /**
+   * @param dataDir The data directory.
+   * @param kv An open KV handle.
+   */
+  constructor(dataDir: string, kv: Deno.Kv) {
+    this.dataDir = dataDir;
+    this.kv = kv;
+  }
+
+  /** Runs a KV operation with lock retry. */
+  retry<T>(operation: () => Promise<T>): Promise<T> {
+    return withLockRetry(operation);
+  }
+
+  /** Reads the registration change counter (polled by running servers). */
+  async registrationsVersion(): Promise<bigint> {
+    const entry = await this.retry(() => this.kv.get<Deno.KvU64>(registrationsVersionKey()));
+    return entry.value?.value ?? 0n;
+  }
+
+  /** Closes the handle; safe to call twice. */
+  close(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.kv.close();
+  }
+}
+
+async function ensureDataDir(dataDir: string): Promise<void> {
+  let info: Deno.FileInfo;
+  try {
+    info = await Deno.stat(dataDir);
+  } catch (error) {
+    if (!(error instanceof Deno.errors.NotFound)) {
+      throw new GatewayError(
+        "STORE_CORRUPT",
+        `Cannot read data directory ${dataDir}: ${(error as Error).message}`,
+        { cause: error },
+      );
+    }
+    await Deno.mkdir(dataDir, { recursive: true, mode: 0o700 });
+    await Deno.chmod(dataDir, 0o700);
+    return;
+  }
+  if (!info.isDirectory) {
+    throw new GatewayError(
+      "STORE_CORRUPT",
+      `Data directory ${dataDir} is not a directory: move the file away or set TOOLGATE_HOME`,
+    );
+  }
+}
+
+/**
+ * Opens the store of a data directory, checking its schema version.
+ *
+ * @throws {GatewayError} `STORE_CORRUPT` when the directory or database
+ * cannot be read, or was written by a newer release. Nothing is repaired or
+ * overwritten.
+ */
+export async function openStore(options: OpenStoreOptions): Promise<Store> {
+  const { dataDir, memory = false } = options;
+  let kv: Deno.Kv;
+  const path = `${dataDir}/${KV_FILE}`;
+  if (memory) {
+    kv = await Deno.openKv(":memory:");
+  } else {
+    await ensureDataDir(dataDir);
+    try {
+      kv = await withLockRetry(() => Deno.openKv(path));
+    } catch (error) {
+      throw new GatewayError(
+        "STORE_CORRUPT",
+        `Cannot open ${path}: ${(error as Error).message}; the file was left untouched`,
+        { cause: error },
+      );
+    }
+  }
+  const store = new Store(dataDir, kv);
+  try {
+    await checkSchemaVersion(store, path);
+  } catch (error) {
+    store.close();
+    throw error;
+  }
+  return store;
+}
+
+async function checkSchemaVersion(store: Store, path: string): Promise<void> {
+  let entry: Deno.KvEntryMaybe<unknown>;
+  try {
+    entry = await store.retry(() => store.kv.get(schemaVersionKey()));
+  } catch (error) {
+    throw new GatewayError(
+      "STORE_CORRUPT",
+      `Cannot read ${path}: ${(error as Error).message}; the file was left untouched`,
+      { cause: error },
+    );
+  }
+  if (entry.value === null) {
+    await store.retry(() =>
+      store.kv.atomic().check(entry).set(schemaVersionKey(), SCHEMA_VERSION).commit()
+    );
+    return;
+  }
+  if (typeof entry.value !== "number") {
+    throw new GatewayError(
+      "STORE_CORRUPT",
+      `Cannot use ${path}: its schema version is unreadable; the file was left untouched`,
+    );
+  }
+  if (entry.value > SCHEMA_VERSION) {
+    throw new GatewayError(
+      "STORE_CORRUPT",
+      `Cannot use ${path}: it was written by a newer toolgate (schema ${entry.value}, this release reads ${SCHEMA_VERSION})`,
+    );
+  }
+}
