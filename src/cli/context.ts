@@ -1,0 +1,108 @@
+/**
+ * What every CLI command gets: I/O, lazily loaded configuration and store,
+ * and output helpers.
+ *
+ * @module
+ */
+import { type Config, loadConfig, readEnv } from "../config/mod.ts";
+import { GatewayError } from "../errors/mod.ts";
+import { openStore, type Store } from "../store/mod.ts";
+
+/** The process I/O a command uses; injected so tests can capture it. */
+export interface CliIo {
+  /** Writes to stdout (no newline added). */
+  stdout(text: string): void;
+  /** Writes to stderr (no newline added). */
+  stderr(text: string): void;
+  /** Reads all of stdin as text. */
+  readStdin(): Promise<string>;
+  /** The environment. */
+  env: Record<string, string>;
+  /** Whether stderr is a terminal (colour and progress only then). */
+  stderrIsTty: boolean;
+}
+
+/** The I/O of the real process. */
+export function processIo(): CliIo {
+  const encoder = new TextEncoder();
+  return {
+    stdout: (text) => writeAll(Deno.stdout, encoder.encode(text)),
+    stderr: (text) => writeAll(Deno.stderr, encoder.encode(text)),
+    readStdin: async () => await new Response(Deno.stdin.readable).text(),
+    env: readEnv(),
+    stderrIsTty: Deno.stderr.isTerminal(),
+  };
+}
+
+function writeAll(target: { writeSync(p: Uint8Array): number }, bytes: Uint8Array): void {
+  let offset = 0;
+  while (offset < bytes.length) offset += target.writeSync(bytes.subarray(offset));
+}
+
+/** Shared state of one CLI invocation. */
+export class CliContext {
+  readonly io: CliIo;
+  #config: Promise<Config> | undefined;
+  #store: Promise<Store> | undefined;
+
+  /** @param io The process I/O. */
+  constructor(io: CliIo) {
+    this.io = io;
+  }
+
+  /** The configuration, loaded once. */
+  config(): Promise<Config> {
+    this.#config ??= loadConfig({ env: this.io.env });
+    return this.#config;
+  }
+
+  /** The store, opened once; closed by {@linkcode CliContext.close}. */
+  store(): Promise<Store> {
+    this.#store ??= this.config().then((config) => openStore({ dataDir: config.dataDir }));
+    return this.#store;
+  }
+
+  /** Prints a line on stdout. */
+  print(line = ""): void {
+    this.io.stdout(line + "\n");
+  }
+
+  /** Prints a value as JSON on stdout. */
+  printJson(value: unknown): void {
+    this.io.stdout(JSON.stringify(value, null, 2) + "\n");
+  }
+
+  /** Prints a warning on stderr. */
+  warn(message: string): void {
+    this.io.stderr(`toolgate: warning: ${message}\n`);
+  }
+
+  /** Closes what the invocation opened. */
+  async close(): Promise<void> {
+    if (this.#store) {
+      try {
+        (await this.#store).close();
+      } catch {
+        // The store never opened; its error was already reported.
+      }
+    }
+  }
+}
+
+/** A usage error (exit 2) naming the flag and what is accepted. */
+export function usage(message: string): GatewayError {
+  return new GatewayError("USAGE", message);
+}
+
+/**
+ * Renders rows as an aligned text table.
+ *
+ * @param headers Column titles.
+ * @param rows Cell text, one array per row.
+ */
+export function table(headers: string[], rows: string[][]): string {
+  const widths = headers.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]?.length ?? 0)));
+  const line = (cells: string[]) =>
+    cells.map((c, i) => i === cells.length - 1 ? c : c.padEnd(widths[i])).join("  ").trimEnd();
+  return [line(headers), ...rows.map(line)].join("\n");
+}

@@ -1,0 +1,71 @@
+/**
+ * The `toolgate` command line: parses argv, runs the command, maps errors to
+ * one line on stderr and exit codes (0 ok, 1 failure, 2 usage).
+ *
+ * @module
+ */
+import { Command, CommanderError } from "commander";
+import { GatewayError } from "../errors/mod.ts";
+import { VERSION } from "../version.ts";
+import { CliContext, type CliIo, processIo } from "./context.ts";
+import { registerWebhooks } from "./webhooks.ts";
+import { registerMcp } from "./mcp.ts";
+
+/** Builds the command tree for one invocation. */
+export function createProgram(context: CliContext): Command {
+  const program = new Command("toolgate")
+    .description("Tool gateway: plugins and tools over MCP and REST, signed webhooks, audit log")
+    .version(VERSION, "-V, --version", "print the version")
+    .helpOption("-h, --help", "show help")
+    .helpCommand("help [command]", "show help for a command")
+    .showSuggestionAfterError(true)
+    .exitOverride()
+    .configureOutput({
+      writeOut: (text) => context.io.stdout(text),
+      writeErr: (text) => context.io.stderr(text),
+      outputError: (text, write) => write(`toolgate: ${text.replace(/^error: /, "")}`),
+    });
+  registerWebhooks(program, context);
+  registerMcp(program, context);
+  return program;
+}
+
+/**
+ * Runs the CLI.
+ *
+ * @param args Arguments after the program name.
+ * @param io Process I/O. @default the real process
+ * @returns The exit code.
+ */
+export async function runCli(args: string[], io: CliIo = processIo()): Promise<number> {
+  const context = new CliContext(io);
+  const program = createProgram(context);
+  try {
+    await program.parseAsync(args, { from: "user" });
+    return 0;
+  } catch (error) {
+    return reportError(context, error);
+  } finally {
+    await context.close();
+  }
+}
+
+function reportError(context: CliContext, error: unknown): number {
+  if (error instanceof CommanderError) {
+    if (error.code === "commander.helpDisplayed" || error.code === "commander.version") return 0;
+    if (error.code === "commander.help" || error.code === "commander.executeSubCommandAsync") {
+      return 2;
+    }
+    return 2;
+  }
+  if (error instanceof GatewayError) {
+    context.io.stderr(`toolgate: ${error.message}\n`);
+    return error.exitCode;
+  }
+  const message = error instanceof Error ? error.message : String(error);
+  context.io.stderr(`toolgate: internal error: ${message}\n`);
+  if (context.io.env.TOOLGATE_DEBUG && error instanceof Error) {
+    context.io.stderr(`${error.stack}\n`);
+  }
+  return 1;
+}

@@ -1,0 +1,96 @@
+/**
+ * `toolgate mcp start`: runs the server on the stdio or HTTP transport.
+ *
+ * @module
+ */
+import type { Command } from "commander";
+import { serveHttp } from "../http/mod.ts";
+import { serveStdio } from "../mcp/mod.ts";
+import { listIncomingWebhooks } from "../store/mod.ts";
+import { VERSION } from "../version.ts";
+import { type CliContext, usage } from "./context.ts";
+import { createRuntime } from "./runtime.ts";
+
+interface StartOptions {
+  transport: string;
+  host?: string;
+  port?: string;
+}
+
+function parsePort(raw: string): number {
+  const port = Number(raw);
+  if (!/^\d+$/.test(raw) || port > 65535) {
+    throw usage(`Invalid --port "${raw}": expected a number from 0 to 65535 (0 picks a free port)`);
+  }
+  return port;
+}
+
+/** Registers the `mcp` command group. */
+export function registerMcp(program: Command, context: CliContext): void {
+  const mcp = program.command("mcp").description("run the tool server");
+  mcp.command("start")
+    .description("start the server (stdio for MCP hosts; http for REST, MCP HTTP and webhooks)")
+    .option("--transport <transport>", "stdio or http", "stdio")
+    .option("--host <host>", "HTTP bind address (default 127.0.0.1)")
+    .option("--port <port>", "HTTP port (default 7821; 0 picks a free port)")
+    .action(async (options: StartOptions) => {
+      if (options.transport !== "stdio" && options.transport !== "http") {
+        throw usage(`Invalid --transport "${options.transport}": expected stdio or http`);
+      }
+      if (options.transport === "stdio" && (options.host || options.port)) {
+        throw usage("Invalid --host/--port: they apply only with --transport http");
+      }
+      if (options.host) context.io.env.TOOLGATE_HOST = options.host;
+      if (options.port) context.io.env.TOOLGATE_PORT = String(parsePort(options.port));
+      if (options.transport === "stdio") await startStdio(context);
+      else await startHttp(context);
+    });
+}
+
+async function startStdio(context: CliContext): Promise<void> {
+  const runtime = await createRuntime(context);
+  const incoming = await listIncomingWebhooks(runtime.store);
+  if (incoming.length) {
+    context.warn(
+      `${incoming.length} incoming webhook endpoint(s) are registered; they are served only with --transport http`,
+    );
+  }
+  const stop = new AbortController();
+  const onSignal = () => stop.abort();
+  Deno.addSignalListener("SIGTERM", onSignal);
+  Deno.addSignalListener("SIGINT", onSignal);
+  try {
+    const serving = serveStdio(runtime.gateway, stop.signal);
+    await runtime.gateway.announceStarted("stdio");
+    await serving;
+  } finally {
+    Deno.removeSignalListener("SIGTERM", onSignal);
+    Deno.removeSignalListener("SIGINT", onSignal);
+    await runtime.close();
+  }
+}
+
+async function startHttp(context: CliContext): Promise<void> {
+  const runtime = await createRuntime(context);
+  const server = serveHttp({
+    gateway: runtime.gateway,
+    config: runtime.config,
+    onListen: ({ url }) => {
+      context.print(`toolgate ${VERSION} listening on ${url} (REST, MCP at ${url}/mcp)`);
+    },
+  });
+  const onSignal = () => {
+    context.io.stderr("toolgate: shutting down\n");
+    void server.shutdown();
+  };
+  Deno.addSignalListener("SIGTERM", onSignal);
+  Deno.addSignalListener("SIGINT", onSignal);
+  try {
+    await runtime.gateway.announceStarted("http");
+    await server.finished;
+  } finally {
+    Deno.removeSignalListener("SIGTERM", onSignal);
+    Deno.removeSignalListener("SIGINT", onSignal);
+    await runtime.close();
+  }
+}

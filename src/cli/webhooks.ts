@@ -1,0 +1,273 @@
+/**
+ * `toolgate webhooks …`: register, list, remove and test outgoing webhooks,
+ * and create incoming endpoints.
+ *
+ * @module
+ */
+import type { Command } from "commander";
+import { EVENT_TYPES, isEventType } from "../events/mod.ts";
+import { GatewayError } from "../errors/mod.ts";
+import {
+  addIncomingWebhook,
+  addOutgoingWebhook,
+  type IncomingWebhook,
+  listIncomingWebhooks,
+  listOutgoingWebhooks,
+  type OutgoingWebhook,
+  readIncomingStats,
+  removeWebhook,
+} from "../store/mod.ts";
+import { type CliContext, table, usage } from "./context.ts";
+
+/** Paths served by the HTTP transport itself; incoming endpoints may not shadow them. */
+export const RESERVED_PATHS = ["/tools", "/health", "/audit", "/openapi.json", "/mcp", "/events"];
+
+const PATH_PATTERN = /^\/[A-Za-z0-9._~!$&'()*+,;=:@%-]+(\/[A-Za-z0-9._~!$&'()*+,;=:@%-]+)*$/;
+
+/** Validates an outgoing webhook URL: http or https only. */
+export function parseWebhookUrl(raw: string): string {
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    throw usage(`Invalid --url "${raw}": not a URL; expected http://… or https://…`);
+  }
+  if (url.protocol !== "http:" && url.protocol !== "https:") {
+    throw usage(
+      `Invalid --url "${raw}": scheme ${
+        url.protocol.slice(0, -1)
+      } is not supported; use http or https`,
+    );
+  }
+  if (url.username || url.password) {
+    throw usage(`Invalid --url "${raw}": credentials in the URL are not allowed; use --secret`);
+  }
+  return url.href;
+}
+
+/** Parses `--events a,b`: known types only, at least one. */
+export function parseEventList(raw: string): string[] {
+  const names = raw.split(",").map((s) => s.trim()).filter(Boolean);
+  if (names.length === 0) {
+    throw usage(
+      `Invalid --events "${raw}": empty; omit --events for all, or list some of: ${
+        EVENT_TYPES.join(", ")
+      }`,
+    );
+  }
+  const unknown = names.filter((name) => !isEventType(name));
+  if (unknown.length) {
+    throw usage(
+      `Invalid --events: unknown event type ${unknown.map((u) => `"${u}"`).join(", ")}; valid: ${
+        EVENT_TYPES.join(", ")
+      }`,
+    );
+  }
+  return [...new Set(names)];
+}
+
+/** Validates an incoming endpoint path. */
+export function parseIncomingPath(raw: string): string {
+  if (!raw.startsWith("/")) {
+    throw usage(`Invalid --url "${raw}": the path must start with "/", e.g. /hooks/github`);
+  }
+  if (!PATH_PATTERN.test(raw)) {
+    throw usage(
+      `Invalid --url "${raw}": use a plain path of letters, digits and - . _ ~ segments, e.g. /hooks/github`,
+    );
+  }
+  const lower = raw.toLowerCase();
+  const shadowed = RESERVED_PATHS.find((p) => lower === p || lower.startsWith(p + "/"));
+  if (shadowed) {
+    throw usage(
+      `Invalid --url "${raw}": it shadows the built-in route ${shadowed}; reserved: ${
+        RESERVED_PATHS.join(", ")
+      }`,
+    );
+  }
+  return raw;
+}
+
+function parseRateLimit(raw: string): number {
+  const match = /^(\d+(?:\.\d+)?)(?:\/s)?$/.exec(raw.trim());
+  const value = match ? Number(match[1]) : NaN;
+  if (!(value > 0)) throw usage(`Invalid --rate-limit "${raw}": expected <n>/s, e.g. 10/s`);
+  return value;
+}
+
+async function readSecret(
+  context: CliContext,
+  raw: string | undefined,
+): Promise<string | undefined> {
+  if (raw === undefined) return undefined;
+  const secret = raw === "-" ? (await context.io.readStdin()).replace(/\r?\n$/, "") : raw;
+  if (secret.length === 0) throw usage("Invalid --secret: empty; give a value or - to read stdin");
+  return secret;
+}
+
+/** The public view of an outgoing webhook: the secret is never shown. */
+export function publicOutgoing(webhook: OutgoingWebhook) {
+  const { secret, ...rest } = webhook;
+  return { ...rest, kind: "outgoing" as const, has_secret: secret !== undefined };
+}
+
+/** The public view of an incoming endpoint: the secret is never shown. */
+export function publicIncoming(webhook: IncomingWebhook) {
+  const { secret, ...rest } = webhook;
+  return { ...rest, kind: "incoming" as const, has_secret: secret !== undefined };
+}
+
+/** Registers the `webhooks` command group. */
+export function registerWebhooks(program: Command, context: CliContext): void {
+  const webhooks = program.command("webhooks")
+    .description("manage outgoing webhooks and incoming webhook endpoints");
+
+  webhooks.command("add")
+    .description("register an outgoing webhook; prints its id")
+    .requiredOption("--url <url>", "http(s) endpoint that receives the signed events")
+    .option(
+      "--events <types>",
+      `comma-separated event types (default: all): ${EVENT_TYPES.join(",")}`,
+    )
+    .option("--secret <secret>", "HMAC-SHA256 signing secret; - reads it from stdin")
+    .option("--json", "print the registration as JSON")
+    .action(async (options: { url: string; events?: string; secret?: string; json?: boolean }) => {
+      const url = parseWebhookUrl(options.url);
+      const events = options.events === undefined ? "*" : parseEventList(options.events);
+      const secret = await readSecret(context, options.secret);
+      const config = await context.config();
+      if (events !== "*") {
+        const off = events.filter((e) => config.events.disabled.includes(e));
+        if (off.length) {
+          context.warn(
+            `event type ${
+              off.join(", ")
+            } is disabled in config (events.disabled); it will not be delivered until enabled`,
+          );
+        }
+      }
+      const webhook = await addOutgoingWebhook(await context.store(), { url, events, secret });
+      if (options.json) context.printJson(publicOutgoing(webhook));
+      else context.print(webhook.id);
+    });
+
+  webhooks.command("list")
+    .description("list outgoing webhooks and incoming endpoints")
+    .option("--json", "print JSON: {outgoing: [...], incoming: [...]}")
+    .option("--outgoing", "only outgoing webhooks")
+    .option("--incoming", "only incoming endpoints")
+    .action(async (options: { json?: boolean; outgoing?: boolean; incoming?: boolean }) => {
+      const store = await context.store();
+      const both = !options.outgoing && !options.incoming;
+      const outgoing = both || options.outgoing ? await listOutgoingWebhooks(store) : [];
+      const incoming = both || options.incoming ? await listIncomingWebhooks(store) : [];
+      const stats = await Promise.all(incoming.map((w) => readIncomingStats(store, w.id)));
+      if (options.json) {
+        context.printJson({
+          outgoing: outgoing.map(publicOutgoing),
+          incoming: incoming.map((w, i) => ({ ...publicIncoming(w), stats: stats[i] })),
+        });
+        return;
+      }
+      if (outgoing.length === 0 && incoming.length === 0) {
+        context.print("No webhooks registered. Add one with: toolgate webhooks add --url <url>");
+        return;
+      }
+      const rows = [
+        ...outgoing.map((w) => [
+          w.id,
+          "outgoing",
+          w.url,
+          w.events === "*" ? "* (all)" : w.events.join(","),
+          w.secret ? "yes" : "no",
+          "",
+        ]),
+        ...incoming.map((w, i) => [
+          w.id,
+          "incoming",
+          w.path,
+          `→ ${w.handler}`,
+          w.secret ? "yes" : "no",
+          `${stats[i].received} received, ${stats[i].rejected} rejected, ${stats[i].failed} failed${
+            stats[i].last_received_at ? `, last ${stats[i].last_received_at}` : ""
+          }`,
+        ]),
+      ];
+      context.print(
+        table(["ID", "KIND", "URL / PATH", "EVENTS / HANDLER", "SECRET", "STATS"], rows),
+      );
+    });
+
+  webhooks.command("remove")
+    .description("remove an outgoing webhook (wh_…) or incoming endpoint (in_…)")
+    .argument("<id>", "the webhook id")
+    .action(async (id: string) => {
+      const removed = await removeWebhook(await context.store(), id);
+      if (!removed) {
+        throw new GatewayError(
+          "NOT_FOUND",
+          `No webhook with id ${id}: see toolgate webhooks list`,
+        );
+      }
+      context.print(`Removed ${removed} webhook ${id}`);
+    });
+
+  webhooks.command("create")
+    .description("register an incoming webhook endpoint served by the HTTP transport")
+    .requiredOption("--name <name>", "unique name of the endpoint")
+    .requiredOption("--url <path>", "path on the HTTP server, e.g. /hooks/github")
+    .requiredOption("--handler <tool>", "tool that receives each payload as its arguments")
+    .option("--secret <secret>", "verify X-Service-Signature (sha256=<hex>); - reads stdin")
+    .option("--signature-header <name>", "header carrying the signature, e.g. X-Hub-Signature-256")
+    .option("--rate-limit <n/s>", "accepted requests per second, e.g. 10/s")
+    .option("--json", "print the registration as JSON")
+    .action(async (options: {
+      name: string;
+      url: string;
+      handler: string;
+      secret?: string;
+      signatureHeader?: string;
+      rateLimit?: string;
+      json?: boolean;
+    }) => {
+      const name = options.name.trim();
+      if (!name) throw usage("Invalid --name: empty; give the endpoint a name");
+      const path = parseIncomingPath(options.url);
+      const handler = options.handler.trim();
+      if (!/^[A-Za-z0-9_.-]+$/.test(handler)) {
+        throw usage(
+          `Invalid --handler "${options.handler}": expected a tool name such as memory_set`,
+        );
+      }
+      if (options.signatureHeader !== undefined && options.secret === undefined) {
+        throw usage("Invalid --signature-header: it needs --secret to verify against");
+      }
+      if (
+        options.signatureHeader !== undefined && !/^[A-Za-z0-9-]+$/.test(options.signatureHeader)
+      ) {
+        throw usage(`Invalid --signature-header "${options.signatureHeader}": not a header name`);
+      }
+      const rateLimit = options.rateLimit === undefined
+        ? undefined
+        : parseRateLimit(options.rateLimit);
+      const secret = await readSecret(context, options.secret);
+      const config = await context.config();
+      const webhook = await addIncomingWebhook(await context.store(), {
+        name,
+        path,
+        handler,
+        ...(secret ? { secret } : {}),
+        ...(options.signatureHeader ? { signature_header: options.signatureHeader } : {}),
+        ...(rateLimit ? { rate_limit_per_s: rateLimit } : {}),
+      });
+      const host = config.server.host.includes(":")
+        ? `[${config.server.host}]`
+        : config.server.host;
+      const url = `http://${host}:${config.server.port}${webhook.path}`;
+      if (options.json) context.printJson({ ...publicIncoming(webhook), served_at: url });
+      else {
+        context.print(webhook.id);
+        context.print(`Served at ${url} by: toolgate mcp start --transport http`);
+      }
+    });
+}

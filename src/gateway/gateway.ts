@@ -1,0 +1,552 @@
+/**
+ * The plugin host, tool registry and call pipeline: every entry point (CLI,
+ * MCP stdio, MCP HTTP, REST, incoming webhooks) calls tools through
+ * {@linkcode Gateway.call}.
+ *
+ * @module
+ */
+import { z } from "zod";
+import type { Config } from "../config/mod.ts";
+import { GatewayError } from "../errors/mod.ts";
+import type { ErrorCode } from "../errors/mod.ts";
+import type { EventBus } from "../events/mod.ts";
+import { newId } from "../ids.ts";
+import { redact } from "../redact.ts";
+import type { Store } from "../store/mod.ts";
+import { VERSION } from "../version.ts";
+import { CircuitBreaker } from "./circuit_breaker.ts";
+import type {
+  AuditSink,
+  CallOptions,
+  CallResult,
+  PluginContext,
+  PluginDefinition,
+  PluginStatus,
+  SecretReader,
+  ToolDefinition,
+  ToolInfo,
+  ToolOutput,
+} from "./types.ts";
+
+/** Options of {@linkcode Gateway}. */
+export interface GatewayOptions {
+  /** The resolved configuration. */
+  config: Config;
+  /** The data directory's store. */
+  store: Store;
+  /** Where events go. */
+  bus: EventBus;
+  /** The plugins to host, in order. */
+  plugins: PluginDefinition[];
+  /** The audit log; calls are recorded durably before they are answered. */
+  audit?: AuditSink;
+  /** Credentials of a plugin. @default none */
+  secrets?: (plugin: string) => SecretReader;
+  /** Log sink (stderr). @default console.error */
+  log?: (message: string) => void;
+  /** Clock. @default performance.now for latency, Date.now for time */
+  now?: () => number;
+}
+
+/** Codes that count as a tool failure for the circuit breaker. */
+const BREAKER_CODES: ReadonlySet<ErrorCode> = new Set<ErrorCode>([
+  "TOOL_EXECUTION_FAILED",
+  "TOOL_TIMEOUT",
+  "PLUGIN_REQUEST_FAILED",
+  "INTERNAL",
+]);
+
+interface RegisteredTool {
+  definition: ToolDefinition;
+  plugin: HostedPlugin;
+  inputSchema: Record<string, unknown>;
+  breaker: CircuitBreaker;
+  timeoutMs: number;
+  retries: number;
+}
+
+interface HostedPlugin {
+  definition: PluginDefinition;
+  status: PluginStatus;
+  context: PluginContext;
+  toolNames: string[];
+  /** Tools set by `setTools` before the plugin was ready. */
+  pendingTools?: ToolDefinition[];
+}
+
+const NO_SECRETS: SecretReader = { get: () => Promise.resolve(undefined) };
+
+/** The tool server core. */
+export class Gateway {
+  readonly config: Config;
+  readonly store: Store;
+  readonly bus: EventBus;
+  #audit: AuditSink | undefined;
+  #secrets: (plugin: string) => SecretReader;
+  #log: (message: string) => void;
+  #now: () => number;
+  #plugins: HostedPlugin[] = [];
+  #tools = new Map<string, RegisteredTool>();
+  #toolListeners = new Set<() => void>();
+  #started = false;
+  #announced = false;
+  #definitions: PluginDefinition[];
+
+  /** @param options Configuration, store, bus, plugins and audit log. */
+  constructor(options: GatewayOptions) {
+    const {
+      config,
+      store,
+      bus,
+      plugins,
+      audit,
+      secrets = () => NO_SECRETS,
+      log = (message) => console.error(message),
+      now = () => performance.now(),
+    } = options;
+    const names = new Set<string>();
+    for (const plugin of plugins) {
+      if (names.has(plugin.name)) throw new Error(`Duplicate plugin name: ${plugin.name}`);
+      names.add(plugin.name);
+    }
+    this.config = config;
+    this.store = store;
+    this.bus = bus;
+    this.#definitions = plugins;
+    this.#audit = audit;
+    this.#secrets = secrets;
+    this.#log = log;
+    this.#now = now;
+  }
+
+  /**
+   * Initializes every plugin (concurrently; one failing plugin never stops the
+   * others), registers the tools of those that are ready, and emits
+   * `plugin.ready` / `plugin.error` in plugin order.
+   */
+  async start(): Promise<void> {
+    if (this.#started) return;
+    this.#started = true;
+    const disabled = new Set(this.config.plugins.disabled);
+    this.#plugins = this.#definitions.map((definition) => this.#host(definition));
+    const outcomes = await Promise.all(
+      this.#plugins.map((plugin) =>
+        disabled.has(plugin.definition.name)
+          ? Promise.resolve<PluginOutcome>({ state: "disabled" })
+          : this.#initialize(plugin)
+      ),
+    );
+    for (const [index, plugin] of this.#plugins.entries()) {
+      await this.#settle(plugin, outcomes[index]);
+    }
+  }
+
+  #host(definition: PluginDefinition): HostedPlugin {
+    const plugin: HostedPlugin = {
+      definition,
+      status: {
+        name: definition.name,
+        version: definition.version,
+        state: "initializing",
+        tool_count: 0,
+        zero_config: definition.zeroConfig,
+      },
+      toolNames: [],
+      context: undefined as unknown as PluginContext,
+    };
+    plugin.context = {
+      config: this.config,
+      store: this.store,
+      secrets: this.#secrets(definition.name),
+      log: (message) => this.#log(`[${definition.name}] ${message}`),
+      setTools: (tools) => {
+        if (plugin.status.state === "ready") {
+          this.#register(plugin, tools);
+          this.#notifyTools();
+        } else {
+          plugin.pendingTools = tools;
+        }
+      },
+    };
+    return plugin;
+  }
+
+  async #initialize(plugin: HostedPlugin): Promise<PluginOutcome> {
+    const { definition, context } = plugin;
+    try {
+      if (definition.isConfigured && !(await definition.isConfigured(context))) {
+        return {
+          state: "not_configured",
+          code: "PLUGIN_NOT_CONFIGURED",
+          error: `Plugin ${definition.name} is not configured: a required credential is missing`,
+        };
+      }
+      await definition.initialize?.(context);
+      return { state: "ready" };
+    } catch (error) {
+      const gatewayError = error instanceof GatewayError ? error : undefined;
+      const code = gatewayError?.code ?? "PLUGIN_INIT_FAILED";
+      return {
+        state: code === "PLUGIN_NOT_CONFIGURED" ? "not_configured" : "error",
+        code,
+        error: `Plugin ${definition.name} failed to initialize: ${(error as Error).message}`,
+      };
+    }
+  }
+
+  async #settle(plugin: HostedPlugin, outcome: PluginOutcome): Promise<void> {
+    const { definition, status } = plugin;
+    status.state = outcome.state;
+    if (outcome.state === "disabled") return;
+    if (outcome.state !== "ready") {
+      status.error = outcome.error;
+      status.error_code = outcome.code;
+      this.#log(`plugin ${definition.name}: ${outcome.state}: ${outcome.error}`);
+      await this.bus.emit("plugin.error", {
+        plugin_name: definition.name,
+        error: outcome.error ?? "unknown",
+        error_code: outcome.code ?? "PLUGIN_INIT_FAILED",
+        state: outcome.state,
+      });
+      return;
+    }
+    this.#register(plugin, plugin.pendingTools ?? definition.tools);
+    plugin.pendingTools = undefined;
+    await this.bus.emit("plugin.ready", {
+      plugin_name: definition.name,
+      tool_count: status.tool_count,
+      zero_config: definition.zeroConfig,
+      version: definition.version,
+    });
+  }
+
+  #register(plugin: HostedPlugin, tools: ToolDefinition[]): void {
+    for (const name of plugin.toolNames) {
+      this.#tools.get(name)?.breaker.dispose();
+      this.#tools.delete(name);
+    }
+    plugin.toolNames = [];
+    const { tools: settings } = this.config;
+    for (const definition of tools) {
+      if (this.#tools.has(definition.name)) {
+        const owner = this.#tools.get(definition.name)!.plugin.definition.name;
+        this.#log(
+          `plugin ${plugin.definition.name}: tool ${definition.name} skipped: name already used by plugin ${owner}`,
+        );
+        continue;
+      }
+      const override = settings.overrides[definition.name] ?? {};
+      const registered: RegisteredTool = {
+        definition,
+        plugin,
+        inputSchema: definition.inputJsonSchema ?? toJsonSchema(definition.input),
+        timeoutMs: override.timeout_ms ?? definition.timeoutMs ?? settings.timeout_ms,
+        retries: definition.idempotent ? override.retries ?? 0 : 0,
+        breaker: undefined as unknown as CircuitBreaker,
+      };
+      registered.breaker = this.#breaker(registered, {
+        threshold: override.circuit_threshold ?? settings.circuit_threshold,
+        resetAfterMs: override.circuit_reset_ms ?? settings.circuit_reset_ms,
+      });
+      this.#tools.set(definition.name, registered);
+      plugin.toolNames.push(definition.name);
+    }
+    plugin.status.tool_count = plugin.toolNames.length;
+  }
+
+  #breaker(tool: RegisteredTool, limits: { threshold: number; resetAfterMs: number }) {
+    const tool_name = tool.definition.name;
+    const plugin = tool.plugin.definition.name;
+    return new CircuitBreaker({
+      ...limits,
+      onOpen: ({ failureCount, threshold, resetAfterMs }) => {
+        this.#log(`circuit opened for ${tool_name} after ${failureCount} failures`);
+        void this.bus.emit("circuit.opened", {
+          tool_name,
+          plugin,
+          failure_count: failureCount,
+          threshold,
+          reset_after_ms: resetAfterMs,
+        });
+      },
+      onClose: ({ downtimeMs }) => {
+        this.#log(`circuit closed for ${tool_name} after ${downtimeMs} ms`);
+        void this.bus.emit("circuit.closed", {
+          tool_name,
+          plugin,
+          downtime_ms: Math.round(downtimeMs),
+        });
+      },
+    });
+  }
+
+  /**
+   * Emits `server.started` once, when a transport finished initialization.
+   *
+   * @param transport `stdio` or `http`.
+   */
+  async announceStarted(transport: string): Promise<void> {
+    if (this.#announced) return;
+    this.#announced = true;
+    const ready = this.#plugins.filter((p) => p.status.state === "ready");
+    await this.bus.emit("server.started", {
+      version: VERSION,
+      tool_count: this.#tools.size,
+      plugin_count: ready.length,
+      transport,
+      zero_config_plugins: ready.filter((p) => p.definition.zeroConfig).length,
+    });
+  }
+
+  /** The tools on offer, in registration order. */
+  listTools(): ToolInfo[] {
+    return [...this.#tools.values()].map((tool) => ({
+      name: tool.definition.name,
+      description: tool.definition.description,
+      plugin: tool.plugin.definition.name,
+      inputSchema: tool.inputSchema,
+    }));
+  }
+
+  /** Whether a tool with that name is on offer. */
+  hasTool(name: string): boolean {
+    return this.#tools.has(name);
+  }
+
+  /** Status of every plugin. */
+  listPlugins(): PluginStatus[] {
+    return this.#plugins.map((plugin) => ({ ...plugin.status }));
+  }
+
+  /** Tools whose circuit is open, with when they close (ms since the epoch). */
+  openCircuits(): { tool_name: string; plugin: string; closes_at: string }[] {
+    const open = [];
+    for (const tool of this.#tools.values()) {
+      if (tool.breaker.state === "open") {
+        open.push({
+          tool_name: tool.definition.name,
+          plugin: tool.plugin.definition.name,
+          closes_at: new Date(tool.breaker.closesAt!).toISOString(),
+        });
+      }
+    }
+    return open;
+  }
+
+  /**
+   * Subscribes to changes of the tool list.
+   *
+   * @returns A function that unsubscribes.
+   */
+  onToolsChanged(listener: () => void): () => void {
+    this.#toolListeners.add(listener);
+    return () => this.#toolListeners.delete(listener);
+  }
+
+  #notifyTools(): void {
+    for (const listener of this.#toolListeners) listener();
+  }
+
+  /**
+   * Calls a tool through the pipeline: validate input → circuit check →
+   * execute with timeout (retrying idempotent tools as configured) → audit →
+   * events.
+   *
+   * @throws {GatewayError} `TOOL_NOT_FOUND`, `TOOL_INPUT_INVALID`,
+   * `CIRCUIT_OPEN`, `TOOL_TIMEOUT`, `PLUGIN_REQUEST_FAILED`,
+   * `TOOL_EXECUTION_FAILED`, or a plugin's own code.
+   */
+  async call(name: string, args: unknown, options: CallOptions = {}): Promise<CallResult> {
+    const tool = this.#tools.get(name);
+    if (!tool) {
+      throw new GatewayError("TOOL_NOT_FOUND", `Unknown tool ${JSON.stringify(name)}`, {
+        details: { tool: name },
+      });
+    }
+    const sessionId = options.sessionId ?? newId("ses");
+    const plugin = tool.plugin.definition.name;
+    const started = this.#now();
+    const parsed = tool.definition.input.safeParse(args ?? {});
+    if (!parsed.success) {
+      const error = invalidInput(name, parsed.error);
+      await this.#fail(tool, error, 1, sessionId, args, options, started);
+      throw error;
+    }
+    const input = parsed.data;
+    if (tool.breaker.state === "open") {
+      const retryAfterMs = Math.max(0, (tool.breaker.closesAt ?? 0) - Date.now());
+      const error = new GatewayError(
+        "CIRCUIT_OPEN",
+        `Tool ${name} is unavailable: its circuit is open after repeated failures`,
+        { details: { tool: name, retry_after_ms: retryAfterMs } },
+      );
+      await this.#fail(tool, error, 1, sessionId, input, options, started);
+      throw error;
+    }
+    const attempts = 1 + tool.retries;
+    for (let attempt = 1;; attempt++) {
+      try {
+        const output = await this.#execute(tool, input, sessionId, options.signal);
+        tool.breaker.recordSuccess();
+        const latency_ms = Math.max(0, Math.round(this.#now() - started));
+        const redactedInput = redact(input);
+        await Promise.all([
+          this.#audit?.append({
+            kind: "tool.call",
+            tool: name,
+            session_id: sessionId,
+            input: redactedInput,
+            outcome: { ok: true, latency_ms, source: options.source ?? "api" },
+          }),
+          this.bus.emit("tool.called", {
+            tool_name: name,
+            plugin,
+            input: redactedInput,
+            output: redact(output),
+            latency_ms,
+            session_id: sessionId,
+          }),
+        ]);
+        return { tool: name, plugin, output, latency_ms };
+      } catch (thrown) {
+        const error = asToolError(name, thrown);
+        if (BREAKER_CODES.has(error.code)) tool.breaker.recordFailure();
+        const retry = attempt < attempts && BREAKER_CODES.has(error.code) &&
+          tool.breaker.state === "closed" && !options.signal?.aborted;
+        if (retry) {
+          await this.#emitFailed(tool, error, attempt);
+          continue;
+        }
+        await this.#fail(tool, error, attempt, sessionId, input, options, started);
+        throw error;
+      }
+    }
+  }
+
+  async #execute(
+    tool: RegisteredTool,
+    input: Record<string, unknown>,
+    sessionId: string,
+    callerSignal: AbortSignal | undefined,
+  ): Promise<ToolOutput> {
+    const controller = new AbortController();
+    const onAbort = () => controller.abort(callerSignal?.reason);
+    callerSignal?.addEventListener("abort", onAbort, { once: true });
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => {
+        const error = new GatewayError(
+          "TOOL_TIMEOUT",
+          `Tool ${tool.definition.name} timed out after ${tool.timeoutMs} ms`,
+          { details: { tool: tool.definition.name, timeout_ms: tool.timeoutMs } },
+        );
+        controller.abort(error);
+        reject(error);
+      }, tool.timeoutMs);
+    });
+    try {
+      const run = tool.definition.execute(input, {
+        ...tool.plugin.context,
+        signal: controller.signal,
+        sessionId,
+      });
+      const output = await Promise.race([run, timeout]);
+      if (output === null || typeof output !== "object" || Array.isArray(output)) {
+        throw new GatewayError(
+          "TOOL_EXECUTION_FAILED",
+          `Tool ${tool.definition.name} returned an invalid result: expected a JSON object`,
+        );
+      }
+      return output;
+    } finally {
+      clearTimeout(timer);
+      callerSignal?.removeEventListener("abort", onAbort);
+    }
+  }
+
+  #emitFailed(tool: RegisteredTool, error: GatewayError, attempt: number): Promise<unknown> {
+    return this.bus.emit("tool.failed", {
+      tool_name: tool.definition.name,
+      plugin: tool.plugin.definition.name,
+      error: error.message,
+      error_code: error.code,
+      circuit_state: tool.breaker.state,
+      attempt,
+    });
+  }
+
+  async #fail(
+    tool: RegisteredTool,
+    error: GatewayError,
+    attempt: number,
+    sessionId: string,
+    input: unknown,
+    options: CallOptions,
+    started: number,
+  ): Promise<void> {
+    const latency_ms = Math.max(0, Math.round(this.#now() - started));
+    await Promise.all([
+      this.#audit?.append({
+        kind: "tool.call",
+        tool: tool.definition.name,
+        session_id: sessionId,
+        input: redact(input),
+        outcome: {
+          ok: false,
+          error_code: error.code,
+          error: error.message,
+          latency_ms,
+          attempts: attempt,
+          source: options.source ?? "api",
+        },
+      }),
+      this.#emitFailed(tool, error, attempt),
+    ]);
+  }
+
+  /** Disposes plugins and breaker timers. */
+  async stop(): Promise<void> {
+    for (const tool of this.#tools.values()) tool.breaker.dispose();
+    await Promise.all(this.#plugins.map(async (plugin) => {
+      try {
+        await plugin.definition.dispose?.();
+      } catch (error) {
+        this.#log(`plugin ${plugin.definition.name}: dispose failed: ${(error as Error).message}`);
+      }
+    }));
+  }
+}
+
+interface PluginOutcome {
+  state: "ready" | "not_configured" | "error" | "disabled";
+  code?: string;
+  error?: string;
+}
+
+function toJsonSchema(schema: z.ZodType): Record<string, unknown> {
+  const json = z.toJSONSchema(schema, { io: "input", unrepresentable: "any" }) as Record<
+    string,
+    unknown
+  >;
+  delete json.$schema;
+  return json;
+}
+
+function invalidInput(tool: string, error: z.ZodError): GatewayError {
+  const fields = error.issues.map((issue) => ({
+    path: issue.path.map(String).join(".") || "(root)",
+    message: issue.message,
+  }));
+  const summary = fields.map((f) => `${f.path}: ${f.message}`).join("; ");
+  return new GatewayError("TOOL_INPUT_INVALID", `Invalid arguments for ${tool}: ${summary}`, {
+    details: { tool, fields },
+  });
+}
+
+function asToolError(tool: string, thrown: unknown): GatewayError {
+  if (thrown instanceof GatewayError) return thrown;
+  const message = thrown instanceof Error ? thrown.message : String(thrown);
+  return new GatewayError("TOOL_EXECUTION_FAILED", `Tool ${tool} failed: ${message}`, {
+    cause: thrown,
+  });
+}

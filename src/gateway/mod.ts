@@ -1,0 +1,13 @@
+/**
+ * The tool server core: plugin host, tool registry, call pipeline and
+ * per-tool circuit breakers.
+ *
+ * @module
+ */
+export { Gateway } from "./gateway.ts";
+export type { GatewayOptions } from "./gateway.ts";
+export { CircuitBreaker } from "./circuit_breaker.ts";
+export type { CircuitBreakerOptions, CircuitState } from "./circuit_breaker.ts";
+export { toErrorResult, toToolResult } from "./result.ts";
+export type { ToolResult } from "./result.ts";
+export type * from "./types.ts";

@@ -1,0 +1,138 @@
+/**
+ * The plugin and tool definitions plugins export, and what the gateway hands
+ * them at run time.
+ *
+ * @module
+ */
+import type { z } from "zod";
+import type { Config } from "../config/mod.ts";
+import type { Store } from "../store/mod.ts";
+
+/** Reads a plugin's credentials (keychain, then `TOOLGATE_SECRET_<PLUGIN>_<KEY>`). */
+export interface SecretReader {
+  /** The secret `<plugin>.<key>`, or `undefined` when it is not set. */
+  get(key: string): Promise<string | undefined>;
+}
+
+/** What a plugin receives at initialization and on every call. */
+export interface PluginContext {
+  /** The resolved configuration. */
+  config: Config;
+  /** The data directory's store (plugins with state keep it here). */
+  store: Store;
+  /** The plugin's own credentials. */
+  secrets: SecretReader;
+  /** Writes a line to the log (stderr); never pass secrets. */
+  log(message: string): void;
+  /** Replaces the plugin's tools (dynamic plugins such as MCP upstreams). */
+  setTools(tools: ToolDefinition[]): void;
+}
+
+/** What a tool receives on each call. */
+export interface ToolContext extends PluginContext {
+  /** Aborted when the call times out or the caller goes away. */
+  signal: AbortSignal;
+  /** The caller's session id (MCP session, or a generated one). */
+  sessionId: string;
+}
+
+/** A tool's output: a JSON object (it becomes `output` in `tool.called`). */
+export type ToolOutput = Record<string, unknown>;
+
+/** One tool a plugin offers. */
+export interface ToolDefinition {
+  /** Unique tool name (`snake_case`, letters, digits, `_`, `-`, `.`). */
+  name: string;
+  /** What the tool does, for clients and models. */
+  description: string;
+  /** zod schema of the arguments object. */
+  input: z.ZodType<Record<string, unknown>>;
+  /**
+   * JSON Schema of the arguments, when it does not come from `input`
+   * (tools proxied from MCP upstreams). @default z.toJSONSchema(input)
+   */
+  inputJsonSchema?: Record<string, unknown>;
+  /** Safe to retry (`retries` in config applies only then). @default false */
+  idempotent?: boolean;
+  /** Per-tool timeout in ms. @default config.tools.timeout_ms */
+  timeoutMs?: number;
+  /**
+   * Runs the tool with validated arguments.
+   *
+   * @throws {GatewayError} with a code (e.g. `PLUGIN_REQUEST_FAILED`);
+   * anything else becomes `TOOL_EXECUTION_FAILED`.
+   */
+  execute(args: Record<string, unknown>, context: ToolContext): Promise<ToolOutput>;
+}
+
+/** A plugin: a named, versioned group of tools. */
+export interface PluginDefinition {
+  /** Unique plugin name. */
+  name: string;
+  /** Plugin version, `<major>.<minor>.<patch>`. */
+  version: string;
+  /** One line about the plugin. */
+  description?: string;
+  /** Needs no credentials or configuration. */
+  zeroConfig: boolean;
+  /** Whether the plugin has what it needs; `false` → state `not_configured`. */
+  isConfigured?(context: PluginContext): boolean | Promise<boolean>;
+  /** Prepares the plugin; throwing → state `error`. */
+  initialize?(context: PluginContext): void | Promise<void>;
+  /** Releases resources on shutdown. */
+  dispose?(): void | Promise<void>;
+  /** Static tools (dynamic plugins call `context.setTools`). */
+  tools: ToolDefinition[];
+}
+
+/** Lifecycle state of a plugin. */
+export type PluginState = "initializing" | "ready" | "not_configured" | "error" | "disabled";
+
+/** A plugin's status as shown by `plugins list` and `/health`. */
+export interface PluginStatus {
+  name: string;
+  version: string;
+  state: PluginState;
+  tool_count: number;
+  zero_config: boolean;
+  error?: string;
+  error_code?: string;
+}
+
+/** A tool as listed to clients. */
+export interface ToolInfo {
+  name: string;
+  description: string;
+  plugin: string;
+  inputSchema: Record<string, unknown>;
+}
+
+/** Who called a tool. */
+export interface CallOptions {
+  /** Session id for events and audit. @default a new id */
+  sessionId?: string;
+  /** Aborts the call (client went away). */
+  signal?: AbortSignal;
+  /** Entry point, recorded in the audit log (`rest`, `mcp`, `cli`, `webhook`). */
+  source?: string;
+}
+
+/** A successful tool call. */
+export interface CallResult {
+  tool: string;
+  plugin: string;
+  output: ToolOutput;
+  latency_ms: number;
+}
+
+/** Where the pipeline records calls: the audit log. */
+export interface AuditSink {
+  /** Appends durably; resolves once committed. */
+  append(entry: {
+    kind: string;
+    tool: string;
+    session_id?: string;
+    input: unknown;
+    outcome: Record<string, unknown>;
+  }): Promise<unknown>;
+}

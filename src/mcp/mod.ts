@@ -1,0 +1,8 @@
+/**
+ * MCP server wiring for the stdio and Streamable HTTP transports.
+ *
+ * @module
+ */
+export { createMcpServer } from "./server.ts";
+export type { McpServerOptions } from "./server.ts";
+export { serveStdio } from "./stdio.ts";

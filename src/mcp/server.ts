@@ -1,0 +1,86 @@
+/**
+ * The gateway as an MCP server (official SDK): tools/list and tools/call go
+ * to the gateway's registry and pipeline. Used by the stdio and Streamable
+ * HTTP transports alike.
+ *
+ * @module
+ */
+import { Server } from "@modelcontextprotocol/sdk/server/index.js";
+import {
+  type CallToolRequest,
+  CallToolRequestSchema,
+  type CallToolResult,
+  ErrorCode,
+  ListToolsRequestSchema,
+  McpError,
+} from "@modelcontextprotocol/sdk/types.js";
+import { GatewayError } from "../errors/mod.ts";
+import { type Gateway, toErrorResult, toToolResult } from "../gateway/mod.ts";
+import { newId } from "../ids.ts";
+import { VERSION } from "../version.ts";
+
+/** Options of {@linkcode createMcpServer}. */
+export interface McpServerOptions {
+  /** Session id reported in events and audit; for HTTP the MCP session id. */
+  sessionId?: () => string | undefined;
+  /** Entry point name recorded in the audit log. @default "mcp" */
+  source?: string;
+}
+
+/**
+ * Creates an MCP server bound to the gateway. The caller connects it to a
+ * transport and closes it.
+ *
+ * @returns The server and a function that detaches it from the gateway.
+ */
+export function createMcpServer(
+  gateway: Gateway,
+  options: McpServerOptions = {},
+): { server: Server; detach: () => void } {
+  const { source = "mcp" } = options;
+  const fallbackSession = newId("ses");
+  const server = new Server(
+    { name: "toolgate", version: VERSION },
+    {
+      capabilities: { tools: { listChanged: true } },
+      instructions:
+        "toolgate hosts plugins whose tools are listed here; every call is audited and circuit-protected.",
+    },
+  );
+  server.setRequestHandler(ListToolsRequestSchema, () => ({
+    tools: gateway.listTools().map((tool) => ({
+      name: tool.name,
+      description: tool.description,
+      inputSchema: { type: "object", ...tool.inputSchema } as {
+        type: "object";
+        [key: string]: unknown;
+      },
+    })),
+  }));
+  server.setRequestHandler(CallToolRequestSchema, async (
+    request: CallToolRequest,
+    extra: { sessionId?: string; signal: AbortSignal },
+  ): Promise<CallToolResult> => {
+    const { name, arguments: args } = request.params;
+    if (!gateway.hasTool(name)) {
+      throw new McpError(ErrorCode.InvalidParams, `Unknown tool: ${name}`);
+    }
+    try {
+      const result = await gateway.call(name, args ?? {}, {
+        sessionId: options.sessionId?.() ?? extra.sessionId ?? fallbackSession,
+        signal: extra.signal,
+        source,
+      });
+      return toToolResult(result);
+    } catch (error) {
+      if (error instanceof GatewayError) return toErrorResult(error);
+      throw error;
+    }
+  });
+  const detach = gateway.onToolsChanged(() => {
+    server.sendToolListChanged().catch(() => {
+      // Not connected yet or already closed: the client lists tools on connect.
+    });
+  });
+  return { server, detach };
+}
