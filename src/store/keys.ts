@@ -73,3 +73,68 @@ export function keychainKey(name: string): Deno.KvKey {
 export function keychainPrefix(): Deno.KvKey {
   return ["keychain"];
 }
+
+/** Counter bumped when deliveries are queued outside the dispatcher (DLQ replay). */
+export function deliveriesVersionKey(): Deno.KvKey {
+  return ["meta", "deliveries_version"];
+}
+
+/** An outbox event: envelope metadata and (small) body bytes. */
+export function outboxEventKey(eventId: string): Deno.KvKey {
+  return ["outbox", "event", eventId];
+}
+
+/** One chunk of a large outbox event body. */
+export function outboxBodyKey(eventId: string, chunk: number): Deno.KvKey {
+  return ["outbox", "body", eventId, chunk];
+}
+
+/** Prefix of the body chunks of one outbox event. */
+export function outboxBodyPrefix(eventId: string): Deno.KvKey {
+  return ["outbox", "body", eventId];
+}
+
+/** A pending delivery of one event to one outgoing webhook. */
+export function deliveryKey(eventId: string, webhookId: string): Deno.KvKey {
+  return ["outbox", "delivery", eventId, webhookId];
+}
+
+/** Prefix of all pending deliveries. */
+export function deliveriesPrefix(): Deno.KvKey {
+  return ["outbox", "delivery"];
+}
+
+/** Prefix of the pending deliveries of one event. */
+export function eventDeliveriesPrefix(eventId: string): Deno.KvKey {
+  return ["outbox", "delivery", eventId];
+}
+
+/** One entry of the delivery log of an outgoing webhook. */
+export function deliveryLogKey(webhookId: string, entryId: string): Deno.KvKey {
+  return ["outbox", "log", webhookId, entryId];
+}
+
+/** Prefix of the delivery log of one outgoing webhook. */
+export function deliveryLogPrefix(webhookId: string): Deno.KvKey {
+  return ["outbox", "log", webhookId];
+}
+
+/** A dead-letter queue record. */
+export function dlqKey(dlqId: string): Deno.KvKey {
+  return ["dlq", "entry", dlqId];
+}
+
+/** Prefix of all dead-letter queue records. */
+export function dlqPrefix(): Deno.KvKey {
+  return ["dlq", "entry"];
+}
+
+/** One chunk of a large dead-lettered event body. */
+export function dlqBodyKey(dlqId: string, chunk: number): Deno.KvKey {
+  return ["dlq", "body", dlqId, chunk];
+}
+
+/** Prefix of the body chunks of one dead-letter record. */
+export function dlqBodyPrefix(dlqId: string): Deno.KvKey {
+  return ["dlq", "body", dlqId];
+}
