@@ -1,0 +1,64 @@
+/**
+ * Shared test helpers: temp data dirs and running the real CLI process.
+ *
+ * @module
+ */
+
+/** Absolute path of the repository root. */
+export const ROOT = new URL("..", import.meta.url).pathname;
+
+/** Absolute path of `main.ts`. */
+export const MAIN = `${ROOT}main.ts`;
+
+/** A temporary data dir for `TOOLGATE_HOME`, removed by the returned disposer. */
+export async function tempHome(): Promise<{ home: string } & AsyncDisposable> {
+  const home = await Deno.makeTempDir({ prefix: "toolgate-test-" });
+  return {
+    home,
+    [Symbol.asyncDispose]: () => Deno.remove(home, { recursive: true }).catch(() => {}),
+  };
+}
+
+/** Result of a CLI run. */
+export interface CliRun {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+/** Options of {@linkcode runCli}. */
+export interface RunCliOptions {
+  /** `TOOLGATE_HOME`. */
+  home: string;
+  /** Text written to stdin. */
+  stdin?: string;
+  /** Extra environment. */
+  env?: Record<string, string>;
+  /** Working directory. @default ROOT */
+  cwd?: string;
+  /** Script to run instead of `main.ts` (the bundle). */
+  script?: string;
+}
+
+/** Runs `toolgate <args>` as a real process and collects its output. */
+export async function runCli(args: string[], options: RunCliOptions): Promise<CliRun> {
+  const script = options.script ?? MAIN;
+  const child = new Deno.Command(Deno.execPath(), {
+    args: ["run", "-A", "--unstable-kv", script, ...args],
+    cwd: options.cwd ?? ROOT,
+    env: { TOOLGATE_HOME: options.home, NO_COLOR: "1", ...options.env },
+    stdin: "piped",
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  const writer = child.stdin.getWriter();
+  if (options.stdin !== undefined) await writer.write(new TextEncoder().encode(options.stdin));
+  await writer.close();
+  const output = await child.output();
+  const decoder = new TextDecoder();
+  return {
+    code: output.code,
+    stdout: decoder.decode(output.stdout),
+    stderr: decoder.decode(output.stderr),
+  };
+}
