@@ -75,9 +75,7 @@ export class CircuitBreaker {
     this.#failures++;
     if (this.#failures < this.threshold) return;
     this.#openedAt = this.#now();
-    const timer = setTimeout(() => this.#close(), this.resetAfterMs);
-    Deno.unrefTimer(timer);
-    this.#timer = timer;
+    this.#timer = setTimeout(() => this.#close(), this.resetAfterMs);
     this.#onOpen?.({
       failureCount: this.#failures,
       threshold: this.threshold,

@@ -1,0 +1,218 @@
+import { assert, assertEquals, assertMatch, assertStringIncludes } from "../_asserts.ts";
+import { runCli, tempHome } from "../_helpers.ts";
+
+Deno.test("webhooks add prints a wh_ id and list shows it without the secret", async () => {
+  await using tmp = await tempHome();
+  const add = await runCli(
+    [
+      "webhooks",
+      "add",
+      "--url",
+      "https://example.com/hook",
+      "--events",
+      "tool.called,tool.failed",
+      "--secret",
+      "s3cret",
+    ],
+    { home: tmp.home },
+  );
+  assertEquals(add.code, 0, add.stderr);
+  const id = add.stdout.trim();
+  assertMatch(id, /^wh_[0-9a-z]{26}$/);
+  const list = await runCli(["webhooks", "list", "--json"], { home: tmp.home });
+  assertEquals(list.code, 0, list.stderr);
+  assert(!list.stdout.includes("s3cret"), "secret leaked into list output");
+  const parsed = JSON.parse(list.stdout);
+  assertEquals(parsed.outgoing.length, 1);
+  assertEquals(parsed.outgoing[0].id, id);
+  assertEquals(parsed.outgoing[0].events, ["tool.called", "tool.failed"]);
+  assertEquals(parsed.outgoing[0].has_secret, true);
+  const human = await runCli(["webhooks", "list"], { home: tmp.home });
+  assertStringIncludes(human.stdout, id);
+  assert(!human.stdout.includes("s3cret"));
+});
+
+Deno.test("webhooks add without --events stores all types as '*'", async () => {
+  await using tmp = await tempHome();
+  const add = await runCli(["webhooks", "add", "--url", "http://127.0.0.1:9/x"], {
+    home: tmp.home,
+  });
+  assertEquals(add.code, 0, add.stderr);
+  const list = JSON.parse(
+    (await runCli(["webhooks", "list", "--json"], { home: tmp.home })).stdout,
+  );
+  assertEquals(list.outgoing[0].events, "*");
+  assertEquals(list.outgoing[0].has_secret, false);
+});
+
+Deno.test("webhooks add --secret - reads the secret from stdin", async () => {
+  await using tmp = await tempHome();
+  const add = await runCli([
+    "webhooks",
+    "add",
+    "--url",
+    "http://127.0.0.1:9/x",
+    "--secret",
+    "-",
+    "--json",
+  ], {
+    home: tmp.home,
+    stdin: "from-stdin\n",
+  });
+  assertEquals(add.code, 0, add.stderr);
+  assertEquals(JSON.parse(add.stdout).has_secret, true);
+  assert(!add.stdout.includes("from-stdin"));
+});
+
+Deno.test("webhooks remove deletes outgoing and incoming ids; unknown id exits 1", async () => {
+  await using tmp = await tempHome();
+  const out =
+    (await runCli(["webhooks", "add", "--url", "http://127.0.0.1:9/x"], { home: tmp.home }))
+      .stdout.trim();
+  const created = await runCli(
+    ["webhooks", "create", "--name", "gh", "--url", "/hooks/gh", "--handler", "memory_set"],
+    { home: tmp.home },
+  );
+  assertEquals(created.code, 0, created.stderr);
+  const inId = created.stdout.split("\n")[0].trim();
+  assertMatch(inId, /^in_[0-9a-z]{26}$/);
+  assertStringIncludes(created.stdout, "http://127.0.0.1:7821/hooks/gh");
+  assertEquals((await runCli(["webhooks", "remove", out], { home: tmp.home })).code, 0);
+  assertEquals((await runCli(["webhooks", "remove", inId], { home: tmp.home })).code, 0);
+  const list = JSON.parse(
+    (await runCli(["webhooks", "list", "--json"], { home: tmp.home })).stdout,
+  );
+  assertEquals(list, { outgoing: [], incoming: [] });
+  const again = await runCli(["webhooks", "remove", out], { home: tmp.home });
+  assertEquals(again.code, 1);
+  assertStringIncludes(again.stderr, out);
+  // The path and name are free again once the endpoint is removed.
+  const recreated = await runCli(
+    ["webhooks", "create", "--name", "gh", "--url", "/hooks/gh", "--handler", "memory_set"],
+    { home: tmp.home },
+  );
+  assertEquals(recreated.code, 0, recreated.stderr);
+});
+
+const BAD_INPUT: { name: string; args: string[]; code: number; message: RegExp }[] = [
+  {
+    name: "malformed URL",
+    args: ["webhooks", "add", "--url", "not a url"],
+    code: 2,
+    message: /--url.*not a URL/,
+  },
+  {
+    name: "ftp URL",
+    args: ["webhooks", "add", "--url", "ftp://example.com/x"],
+    code: 2,
+    message: /scheme ftp/,
+  },
+  {
+    name: "unknown event type",
+    args: ["webhooks", "add", "--url", "http://x.test/", "--events", "tool.called,tool.exploded"],
+    code: 2,
+    message:
+      /tool\.exploded.*valid: tool\.called, tool\.failed, plugin\.ready, plugin\.error, circuit\.opened, circuit\.closed, audit\.written, server\.started/,
+  },
+  {
+    name: "empty --events",
+    args: ["webhooks", "add", "--url", "http://x.test/", "--events", ""],
+    code: 2,
+    message: /--events.*empty/,
+  },
+  { name: "missing --url", args: ["webhooks", "add"], code: 2, message: /--url/ },
+  {
+    name: "missing --handler",
+    args: ["webhooks", "create", "--name", "a", "--url", "/hooks/a"],
+    code: 2,
+    message: /--handler/,
+  },
+  {
+    name: "path without slash",
+    args: ["webhooks", "create", "--name", "a", "--url", "hooks/a", "--handler", "t"],
+    code: 2,
+    message: /must start with "\/"/,
+  },
+  {
+    name: "path shadowing /tools",
+    args: ["webhooks", "create", "--name", "a", "--url", "/tools/x", "--handler", "t"],
+    code: 2,
+    message: /shadows the built-in route \/tools/,
+  },
+  {
+    name: "path shadowing /health",
+    args: ["webhooks", "create", "--name", "a", "--url", "/health", "--handler", "t"],
+    code: 2,
+    message: /shadows the built-in route \/health/,
+  },
+  { name: "unknown command", args: ["webhooks", "explode"], code: 2, message: /unknown command/ },
+  {
+    name: "unknown flag",
+    args: ["webhooks", "list", "--bogus"],
+    code: 2,
+    message: /unknown option '--bogus'/,
+  },
+];
+
+for (const bad of BAD_INPUT) {
+  Deno.test(`bad input is rejected and stores nothing: ${bad.name}`, async () => {
+    await using tmp = await tempHome();
+    const run = await runCli(bad.args, { home: tmp.home });
+    assertEquals(run.code, bad.code, run.stderr);
+    assertMatch(run.stderr, bad.message);
+    assertEquals(run.stderr.trim().split("\n").length, 1, `not one line: ${run.stderr}`);
+    assertEquals(run.stdout, "");
+    const list = await runCli(["webhooks", "list", "--json"], { home: tmp.home });
+    assertEquals(JSON.parse(list.stdout), { outgoing: [], incoming: [] });
+  });
+}
+
+Deno.test("duplicate incoming path or name exits 1 and keeps the first registration", async () => {
+  await using tmp = await tempHome();
+  const first = await runCli(
+    ["webhooks", "create", "--name", "ci", "--url", "/hooks/ci", "--handler", "memory_set"],
+    { home: tmp.home },
+  );
+  assertEquals(first.code, 0, first.stderr);
+  const samePath = await runCli(
+    ["webhooks", "create", "--name", "other", "--url", "/hooks/ci", "--handler", "memory_set"],
+    { home: tmp.home },
+  );
+  assertEquals(samePath.code, 1);
+  assertMatch(samePath.stderr, /--url: path \/hooks\/ci is already used/);
+  const sameName = await runCli(
+    ["webhooks", "create", "--name", "ci", "--url", "/hooks/other", "--handler", "memory_set"],
+    { home: tmp.home },
+  );
+  assertEquals(sameName.code, 1);
+  assertMatch(sameName.stderr, /--name: "ci" is already used/);
+  const list = JSON.parse(
+    (await runCli(["webhooks", "list", "--json"], { home: tmp.home })).stdout,
+  );
+  assertEquals(list.incoming.length, 1);
+  assertEquals(list.incoming[0].path, "/hooks/ci");
+});
+
+Deno.test("two CLI processes adding 50 webhooks each at once: all 100 listed, ids unique", async () => {
+  await using tmp = await tempHome();
+  const worker = async (n: number) => {
+    const ids: string[] = [];
+    for (let i = 0; i < 50; i++) {
+      const run = await runCli(
+        ["webhooks", "add", "--url", `http://127.0.0.1:9/w${n}/${i}`],
+        { home: tmp.home },
+      );
+      assertEquals(run.code, 0, run.stderr);
+      ids.push(run.stdout.trim());
+    }
+    return ids;
+  };
+  const [a, b] = await Promise.all([worker(1), worker(2)]);
+  const list = JSON.parse(
+    (await runCli(["webhooks", "list", "--json"], { home: tmp.home })).stdout,
+  );
+  assertEquals(list.outgoing.length, 100);
+  const listed = new Set(list.outgoing.map((w: { id: string }) => w.id));
+  assertEquals(listed.size, 100);
+  for (const id of [...a, ...b]) assert(listed.has(id), `missing ${id}`);
+});
