@@ -138,3 +138,48 @@ export function dlqBodyKey(dlqId: string, chunk: number): Deno.KvKey {
 export function dlqBodyPrefix(dlqId: string): Deno.KvKey {
   return ["dlq", "body", dlqId];
 }
+
+/** Head of the audit chain: `{seq, hash, timestamp}` of the last entry. */
+export function auditHeadKey(): Deno.KvKey {
+  return ["audit", "head"];
+}
+
+/** Prefix of all audit entries, ordered by seq then part. */
+export function auditEntriesPrefix(): Deno.KvKey {
+  return ["audit", "entry"];
+}
+
+/** Prefix of the parts of one audit entry (also the list bound before `seq`). */
+export function auditEntryKey(seq: number): Deno.KvKey {
+  return ["audit", "entry", seq];
+}
+
+/** One part of the canonical JSON bytes of an audit entry. */
+export function auditEntryPartKey(seq: number, part: number): Deno.KvKey {
+  return ["audit", "entry", seq, part];
+}
+
+/** A pending handler call of an accepted incoming payload. */
+export function incomingJobKey(jobId: string): Deno.KvKey {
+  return ["incoming", "job", jobId];
+}
+
+/** Prefix of all pending incoming jobs. */
+export function incomingJobsPrefix(): Deno.KvKey {
+  return ["incoming", "job"];
+}
+
+/** One chunk of the raw body of a pending incoming job. */
+export function incomingJobBodyKey(jobId: string, chunk: number): Deno.KvKey {
+  return ["incoming", "body", jobId, chunk];
+}
+
+/** Prefix of the body chunks of one incoming job. */
+export function incomingJobBodyPrefix(jobId: string): Deno.KvKey {
+  return ["incoming", "body", jobId];
+}
+
+/** Prefix of all incoming job body chunks (orphan sweep). */
+export function incomingBodiesPrefix(): Deno.KvKey {
+  return ["incoming", "body"];
+}

@@ -7,3 +7,7 @@
 export { KV_FILE, openStore, SCHEMA_VERSION, Store, withLockRetry } from "./store.ts";
 export type { OpenStoreOptions } from "./store.ts";
 export * from "./webhooks.ts";
+export * from "./deliveries.ts";
+export * from "./memory.ts";
+export * from "./keychain.ts";
+export * from "./incoming.ts";

@@ -1,0 +1,371 @@
+/**
+ * Incoming webhooks: named endpoints on the HTTP transport that validate a
+ * payload, record it in the audit log, and route it to a handler tool from a
+ * durable queue.
+ *
+ * Works on web-standard `Request`/`Response`, so the HTTP layer only mounts it.
+ *
+ * @module
+ */
+import type { Config } from "../config/mod.ts";
+import { GatewayError } from "../errors/mod.ts";
+import type { Gateway } from "../gateway/mod.ts";
+import { toErrorResult, toToolResult } from "../gateway/mod.ts";
+import { newId } from "../ids.ts";
+import {
+  addIncomingStats,
+  completeIncomingJob,
+  type IncomingJob,
+  type IncomingWebhook,
+  listIncomingJobs,
+  listIncomingWebhooks,
+  putIncomingJob,
+  readIncomingJobBody,
+  type Store,
+  sweepOrphanIncomingBodies,
+} from "../store/mod.ts";
+import { verifySignature } from "./signer.ts";
+
+/** The audit log as the router needs it. */
+export interface IncomingAuditLog {
+  /** Appends durably; resolves with the entry once committed. */
+  append(entry: {
+    kind: string;
+    tool: string;
+    session_id?: string;
+    input: unknown;
+    outcome: Record<string, unknown>;
+  }): Promise<{ seq: number }>;
+}
+
+/** Options of {@linkcode IncomingRouter}. */
+export interface IncomingRouterOptions {
+  store: Store;
+  gateway: Gateway;
+  audit: IncomingAuditLog;
+  config: Config;
+  /** Log sink (stderr). @default console.error */
+  log?: (message: string) => void;
+  /** Handler calls running at once. @default 16 */
+  concurrency?: number;
+  /** Clock in ms. @default Date.now */
+  now?: () => number;
+}
+
+const DEFAULT_SIGNATURE_HEADER = "X-Service-Signature";
+
+interface Bucket {
+  tokens: number;
+  updatedAt: number;
+}
+
+interface StatsDelta {
+  received: number;
+  rejected: number;
+  last?: string;
+}
+
+/** Serves every registered incoming endpoint. */
+export class IncomingRouter {
+  #store: Store;
+  #gateway: Gateway;
+  #audit: IncomingAuditLog;
+  #config: Config;
+  #log: (message: string) => void;
+  #now: () => number;
+  #concurrency: number;
+  #byPath = new Map<string, IncomingWebhook>();
+  #buckets = new Map<string, Bucket>();
+  #stats = new Map<string, StatsDelta>();
+  #version = -1n;
+  #timer: ReturnType<typeof setInterval> | undefined;
+  #queue: IncomingJob[] = [];
+  #queued = new Set<string>();
+  #running = new Set<Promise<void>>();
+  #stopped = false;
+
+  /** @param options Store, gateway, audit log and configuration. */
+  constructor(options: IncomingRouterOptions) {
+    const { log = (m: string) => console.error(m), concurrency = 16, now = Date.now } = options;
+    this.#store = options.store;
+    this.#gateway = options.gateway;
+    this.#audit = options.audit;
+    this.#config = options.config;
+    this.#log = log;
+    this.#now = now;
+    this.#concurrency = concurrency;
+  }
+
+  /**
+   * Loads the endpoints, resumes jobs left by an earlier process, and starts
+   * polling for registration changes (CLI edits apply within `poll_ms`).
+   */
+  async start(): Promise<void> {
+    await this.refresh();
+    await sweepOrphanIncomingBodies(this.#store);
+    for (const job of await listIncomingJobs(this.#store)) this.#enqueue(job);
+    this.#timer = setInterval(() => {
+      this.refresh().catch((e) => this.#log(`incoming: refresh failed: ${(e as Error).message}`));
+      this.#flushStats().catch((e) =>
+        this.#log(`incoming: stats flush failed: ${(e as Error).message}`)
+      );
+    }, this.#config.webhooks.poll_ms);
+  }
+
+  /** Reloads the endpoints when the registrations changed. */
+  async refresh(): Promise<void> {
+    const version = await this.#store.registrationsVersion();
+    if (version === this.#version) return;
+    const endpoints = await listIncomingWebhooks(this.#store);
+    this.#byPath = new Map(endpoints.map((endpoint) => [endpoint.path, endpoint]));
+    this.#version = version;
+  }
+
+  /** The endpoint registered at `path`, if any. */
+  match(path: string): IncomingWebhook | undefined {
+    return this.#byPath.get(path);
+  }
+
+  /** The registered endpoints. */
+  endpoints(): IncomingWebhook[] {
+    return [...this.#byPath.values()];
+  }
+
+  /**
+   * Handles a request to an endpoint: method 405, size 413, content type 415,
+   * signature 401, JSON 400, rate limit 429; then records and accepts (202),
+   * or with `?wait=true` runs the handler and answers its result.
+   */
+  async handle(request: Request, endpoint: IncomingWebhook): Promise<Response> {
+    try {
+      return await this.#handle(request, endpoint);
+    } catch (error) {
+      if (!(error instanceof GatewayError)) throw error;
+      this.#count(endpoint.id, "rejected");
+      this.#log(`incoming ${endpoint.path}: rejected ${error.status} ${error.code}`);
+      const headers: Record<string, string> = {};
+      const details = error.details as { allow?: string; retry_after_s?: number } | undefined;
+      if (details?.allow) headers["Allow"] = details.allow;
+      if (details?.retry_after_s) headers["Retry-After"] = String(details.retry_after_s);
+      return errorResponse(error, headers);
+    }
+  }
+
+  async #handle(request: Request, endpoint: IncomingWebhook): Promise<Response> {
+    if (request.method !== "POST") {
+      throw new GatewayError(
+        "METHOD_NOT_ALLOWED",
+        `Method ${request.method} is not allowed on ${endpoint.path}: use POST`,
+        { details: { allow: "POST" } },
+      );
+    }
+    const limit = this.#config.incoming.body_limit_bytes;
+    const declared = Number(request.headers.get("content-length") ?? NaN);
+    if (declared > limit) throw tooLarge(limit);
+    const type = (request.headers.get("content-type") ?? "").split(";")[0].trim().toLowerCase();
+    if (type !== "application/json" && !/^application\/[a-z0-9.+-]+\+json$/.test(type)) {
+      throw new GatewayError(
+        "UNSUPPORTED_MEDIA_TYPE",
+        `Unsupported Content-Type "${type || "(none)"}": send application/json`,
+      );
+    }
+    const body = await readLimited(request, limit);
+    if (endpoint.secret) {
+      const headerName = endpoint.signature_header ?? DEFAULT_SIGNATURE_HEADER;
+      const header = request.headers.get(headerName);
+      if (!(await verifySignature(endpoint.secret, body, header))) {
+        throw new GatewayError(
+          "SIGNATURE_INVALID",
+          header
+            ? `Invalid ${headerName}: the signature does not match the body`
+            : `Missing ${headerName}: this endpoint requires a sha256=<hex> HMAC signature`,
+        );
+      }
+    }
+    const payload = parseObject(body);
+    this.#takeToken(endpoint);
+    const jobId = newId("inj");
+    const receivedAt = new Date(this.#now()).toISOString();
+    const wait = new URL(request.url).searchParams.get("wait") === "true";
+    const entry = await this.#audit.append({
+      kind: "webhook.incoming",
+      tool: endpoint.handler,
+      session_id: jobId,
+      input: payload,
+      outcome: { accepted: true, endpoint_id: endpoint.id, endpoint: endpoint.name, job_id: jobId },
+    });
+    this.#count(endpoint.id, "received", receivedAt);
+    if (wait) return await this.#runNow(endpoint, jobId, payload);
+    const job = await putIncomingJob(this.#store, {
+      id: jobId,
+      endpoint_id: endpoint.id,
+      handler: endpoint.handler,
+      received_at: receivedAt,
+      audit_seq: entry.seq,
+    }, body);
+    this.#enqueue(job);
+    return Response.json({ id: jobId, status: "accepted" }, { status: 202 });
+  }
+
+  async #runNow(endpoint: IncomingWebhook, jobId: string, payload: Record<string, unknown>) {
+    try {
+      const result = await this.#gateway.call(endpoint.handler, payload, {
+        sessionId: jobId,
+        source: "webhook",
+      });
+      return Response.json({ id: jobId, status: "completed", result: toToolResult(result) });
+    } catch (error) {
+      if (!(error instanceof GatewayError)) throw error;
+      this.#countFailed(endpoint.id);
+      const status = error.code === "TOOL_INPUT_INVALID" ? 422 : error.status;
+      return Response.json(
+        { id: jobId, status: "failed", error: error.toJSON(), result: toErrorResult(error) },
+        { status },
+      );
+    }
+  }
+
+  #takeToken(endpoint: IncomingWebhook): void {
+    const rate = endpoint.rate_limit_per_s;
+    if (!rate) return;
+    const now = this.#now();
+    const capacity = Math.max(1, rate);
+    const bucket = this.#buckets.get(endpoint.id) ?? { tokens: capacity, updatedAt: now };
+    bucket.tokens = Math.min(capacity, bucket.tokens + ((now - bucket.updatedAt) / 1000) * rate);
+    bucket.updatedAt = now;
+    this.#buckets.set(endpoint.id, bucket);
+    if (bucket.tokens < 1) {
+      const retryAfter = Math.max(1, Math.ceil((1 - bucket.tokens) / rate));
+      throw new GatewayError(
+        "RATE_LIMITED",
+        `Too many requests to ${endpoint.path}: the limit is ${rate}/s; retry after ${retryAfter} s`,
+        { details: { retry_after_s: retryAfter } },
+      );
+    }
+    bucket.tokens -= 1;
+  }
+
+  #count(id: string, counter: "received" | "rejected", at?: string): void {
+    const delta = this.#stats.get(id) ?? { received: 0, rejected: 0 };
+    delta[counter]++;
+    if (at) delta.last = at;
+    this.#stats.set(id, delta);
+  }
+
+  #countFailed(id: string): void {
+    addIncomingStats(this.#store, id, { failed: 1 }).catch((e) =>
+      this.#log(`incoming: stats failed: ${(e as Error).message}`)
+    );
+  }
+
+  async #flushStats(): Promise<void> {
+    const pending = [...this.#stats];
+    this.#stats.clear();
+    for (const [id, delta] of pending) {
+      await addIncomingStats(this.#store, id, delta, delta.last);
+    }
+  }
+
+  #enqueue(job: IncomingJob): void {
+    if (this.#queued.has(job.id)) return;
+    this.#queued.add(job.id);
+    this.#queue.push(job);
+    this.#pump();
+  }
+
+  #pump(): void {
+    while (!this.#stopped && this.#running.size < this.#concurrency && this.#queue.length) {
+      const job = this.#queue.shift()!;
+      const run = this.#run(job).finally(() => {
+        this.#running.delete(run);
+        this.#queued.delete(job.id);
+        this.#pump();
+      });
+      this.#running.add(run);
+    }
+  }
+
+  async #run(job: IncomingJob): Promise<void> {
+    let failed = false;
+    try {
+      const payload = parseObject(await readIncomingJobBody(this.#store, job));
+      await this.#gateway.call(job.handler, payload, { sessionId: job.id, source: "webhook" });
+    } catch (error) {
+      failed = true;
+      const code = error instanceof GatewayError ? error.code : "INTERNAL";
+      this.#log(`incoming job ${job.id}: handler ${job.handler} failed: ${code}`);
+    }
+    try {
+      await completeIncomingJob(this.#store, job, failed);
+    } catch (error) {
+      this.#log(`incoming job ${job.id}: cannot mark completed: ${(error as Error).message}`);
+    }
+  }
+
+  /** Resolves when no job is queued or running (tests, shutdown). */
+  async idle(): Promise<void> {
+    while (this.#running.size || this.#queue.length) {
+      await Promise.all([...this.#running]);
+    }
+  }
+
+  /** Stops polling and new jobs, waits for running handler calls, flushes counters. */
+  async stop(): Promise<void> {
+    this.#stopped = true;
+    if (this.#timer !== undefined) clearInterval(this.#timer);
+    await Promise.all([...this.#running]);
+    await this.#flushStats();
+  }
+}
+
+function tooLarge(limit: number): GatewayError {
+  return new GatewayError(
+    "PAYLOAD_TOO_LARGE",
+    `Request body is over the limit of ${limit} bytes: send a smaller payload`,
+    { details: { limit_bytes: limit } },
+  );
+}
+
+async function readLimited(request: Request, limit: number): Promise<Uint8Array> {
+  if (!request.body) return new Uint8Array();
+  const reader = request.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    size += value.byteLength;
+    if (size > limit) {
+      await reader.cancel().catch(() => {});
+      throw tooLarge(limit);
+    }
+    chunks.push(value);
+  }
+  const body = new Uint8Array(size);
+  let offset = 0;
+  for (const chunk of chunks) {
+    body.set(chunk, offset);
+    offset += chunk.byteLength;
+  }
+  return body;
+}
+
+function parseObject(body: Uint8Array): Record<string, unknown> {
+  let value: unknown;
+  try {
+    value = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(body));
+  } catch (error) {
+    throw new GatewayError("INVALID_JSON", `Invalid JSON body: ${(error as Error).message}`);
+  }
+  if (value === null || typeof value !== "object" || Array.isArray(value)) {
+    throw new GatewayError(
+      "INVALID_JSON",
+      "Invalid JSON body: expected an object, because it becomes the handler's arguments",
+    );
+  }
+  return value as Record<string, unknown>;
+}
+
+function errorResponse(error: GatewayError, headers: Record<string, string>): Response {
+  return Response.json({ error: error.toJSON() }, { status: error.status, headers });
+}
