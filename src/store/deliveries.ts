@@ -1,0 +1,760 @@
+/**
+ * Durable outgoing-webhook delivery storage: the outbox (events and their
+ * pending deliveries), the per-webhook delivery log and the dead-letter queue.
+ *
+ * Writes from the dispatcher go through a {@linkcode DeliveryWriter}, which
+ * group-commits many small writes into one KV atomic operation (within the KV
+ * limits of 1000 mutations, 100 checks and about 800 KiB per commit) to go past
+ * the commit ceiling of Deno KV.
+ *
+ * @module
+ */
+import { z } from "zod";
+import { GatewayError } from "../errors/mod.ts";
+import { newId, ulid } from "../ids.ts";
+import {
+  deliveriesPrefix,
+  deliveriesVersionKey,
+  deliveryKey,
+  deliveryLogKey,
+  deliveryLogPrefix,
+  dlqBodyKey,
+  dlqKey,
+  dlqPrefix,
+  eventDeliveriesPrefix,
+  outboxBodyKey,
+  outboxEventKey,
+} from "./keys.ts";
+import type { Store } from "./store.ts";
+
+/** Bodies larger than this are stored in chunks of this size (a KV value holds 64 KiB). */
+export const BODY_CHUNK_BYTES = 60_000;
+
+/** Entries kept in the delivery log of each webhook. */
+export const DELIVERY_LOG_SIZE = 20;
+
+const BytesSchema = z.custom<Uint8Array>((value) => value instanceof Uint8Array, "Expected bytes");
+
+/** One delivery attempt, as kept in a delivery record and a DLQ record. */
+export const AttemptRecordSchema = z.strictObject({
+  /** 1-based attempt number: 1 is the first try, 6 the fifth retry. */
+  attempt: z.number().int().min(1),
+  /** ISO-8601 time the attempt started. */
+  at: z.string(),
+  /** HTTP status of the response, when one arrived. */
+  status: z.number().int().optional(),
+  /** Why no response was accepted (timeout, connection error), when no status. */
+  error: z.string().optional(),
+  /** Milliseconds from request to response (or failure). */
+  duration_ms: z.number().int().min(0),
+});
+
+/** One delivery attempt. */
+export type AttemptRecord = z.infer<typeof AttemptRecordSchema>;
+
+/** A pending delivery of one event to one outgoing webhook. */
+export const DeliveryRecordSchema = z.strictObject({
+  event_id: z.string(),
+  event_type: z.string(),
+  webhook_id: z.string(),
+  /** Attempts made so far. */
+  attempt_count: z.number().int().min(0),
+  /** Epoch milliseconds of the next attempt. */
+  next_attempt_at: z.number(),
+  created_at: z.string(),
+  attempts: z.array(AttemptRecordSchema),
+  /** Set when the delivery replays a DLQ record (removed once delivered). */
+  dlq_id: z.string().optional(),
+});
+
+/** A pending delivery. */
+export type DeliveryRecord = z.infer<typeof DeliveryRecordSchema>;
+
+const StoredEventSchema = z.strictObject({
+  id: z.string(),
+  type: z.string(),
+  timestamp: z.string(),
+  size: z.number().int().min(0),
+  body: BytesSchema.optional(),
+});
+
+/** An event in the outbox: envelope id, type, timestamp and its serialized bytes. */
+export interface OutboxEvent {
+  id: string;
+  type: string;
+  timestamp: string;
+  /** The envelope serialized once; signed and sent as is on every attempt. */
+  body: Uint8Array;
+}
+
+/** A dead-letter queue record as stored (the body is read with {@linkcode readDlqBody}). */
+export const DlqRecordSchema = z.strictObject({
+  dlq_id: z.string(),
+  webhook_id: z.string(),
+  url: z.string(),
+  event_id: z.string(),
+  event_type: z.string(),
+  attempts: z.array(AttemptRecordSchema),
+  failed_at: z.string(),
+  size: z.number().int().min(0),
+  body: BytesSchema.optional(),
+});
+
+/** A stored dead-letter queue record. */
+export type DlqRecord = z.infer<typeof DlqRecordSchema>;
+
+/** One entry of a webhook's delivery log. */
+export const DeliveryLogEntrySchema = z.strictObject({
+  at: z.string(),
+  attempt: z.number().int().min(1),
+  ok: z.boolean(),
+  status: z.number().int().optional(),
+  error: z.string().optional(),
+  latency_ms: z.number().int().min(0),
+  event_id: z.string(),
+  event_type: z.string(),
+});
+
+/** One entry of a webhook's delivery log. */
+export type DeliveryLogEntry = z.infer<typeof DeliveryLogEntrySchema>;
+
+/** A write understood by {@linkcode DeliveryWriter}. */
+export type DeliveryOp =
+  | { op: "put_event"; event: OutboxEvent }
+  | { op: "put_delivery"; delivery: DeliveryRecord }
+  | { op: "delete_delivery"; event_id: string; webhook_id: string }
+  | { op: "log"; webhook_id: string; entry: DeliveryLogEntry }
+  | { op: "put_dlq"; record: Omit<DlqRecord, "size" | "body">; body: Uint8Array }
+  | { op: "delete_dlq"; dlq_id: string; size: number }
+  /** Deletes the event if its stored version is still `versionstamp`. */
+  | { op: "collect_event"; event_id: string; versionstamp: string; size: number };
+
+/** Result of {@linkcode DeliveryWriter.write}. */
+export interface WriteResult {
+  /** Versionstamp of the commit that wrote each op's main record, by op index. */
+  versionstamps: string[];
+  /** Whether every `collect_event` op applied (false: the event changed meanwhile). */
+  collected: boolean;
+}
+
+function parseRecord<T>(schema: z.ZodType<T>, value: unknown, what: string): T {
+  const parsed = schema.safeParse(value);
+  if (!parsed.success) {
+    throw new GatewayError(
+      "STORE_CORRUPT",
+      `Stored ${what} is unreadable: ${parsed.error.issues[0]?.message}`,
+    );
+  }
+  return parsed.data;
+}
+
+function chunkCount(size: number): number {
+  return size > BODY_CHUNK_BYTES ? Math.ceil(size / BODY_CHUNK_BYTES) : 0;
+}
+
+// ---------------------------------------------------------------------------
+// Group commit
+
+type Mutation =
+  | { type: "set"; key: Deno.KvKey; value: unknown; op: number; primary: boolean }
+  | { type: "delete"; key: Deno.KvKey; op: number; primary: boolean };
+
+interface Guarded {
+  check: Deno.AtomicCheck;
+  mutations: Mutation[];
+}
+
+interface Cost {
+  mutations: number;
+  checks: number;
+  keyBytes: number;
+  bytes: number;
+}
+
+interface Unit {
+  plain: Mutation[];
+  guarded: Guarded[];
+  ops: number;
+  cost: Cost;
+  resolve: (result: WriteResult) => void;
+  reject: (error: unknown) => void;
+}
+
+// Kept below the KV limits (1000 mutations, 100 checks, 80 KiB of keys and
+// 800 KiB in all per atomic operation), as sizes are estimated.
+const MAX_MUTATIONS = 1000;
+const MAX_CHECKS = 100;
+const MAX_KEY_BYTES = 70_000;
+const MAX_BYTES = 700_000;
+
+function keySize(key: Deno.KvKey): number {
+  let size = 0;
+  for (const part of key) {
+    size += typeof part === "string" ? part.length * 3 + 2 : part instanceof Uint8Array
+      ? part.length + 2
+      : 9;
+  }
+  return size;
+}
+
+function valueSize(value: unknown): number {
+  if (value instanceof Uint8Array) return value.byteLength + 8;
+  switch (typeof value) {
+    case "string":
+      return value.length * 2 + 5;
+    case "number":
+    case "bigint":
+      return 9;
+    case "boolean":
+    case "undefined":
+      return 1;
+    case "object": {
+      if (value === null) return 1;
+      let size = 4;
+      if (Array.isArray(value)) {
+        for (const item of value) size += valueSize(item);
+      } else {
+        for (const [k, v] of Object.entries(value)) size += k.length + 3 + valueSize(v);
+      }
+      return size;
+    }
+    default:
+      return 16;
+  }
+}
+
+function mutationCost(mutation: Mutation): Cost {
+  const keyBytes = keySize(mutation.key);
+  const bytes = keyBytes + (mutation.type === "set" ? valueSize(mutation.value) : 0);
+  return { mutations: 1, checks: 0, keyBytes, bytes };
+}
+
+function addCost(a: Cost, b: Cost): Cost {
+  return {
+    mutations: a.mutations + b.mutations,
+    checks: a.checks + b.checks,
+    keyBytes: a.keyBytes + b.keyBytes,
+    bytes: a.bytes + b.bytes,
+  };
+}
+
+const ZERO: Cost = { mutations: 0, checks: 0, keyBytes: 0, bytes: 0 };
+
+function fits(cost: Cost): boolean {
+  return cost.mutations <= MAX_MUTATIONS && cost.checks <= MAX_CHECKS &&
+    cost.keyBytes <= MAX_KEY_BYTES && cost.bytes <= MAX_BYTES;
+}
+
+function bodyMutations(
+  body: Uint8Array,
+  chunkKey: (chunk: number) => Deno.KvKey,
+  op: number,
+): Mutation[] {
+  const out: Mutation[] = [];
+  const chunks = chunkCount(body.byteLength);
+  for (let i = 0; i < chunks; i++) {
+    out.push({
+      type: "set",
+      key: chunkKey(i),
+      value: body.subarray(i * BODY_CHUNK_BYTES, (i + 1) * BODY_CHUNK_BYTES),
+      op,
+      primary: false,
+    });
+  }
+  return out;
+}
+
+function eventMutations(event: OutboxEvent, op: number): Mutation[] {
+  const size = event.body.byteLength;
+  const record = {
+    id: event.id,
+    type: event.type,
+    timestamp: event.timestamp,
+    size,
+    ...(chunkCount(size) === 0 ? { body: event.body } : {}),
+  };
+  return [
+    // Chunks first: a split commit never leaves a record without its body.
+    ...bodyMutations(event.body, (i) => outboxBodyKey(event.id, i), op),
+    { type: "set", key: outboxEventKey(event.id), value: record, op, primary: true },
+  ];
+}
+
+function deleteBody(size: number, chunkKey: (chunk: number) => Deno.KvKey, op: number) {
+  const out: Mutation[] = [];
+  for (let i = 0; i < chunkCount(size); i++) {
+    out.push({ type: "delete", key: chunkKey(i), op, primary: false });
+  }
+  return out;
+}
+
+function opMutations(op: DeliveryOp, index: number): Mutation[] {
+  switch (op.op) {
+    case "put_event":
+      return eventMutations(op.event, index);
+    case "put_delivery": {
+      const d = op.delivery;
+      return [{
+        type: "set",
+        key: deliveryKey(d.event_id, d.webhook_id),
+        value: d,
+        op: index,
+        primary: true,
+      }];
+    }
+    case "delete_delivery":
+      return [{
+        type: "delete",
+        key: deliveryKey(op.event_id, op.webhook_id),
+        op: index,
+        primary: true,
+      }];
+    case "log":
+      return [{
+        type: "set",
+        key: deliveryLogKey(op.webhook_id, ulid(Date.parse(op.entry.at) || Date.now())),
+        value: op.entry,
+        op: index,
+        primary: true,
+      }];
+    case "put_dlq": {
+      const size = op.body.byteLength;
+      const record: DlqRecord = {
+        ...op.record,
+        size,
+        ...(chunkCount(size) === 0 ? { body: op.body } : {}),
+      };
+      return [
+        ...bodyMutations(op.body, (i) => dlqBodyKey(op.record.dlq_id, i), index),
+        { type: "set", key: dlqKey(op.record.dlq_id), value: record, op: index, primary: true },
+      ];
+    }
+    case "delete_dlq":
+      return [
+        { type: "delete", key: dlqKey(op.dlq_id), op: index, primary: true },
+        ...deleteBody(op.size, (i) => dlqBodyKey(op.dlq_id, i), index),
+      ];
+    case "collect_event":
+      return [
+        { type: "delete", key: outboxEventKey(op.event_id), op: index, primary: true },
+        ...deleteBody(op.size, (i) => outboxBodyKey(op.event_id, i), index),
+      ];
+  }
+}
+
+function buildUnit(ops: readonly DeliveryOp[]): Omit<Unit, "resolve" | "reject"> {
+  const plain: Mutation[] = [];
+  const guarded: Guarded[] = [];
+  let cost = ZERO;
+  ops.forEach((op, index) => {
+    const mutations = opMutations(op, index);
+    for (const mutation of mutations) cost = addCost(cost, mutationCost(mutation));
+    if (op.op === "collect_event") {
+      const check = { key: outboxEventKey(op.event_id), versionstamp: op.versionstamp };
+      cost = addCost(cost, { mutations: 0, checks: 1, keyBytes: 0, bytes: keySize(check.key) });
+      guarded.push({ check, mutations });
+    } else {
+      plain.push(...mutations);
+    }
+  });
+  return { plain, guarded, ops: ops.length, cost };
+}
+
+function apply(atomic: Deno.AtomicOperation, mutations: readonly Mutation[]): void {
+  for (const m of mutations) {
+    if (m.type === "set") atomic.set(m.key, m.value);
+    else atomic.delete(m.key);
+  }
+}
+
+/**
+ * Group-commits delivery writes: each {@linkcode DeliveryWriter.write} call is
+ * one unit, applied atomically together with the other units waiting at the
+ * time (a unit larger than one commit is split, in order).
+ */
+export class DeliveryWriter {
+  #store: Store;
+  #queue: Unit[] = [];
+  #running: Promise<void> | null = null;
+
+  /** @param store The store to write to. */
+  constructor(store: Store) {
+    this.#store = store;
+  }
+
+  /** Units waiting to be committed. */
+  get queued(): number {
+    return this.#queue.length;
+  }
+
+  /**
+   * Queues `ops` for the next group commit.
+   *
+   * @returns Once committed: the versionstamps and whether collections applied.
+   * @throws The commit error (other than lock contention, which is retried).
+   */
+  write(ops: readonly DeliveryOp[]): Promise<WriteResult> {
+    const unit = buildUnit(ops);
+    return new Promise<WriteResult>((resolve, reject) => {
+      this.#queue.push({ ...unit, resolve, reject });
+      this.#kick();
+    });
+  }
+
+  /** Resolves once every queued write is committed (or failed). */
+  async flush(): Promise<void> {
+    while (this.#running) await this.#running;
+  }
+
+  #kick(): void {
+    if (this.#running) return;
+    this.#running = this.#drain().finally(() => {
+      this.#running = null;
+      if (this.#queue.length) this.#kick();
+    });
+  }
+
+  async #drain(): Promise<void> {
+    while (this.#queue.length) {
+      const batch: Unit[] = [];
+      let cost = ZERO;
+      while (this.#queue.length) {
+        const next = addCost(cost, this.#queue[0].cost);
+        if (batch.length && !fits(next)) break;
+        batch.push(this.#queue.shift()!);
+        cost = next;
+      }
+      try {
+        if (batch.length === 1 && !fits(cost)) await this.#commitSplit(batch[0]);
+        else await this.#commitBatch(batch);
+      } catch (error) {
+        for (const unit of batch) unit.reject(error);
+      }
+    }
+  }
+
+  async #commitBatch(batch: Unit[]): Promise<void> {
+    const kv = this.#store.kv;
+    const first = await this.#store.retry(() => {
+      const atomic = kv.atomic();
+      for (const unit of batch) {
+        apply(atomic, unit.plain);
+        for (const g of unit.guarded) {
+          atomic.check(g.check);
+          apply(atomic, g.mutations);
+        }
+      }
+      return atomic.commit();
+    });
+    if (first.ok) {
+      for (const unit of batch) {
+        unit.resolve({
+          versionstamps: new Array(unit.ops).fill(first.versionstamp),
+          collected: true,
+        });
+      }
+      return;
+    }
+    // A collection lost its race: commit everything else, skip collections.
+    const second = await this.#store.retry(() => {
+      const atomic = kv.atomic();
+      for (const unit of batch) apply(atomic, unit.plain);
+      return atomic.commit();
+    });
+    if (!second.ok) throw new Error("Unconditional KV commit reported a failed check");
+    for (const unit of batch) {
+      unit.resolve({
+        versionstamps: new Array(unit.ops).fill(second.versionstamp),
+        collected: unit.guarded.length === 0,
+      });
+    }
+  }
+
+  async #commitSplit(unit: Unit): Promise<void> {
+    const kv = this.#store.kv;
+    const versionstamps: string[] = new Array(unit.ops).fill("");
+    let part: Mutation[] = [];
+    let cost = ZERO;
+    const commitPart = async () => {
+      if (!part.length) return;
+      const mutations = part;
+      const result = await this.#store.retry(() => {
+        const atomic = kv.atomic();
+        apply(atomic, mutations);
+        return atomic.commit();
+      });
+      if (!result.ok) throw new Error("Unconditional KV commit reported a failed check");
+      for (const m of mutations) if (m.primary) versionstamps[m.op] = result.versionstamp;
+      part = [];
+      cost = ZERO;
+    };
+    for (const mutation of unit.plain) {
+      const next = addCost(cost, mutationCost(mutation));
+      if (part.length && !fits(next)) await commitPart();
+      part.push(mutation);
+      cost = addCost(cost, mutationCost(mutation));
+    }
+    await commitPart();
+    let collected = true;
+    for (const g of unit.guarded) {
+      const result = await this.#store.retry(() => {
+        const atomic = kv.atomic().check(g.check);
+        apply(atomic, g.mutations);
+        return atomic.commit();
+      });
+      if (result.ok) {
+        for (const m of g.mutations) if (m.primary) versionstamps[m.op] = result.versionstamp;
+      } else {
+        collected = false;
+      }
+    }
+    unit.resolve({ versionstamps, collected });
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Reads and maintenance
+
+/** Reads the counter bumped when deliveries are queued by another process. */
+export async function deliveriesVersion(store: Store): Promise<bigint> {
+  const entry = await store.retry(() => store.kv.get<Deno.KvU64>(deliveriesVersionKey()));
+  return entry.value?.value ?? 0n;
+}
+
+/** A pending delivery and the versionstamp of its stored state. */
+export interface StoredDelivery {
+  record: DeliveryRecord;
+  versionstamp: string;
+}
+
+/** Every pending delivery, oldest event first. */
+export async function listPendingDeliveries(store: Store): Promise<StoredDelivery[]> {
+  return await store.retry(async () => {
+    const out: StoredDelivery[] = [];
+    for await (const entry of store.kv.list({ prefix: deliveriesPrefix() })) {
+      out.push({
+        record: parseRecord(DeliveryRecordSchema, entry.value, `delivery ${entry.key.join("/")}`),
+        versionstamp: entry.versionstamp,
+      });
+    }
+    return out;
+  });
+}
+
+async function readChunks(
+  store: Store,
+  chunkKey: (chunk: number) => Deno.KvKey,
+  size: number,
+  what: string,
+): Promise<Uint8Array> {
+  const chunks = chunkCount(size);
+  const body = new Uint8Array(size);
+  for (let i = 0; i < chunks; i += 10) {
+    const keys: Deno.KvKey[] = [];
+    for (let j = i; j < Math.min(chunks, i + 10); j++) keys.push(chunkKey(j));
+    const entries = await store.retry(() => store.kv.getMany<Uint8Array[]>(keys));
+    entries.forEach((entry, k) => {
+      const chunk = entry.value;
+      if (!(chunk instanceof Uint8Array)) {
+        throw new GatewayError("STORE_CORRUPT", `Stored ${what} is unreadable: chunk missing`);
+      }
+      body.set(chunk, (i + k) * BODY_CHUNK_BYTES);
+    });
+  }
+  return body;
+}
+
+/** An outbox event and the versionstamp of its stored record, or `null`. */
+export async function readOutboxEvent(
+  store: Store,
+  eventId: string,
+): Promise<{ event: OutboxEvent; versionstamp: string } | null> {
+  const entry = await store.retry(() => store.kv.get(outboxEventKey(eventId)));
+  if (entry.value === null || entry.versionstamp === null) return null;
+  const stored = parseRecord(StoredEventSchema, entry.value, `event ${eventId}`);
+  const body = stored.body ??
+    await readChunks(store, (i) => outboxBodyKey(eventId, i), stored.size, `event ${eventId}`);
+  if (body.byteLength !== stored.size) {
+    throw new GatewayError("STORE_CORRUPT", `Stored event ${eventId} is unreadable: wrong size`);
+  }
+  return {
+    event: { id: stored.id, type: stored.type, timestamp: stored.timestamp, body },
+    versionstamp: entry.versionstamp,
+  };
+}
+
+/**
+ * Deletes an outbox event when no pending delivery refers to it any more.
+ *
+ * @returns Whether the event is gone.
+ */
+export async function collectEventIfUnreferenced(store: Store, eventId: string): Promise<boolean> {
+  return await store.retry(async () => {
+    const entry = await store.kv.get(outboxEventKey(eventId));
+    if (entry.value === null) return true;
+    for await (const _ of store.kv.list({ prefix: eventDeliveriesPrefix(eventId) }, { limit: 1 })) {
+      return false;
+    }
+    const stored = parseRecord(StoredEventSchema, entry.value, `event ${eventId}`);
+    const atomic = store.kv.atomic().check(entry).delete(entry.key);
+    for (let i = 0; i < chunkCount(stored.size); i++) atomic.delete(outboxBodyKey(eventId, i));
+    return (await atomic.commit()).ok;
+  });
+}
+
+/** A new dead-letter record id, `dlq_<ulid>`. */
+export function newDlqId(): string {
+  return newId("dlq");
+}
+
+/** Every dead-letter record, oldest first. */
+export async function listDlqRecords(store: Store): Promise<DlqRecord[]> {
+  return await store.retry(async () => {
+    const out: DlqRecord[] = [];
+    for await (const entry of store.kv.list({ prefix: dlqPrefix() })) {
+      out.push(parseRecord(DlqRecordSchema, entry.value, `DLQ record ${String(entry.key[2])}`));
+    }
+    return out;
+  });
+}
+
+/** One dead-letter record, or `null`. */
+export async function getDlqRecord(store: Store, dlqId: string): Promise<DlqRecord | null> {
+  const entry = await store.retry(() => store.kv.get(dlqKey(dlqId)));
+  return entry.value === null ? null : parseRecord(DlqRecordSchema, entry.value, dlqId);
+}
+
+/** The exact body bytes of a dead-lettered event. */
+export async function readDlqBody(store: Store, record: DlqRecord): Promise<Uint8Array> {
+  if (record.body) return record.body;
+  return await readChunks(
+    store,
+    (i) => dlqBodyKey(record.dlq_id, i),
+    record.size,
+    `DLQ record ${record.dlq_id}`,
+  );
+}
+
+/**
+ * Queues a fresh delivery for a dead-letter record (same event id and body,
+ * fresh retry schedule) and bumps the deliveries version so a running
+ * dispatcher picks it up. The record stays until the delivery succeeds.
+ *
+ * @returns `"already_queued"` when a delivery of that event to that webhook is pending.
+ */
+export async function requeueDlqRecord(
+  store: Store,
+  record: DlqRecord,
+  body: Uint8Array,
+  timestamp: string,
+  now: number = Date.now(),
+): Promise<"queued" | "already_queued"> {
+  const event: OutboxEvent = { id: record.event_id, type: record.event_type, timestamp, body };
+  const chunkWrites = bodyMutations(body, (i) => outboxBodyKey(event.id, i), 0);
+  // Large bodies: chunks first (idempotent), then the record and delivery atomically.
+  for (let i = 0; i < chunkWrites.length; i += 10) {
+    const part = chunkWrites.slice(i, i + 10);
+    await store.retry(() => {
+      const atomic = store.kv.atomic();
+      apply(atomic, part);
+      return atomic.commit();
+    });
+  }
+  const delivery: DeliveryRecord = {
+    event_id: record.event_id,
+    event_type: record.event_type,
+    webhook_id: record.webhook_id,
+    attempt_count: 0,
+    next_attempt_at: now,
+    created_at: new Date(now).toISOString(),
+    attempts: [],
+    dlq_id: record.dlq_id,
+  };
+  const key = deliveryKey(record.event_id, record.webhook_id);
+  const meta = eventMutations(event, 0).filter((m) => m.primary);
+  const result = await store.retry(() => {
+    const atomic = store.kv.atomic().check({ key, versionstamp: null });
+    apply(atomic, meta);
+    return atomic.set(key, delivery).sum(deliveriesVersionKey(), 1n).commit();
+  });
+  return result.ok ? "queued" : "already_queued";
+}
+
+/** Deletes dead-letter records and their bodies. */
+export async function deleteDlqRecords(
+  store: Store,
+  records: readonly Pick<DlqRecord, "dlq_id" | "size">[],
+): Promise<void> {
+  const writer = new DeliveryWriter(store);
+  await Promise.all(
+    records.map((r) => writer.write([{ op: "delete_dlq", dlq_id: r.dlq_id, size: r.size }])),
+  );
+}
+
+/** The newest entries of a webhook's delivery log, newest first. */
+export async function readDeliveryLog(
+  store: Store,
+  webhookId: string,
+  limit: number = DELIVERY_LOG_SIZE,
+): Promise<DeliveryLogEntry[]> {
+  return await store.retry(async () => {
+    const out: DeliveryLogEntry[] = [];
+    const entries = store.kv.list({ prefix: deliveryLogPrefix(webhookId) }, {
+      reverse: true,
+      limit,
+    });
+    for await (const entry of entries) {
+      out.push(parseRecord(DeliveryLogEntrySchema, entry.value, `log of ${webhookId}`));
+    }
+    return out;
+  });
+}
+
+/** Appends one entry to a webhook's delivery log and trims it. */
+export async function appendDeliveryLog(
+  store: Store,
+  webhookId: string,
+  entry: DeliveryLogEntry,
+): Promise<void> {
+  await new DeliveryWriter(store).write([{ op: "log", webhook_id: webhookId, entry }]);
+  await trimDeliveryLog(store, webhookId);
+}
+
+async function deleteKeys(store: Store, keys: Deno.KvKey[]): Promise<void> {
+  for (let i = 0; i < keys.length; i += 500) {
+    const part = keys.slice(i, i + 500);
+    await store.retry(() => {
+      const atomic = store.kv.atomic();
+      for (const key of part) atomic.delete(key);
+      return atomic.commit();
+    });
+  }
+}
+
+/**
+ * Deletes all but the newest `keep` entries of a webhook's delivery log.
+ *
+ * @returns How many entries were deleted.
+ */
+export async function trimDeliveryLog(
+  store: Store,
+  webhookId: string,
+  keep: number = DELIVERY_LOG_SIZE,
+): Promise<number> {
+  const stale: Deno.KvKey[] = await store.retry(async () => {
+    const keys: Deno.KvKey[] = [];
+    let seen = 0;
+    const entries = store.kv.list({ prefix: deliveryLogPrefix(webhookId) }, { reverse: true });
+    for await (const entry of entries) {
+      if (++seen > keep) keys.push(entry.key);
+    }
+    return keys;
+  });
+  await deleteKeys(store, stale);
+  return stale.length;
+}
+
+/** Deletes a webhook's whole delivery log (after the webhook was removed). */
+export async function deleteDeliveryLog(store: Store, webhookId: string): Promise<void> {
+  await trimDeliveryLog(store, webhookId, 0);
+}

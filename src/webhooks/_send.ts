@@ -1,0 +1,129 @@
+/**
+ * One HTTP POST of a webhook body, shared by the dispatcher and
+ * `testWebhook`. Private to `src/webhooks`.
+ *
+ * @module
+ */
+import { VERSION } from "../version.ts";
+
+/** The fetch function used for deliveries (injectable in tests). */
+export type FetchLike = (input: string, init: RequestInit) => Promise<Response>;
+
+/** Outcome of one POST. */
+export interface SendResult {
+  /** A 2xx response arrived within the timeout. */
+  ok: boolean;
+  /** HTTP status, when a response arrived. */
+  status?: number;
+  /** Why it failed without a status (timeout, connection error). */
+  error?: string;
+  /** Milliseconds until the response headers (or the failure). */
+  duration_ms: number;
+  /** Aborted by the caller (dispatcher stopping): the outcome is unknown. */
+  aborted?: boolean;
+}
+
+/** Options of {@linkcode postWebhook}. */
+export interface PostWebhookOptions {
+  fetch: FetchLike;
+  url: string;
+  body: Uint8Array;
+  eventType: string;
+  deliveryId: string;
+  /** `sha256=<hex>`, or `undefined` when the webhook has no secret. */
+  signature?: string;
+  timeoutMs: number;
+  /** Aborts the attempt (dispatcher shutdown); the result is then `aborted`. */
+  signal?: AbortSignal;
+  /** Clock for the duration. */
+  now?: () => number;
+}
+
+const MAX_DRAINED_BYTES = 64 * 1024;
+
+/** The delivery headers, exactly as in spec §4. */
+export function deliveryHeaders(
+  eventType: string,
+  deliveryId: string,
+  signature?: string,
+): Record<string, string> {
+  const headers: Record<string, string> = { "Content-Type": "application/json" };
+  if (signature !== undefined) headers["X-Service-Signature"] = signature;
+  headers["X-Service-Event"] = eventType;
+  headers["X-Service-Delivery"] = deliveryId;
+  headers["X-Service-Version"] = VERSION;
+  headers["User-Agent"] = `Service-Webhooks/${VERSION}`;
+  return headers;
+}
+
+async function drain(body: ReadableStream<Uint8Array> | null): Promise<void> {
+  if (!body) return;
+  const reader = body.getReader();
+  try {
+    let read = 0;
+    while (read <= MAX_DRAINED_BYTES) {
+      const chunk = await reader.read();
+      if (chunk.done) return;
+      read += chunk.value.byteLength;
+    }
+    await reader.cancel();
+  } finally {
+    reader.releaseLock();
+  }
+}
+
+function describe(error: unknown): string {
+  if (error instanceof Error) {
+    const cause = error.cause instanceof Error ? `: ${error.cause.message}` : "";
+    return `${error.message}${cause}`;
+  }
+  return String(error);
+}
+
+/**
+ * POSTs a body once. Success is a 2xx response within `timeoutMs`; redirects
+ * are not followed; the response body is always drained or cancelled.
+ * Never throws.
+ */
+export async function postWebhook(options: PostWebhookOptions): Promise<SendResult> {
+  const { fetch, url, body, eventType, deliveryId, signature, timeoutMs, signal } = options;
+  const now = options.now ?? performance.now.bind(performance);
+  const controller = new AbortController();
+  let timedOut = false;
+  const timer = setTimeout(() => {
+    timedOut = true;
+    controller.abort();
+  }, timeoutMs);
+  const onAbort = () => controller.abort();
+  signal?.addEventListener("abort", onAbort, { once: true });
+  const started = now();
+  const elapsed = () => Math.max(0, Math.round(now() - started));
+  try {
+    if (signal?.aborted) return { ok: false, aborted: true, duration_ms: 0 };
+    const response = await fetch(url, {
+      method: "POST",
+      headers: deliveryHeaders(eventType, deliveryId, signature),
+      body: body.buffer instanceof ArrayBuffer
+        ? body as Uint8Array<ArrayBuffer>
+        : new Uint8Array(body) as Uint8Array<ArrayBuffer>,
+      redirect: "manual",
+      signal: controller.signal,
+    });
+    const duration_ms = elapsed();
+    try {
+      await drain(response.body);
+    } catch {
+      // The verdict rests on the status; an unreadable reply body changes nothing.
+    }
+    const ok = response.status >= 200 && response.status < 300;
+    return { ok, status: response.status, duration_ms };
+  } catch (error) {
+    const duration_ms = elapsed();
+    if (timedOut) return { ok: false, error: `Timed out after ${timeoutMs} ms`, duration_ms };
+    if (signal?.aborted) return { ok: false, aborted: true, duration_ms };
+    return { ok: false, error: describe(error), duration_ms };
+  } finally {
+    clearTimeout(timer);
+    signal?.removeEventListener("abort", onAbort);
+  }
+}

@@ -1,0 +1,687 @@
+/**
+ * The outgoing webhook dispatcher: subscribes to the event bus, persists each
+ * event and its deliveries in KV (the durable outbox) before the emitter
+ * continues, and schedules attempts in memory with retries, backoff and the
+ * dead-letter queue.
+ *
+ * @module
+ */
+import type { Config } from "../config/mod.ts";
+import { GatewayError } from "../errors/mod.ts";
+import type { EventBus, EventEnvelope, EventType } from "../events/mod.ts";
+import {
+  type AttemptRecord,
+  collectEventIfUnreferenced,
+  deleteDeliveryLog,
+  DELIVERY_LOG_SIZE,
+  type DeliveryLogEntry,
+  type DeliveryOp,
+  type DeliveryRecord,
+  DeliveryWriter,
+  deliveriesVersion,
+  listOutgoingWebhooks,
+  listPendingDeliveries,
+  newDlqId,
+  type OutboxEvent,
+  type OutgoingWebhook,
+  readOutboxEvent,
+  type Store,
+  type StoredDelivery,
+  trimDeliveryLog,
+} from "../store/mod.ts";
+import { writeDlqMirror } from "./dlq.ts";
+import { Schedule } from "./_schedule.ts";
+import { type FetchLike, postWebhook, type SendResult } from "./_send.ts";
+import { importSigningKey, signPayload } from "./signer.ts";
+
+/** Retries after the first attempt; the attempt after the last retry goes to the DLQ. */
+export const MAX_RETRIES = 5;
+
+/** Largest jitter added to a retry delay, as a fraction of it. */
+export const RETRY_JITTER = 0.1;
+
+/**
+ * The delay before retry `retry` (1..5): `2^(retry-1) × baseMs`, plus up to 10 % jitter.
+ *
+ * @param random A number in [0, 1) choosing the jitter.
+ */
+export function retryDelayMs(retry: number, baseMs: number, random: number): number {
+  const delay = baseMs * 2 ** (retry - 1);
+  return Math.round(delay * (1 + RETRY_JITTER * random));
+}
+
+/** The parts of {@linkcode Config} the dispatcher reads. */
+export type DispatcherConfig = Pick<Config, "dataDir" | "webhooks" | "events">;
+
+/** Options of {@linkcode createDispatcher}. */
+export interface DispatcherOptions {
+  /** Store holding registrations, the outbox and the DLQ. */
+  store: Store;
+  /** Bus whose events are delivered. */
+  bus: EventBus;
+  /** `webhooks.retry_base_ms`, `webhooks.timeout_ms`, `webhooks.poll_ms`, `events.disabled`, `dataDir`. */
+  config: DispatcherConfig;
+  /** Fetch used for attempts. @default globalThis.fetch */
+  fetch?: FetchLike;
+  /** Clock in epoch milliseconds. @default Date.now */
+  now?: () => number;
+  /** Source of jitter in [0, 1). @default Math.random */
+  random?: () => number;
+  /** Attempts in flight at once. @default 32 */
+  concurrency?: number;
+  /** How long `stop()` waits for in-flight attempts before aborting them. @default min(timeout_ms, 5000) */
+  stopTimeoutMs?: number;
+  /** Where background failures and dead-lettered deliveries are reported. @default console.error */
+  onError?: (error: unknown) => void;
+}
+
+/** A running dispatcher. */
+export interface Dispatcher {
+  /** Loads registrations, subscribes to the bus and resumes the pending deliveries in KV. */
+  start(): Promise<void>;
+  /** Unsubscribes, clears timers, waits (bounded) for in-flight attempts; pending records stay in KV. */
+  stop(): Promise<void>;
+  /** Resolves once no delivery is pending in memory and background writes are done. */
+  whenIdle(): Promise<void>;
+  /** Deliveries pending in memory (scheduled, running or being recorded). */
+  readonly pending: number;
+}
+
+interface Hook {
+  record: OutgoingWebhook;
+  key?: Promise<CryptoKey>;
+}
+
+interface CachedEvent {
+  event: OutboxEvent;
+  /** Versionstamp of the stored event record, guarding its collection. */
+  versionstamp: string;
+  /** Deliveries in memory that use it. */
+  refs: number;
+}
+
+interface Pending {
+  key: string;
+  record: DeliveryRecord;
+  /** Versionstamp of the record's last write. */
+  versionstamp: string;
+  event: CachedEvent;
+}
+
+const encoder = new TextEncoder();
+
+function pendingKey(record: { event_id: string; webhook_id: string }): string {
+  return `${record.event_id}/${record.webhook_id}`;
+}
+
+function matches(hook: OutgoingWebhook, type: string): boolean {
+  return hook.events === "*" || hook.events.includes(type);
+}
+
+function attemptRecord(attempt: number, at: number, result: SendResult): AttemptRecord {
+  return {
+    attempt,
+    at: new Date(at).toISOString(),
+    ...(result.status !== undefined ? { status: result.status } : {}),
+    ...(result.error !== undefined ? { error: result.error } : {}),
+    duration_ms: result.duration_ms,
+  };
+}
+
+function describeFailure(attempt: AttemptRecord): string {
+  return attempt.status !== undefined ? `HTTP ${attempt.status}` : attempt.error ?? "failed";
+}
+
+class WebhookDispatcher implements Dispatcher {
+  #store: Store;
+  #bus: EventBus;
+  #config: DispatcherConfig;
+  #fetch: FetchLike;
+  #now: () => number;
+  #random: () => number;
+  #concurrency: number;
+  #stopTimeoutMs: number;
+  #onError: (error: unknown) => void;
+  #disabled: Set<string>;
+  #writer: DeliveryWriter;
+
+  #state: "new" | "running" | "stopping" | "stopped" = "new";
+  #stopped: Promise<void> | null = null;
+  #unsubscribe: (() => void) | null = null;
+  #pollTimer: ReturnType<typeof setTimeout> | undefined;
+  #pollTask: Promise<void> | null = null;
+  #abort = new AbortController();
+
+  #hooks = new Map<string, Hook>();
+  #registrationsVersion: bigint | null = null;
+  #refreshing: Promise<void> | null = null;
+  #refreshQueued: Promise<void> | null = null;
+  #deliveriesVersion = 0n;
+
+  #events = new Map<string, CachedEvent>();
+  #known = new Map<string, Pending>();
+  #scanning = false;
+  #tombstones = new Map<string, string>();
+  #schedule: Schedule<Pending>;
+  #ready: Pending[] = [];
+  #readyHead = 0;
+  #inFlight = 0;
+  #attempts = new Set<Promise<void>>();
+  #tasks = new Set<Promise<void>>();
+  #idleWaiters: (() => void)[] = [];
+  #logWrites = new Map<string, number>();
+  #mirrorRunning = false;
+  #mirrorDirty = false;
+
+  constructor(options: DispatcherOptions) {
+    const {
+      store,
+      bus,
+      config,
+      fetch = globalThis.fetch,
+      now = Date.now,
+      random = Math.random,
+      concurrency = 32,
+      stopTimeoutMs = Math.min(config.webhooks.timeout_ms, 5000),
+      onError = (error) => console.error("webhook dispatcher:", error),
+    } = options;
+    if (!Number.isInteger(concurrency) || concurrency < 1) {
+      throw new RangeError(`Invalid concurrency: ${concurrency} is not a positive integer`);
+    }
+    this.#store = store;
+    this.#bus = bus;
+    this.#config = config;
+    this.#fetch = fetch;
+    this.#now = now;
+    this.#random = random;
+    this.#concurrency = concurrency;
+    this.#stopTimeoutMs = stopTimeoutMs;
+    this.#onError = onError;
+    this.#disabled = new Set(config.events.disabled);
+    this.#writer = new DeliveryWriter(store);
+    this.#schedule = new Schedule((due) => this.#enqueueReady(due), now);
+  }
+
+  get pending(): number {
+    return this.#known.size;
+  }
+
+  async start(): Promise<void> {
+    if (this.#state !== "new") {
+      throw new Error(`Cannot start the dispatcher: it is ${this.#state}`);
+    }
+    this.#state = "running";
+    await this.#refreshRegistrations();
+    this.#deliveriesVersion = await deliveriesVersion(this.#store);
+    this.#unsubscribe = this.#bus.subscribe((event) => this.#onEvent(event));
+    await this.#scan();
+    this.#armPoll();
+  }
+
+  stop(): Promise<void> {
+    if (this.#state === "new") {
+      this.#state = "stopped";
+      return Promise.resolve();
+    }
+    this.#stopped ??= this.#shutdown();
+    return this.#stopped;
+  }
+
+  whenIdle(): Promise<void> {
+    if (this.#isIdle()) return Promise.resolve();
+    return new Promise((resolve) => this.#idleWaiters.push(resolve));
+  }
+
+  async #shutdown(): Promise<void> {
+    this.#state = "stopping";
+    this.#unsubscribe?.();
+    clearTimeout(this.#pollTimer);
+    this.#schedule.clear();
+    this.#ready = [];
+    this.#readyHead = 0;
+    await this.#pollTask;
+    const inFlight = Promise.all(this.#attempts);
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const finished = await Promise.race([
+      inFlight.then(() => true),
+      new Promise<false>((resolve) => timer = setTimeout(() => resolve(false), this.#stopTimeoutMs)),
+    ]);
+    clearTimeout(timer);
+    if (!finished) {
+      this.#abort.abort();
+      await inFlight;
+    }
+    while (this.#tasks.size) await Promise.all(this.#tasks);
+    await this.#writer.flush();
+    this.#state = "stopped";
+    this.#known.clear();
+    this.#events.clear();
+    this.#checkIdle();
+  }
+
+  #isIdle(): boolean {
+    return this.#state === "stopped" ||
+      (this.#known.size === 0 && this.#tasks.size === 0 && this.#attempts.size === 0);
+  }
+
+  #checkIdle(): void {
+    if (!this.#idleWaiters.length || !this.#isIdle()) return;
+    const waiters = this.#idleWaiters;
+    this.#idleWaiters = [];
+    for (const resolve of waiters) resolve();
+  }
+
+  /** Runs background work, reporting its failure; `stop()` and `whenIdle()` wait for it. */
+  #background(work: Promise<unknown>): void {
+    const task: Promise<void> = work.then(
+      () => undefined,
+      (error) => this.#onError(error),
+    ).finally(() => {
+      this.#tasks.delete(task);
+      this.#checkIdle();
+    });
+    this.#tasks.add(task);
+  }
+
+  // --- Registrations ------------------------------------------------------
+
+  /**
+   * Makes the registration cache at least as new as the store was when this
+   * call began (reads are shared by callers arriving together).
+   */
+  #refreshRegistrations(): Promise<void> {
+    if (!this.#refreshing) {
+      const run: Promise<void> = this.#loadRegistrations().finally(() => {
+        if (this.#refreshing === run) this.#refreshing = null;
+      });
+      this.#refreshing = run;
+      return run;
+    }
+    if (!this.#refreshQueued) {
+      const next = () => {
+        this.#refreshQueued = null;
+        return this.#refreshRegistrations();
+      };
+      this.#refreshQueued = this.#refreshing.then(next, next);
+    }
+    return this.#refreshQueued;
+  }
+
+  async #loadRegistrations(): Promise<void> {
+    const version = await this.#store.registrationsVersion();
+    if (version === this.#registrationsVersion) return;
+    const records = await listOutgoingWebhooks(this.#store);
+    const hooks = new Map<string, Hook>();
+    for (const record of records) {
+      const old = this.#hooks.get(record.id);
+      hooks.set(
+        record.id,
+        old && old.record.secret === record.secret ? { ...old, record } : { record },
+      );
+    }
+    if (this.#registrationsVersion !== null && this.#state === "running") {
+      for (const id of this.#hooks.keys()) {
+        if (!hooks.has(id)) {
+          this.#logWrites.delete(id);
+          this.#background(deleteDeliveryLog(this.#store, id));
+        }
+      }
+    }
+    this.#hooks = hooks;
+    this.#registrationsVersion = version;
+  }
+
+  #armPoll(): void {
+    if (this.#state !== "running") return;
+    this.#pollTimer = setTimeout(() => {
+      this.#pollTask = this.#poll().finally(() => {
+        this.#pollTask = null;
+        this.#armPoll();
+      });
+    }, this.#config.webhooks.poll_ms);
+  }
+
+  async #poll(): Promise<void> {
+    try {
+      await this.#refreshRegistrations();
+      const version = await deliveriesVersion(this.#store);
+      if (version !== this.#deliveriesVersion && this.#state === "running") {
+        this.#deliveriesVersion = version;
+        await this.#scan();
+      }
+    } catch (error) {
+      this.#onError(error);
+    }
+  }
+
+  // --- Intake ---------------------------------------------------------------
+
+  #onEvent(event: EventEnvelope<EventType>): Promise<void> | undefined {
+    if (this.#state !== "running" || this.#disabled.has(event.type)) return undefined;
+    const targets: Hook[] = [];
+    for (const hook of this.#hooks.values()) {
+      if (matches(hook.record, event.type)) targets.push(hook);
+    }
+    if (!targets.length) return undefined;
+    const persisted = this.#persistEvent(event, targets);
+    this.#background(persisted.catch(() => undefined));
+    return persisted;
+  }
+
+  async #persistEvent(event: EventEnvelope<EventType>, targets: Hook[]): Promise<void> {
+    const outbox: OutboxEvent = {
+      id: event.id,
+      type: event.type,
+      timestamp: event.timestamp,
+      body: encoder.encode(JSON.stringify(event)),
+    };
+    const now = this.#now();
+    const created_at = new Date(now).toISOString();
+    const records: DeliveryRecord[] = targets.map((hook) => ({
+      event_id: event.id,
+      event_type: event.type,
+      webhook_id: hook.record.id,
+      attempt_count: 0,
+      next_attempt_at: now,
+      created_at,
+      attempts: [],
+    }));
+    const ops: DeliveryOp[] = [
+      { op: "put_event", event: outbox },
+      ...records.map((delivery): DeliveryOp => ({ op: "put_delivery", delivery })),
+    ];
+    const result = await this.#writer.write(ops);
+    if (this.#state !== "running") return; // Stored: the next start() resumes them.
+    const cached: CachedEvent = { event: outbox, versionstamp: result.versionstamps[0], refs: 0 };
+    this.#events.set(outbox.id, cached);
+    records.forEach((record, i) => this.#adopt(record, result.versionstamps[i + 1], cached));
+  }
+
+  #adopt(record: DeliveryRecord, versionstamp: string, event: CachedEvent): void {
+    const key = pendingKey(record);
+    if (this.#known.has(key)) return;
+    const pending: Pending = { key, record, versionstamp, event };
+    event.refs++;
+    this.#known.set(key, pending);
+    if (record.next_attempt_at <= this.#now()) this.#enqueueReady([pending]);
+    else this.#schedule.add(record.next_attempt_at, pending);
+  }
+
+  /** Adopts the deliveries in KV this process does not know (start, DLQ replays). */
+  async #scan(): Promise<void> {
+    this.#scanning = true;
+    try {
+      const fresh = (d: StoredDelivery) => {
+        const key = pendingKey(d.record);
+        return !this.#known.has(key) && this.#tombstones.get(key) !== d.versionstamp;
+      };
+      const byEvent = new Map<string, StoredDelivery[]>();
+      for (const stored of await listPendingDeliveries(this.#store)) {
+        if (!fresh(stored)) continue;
+        const group = byEvent.get(stored.record.event_id);
+        if (group) group.push(stored);
+        else byEvent.set(stored.record.event_id, [stored]);
+      }
+      for (const [eventId, group] of byEvent) {
+        if (this.#state !== "running") return;
+        let cached = this.#events.get(eventId);
+        if (!cached) {
+          const loaded = await readOutboxEvent(this.#store, eventId);
+          if (!loaded) {
+            await this.#dropOrphans(eventId, group.filter(fresh));
+            continue;
+          }
+          cached = this.#events.get(eventId) ??
+            { event: loaded.event, versionstamp: loaded.versionstamp, refs: 0 };
+          this.#events.set(eventId, cached);
+        }
+        // All deliveries of one event are adopted together, so its reference
+        // count covers every one listed before any of them can finish.
+        for (const stored of group.filter(fresh)) {
+          this.#adopt(stored.record, stored.versionstamp, cached);
+        }
+      }
+    } finally {
+      this.#scanning = false;
+      this.#tombstones.clear();
+    }
+  }
+
+  async #dropOrphans(eventId: string, group: StoredDelivery[]): Promise<void> {
+    if (!group.length) return;
+    this.#onError(
+      new GatewayError(
+        "STORE_CORRUPT",
+        `Cannot deliver event ${eventId}: its stored body is missing; ${group.length} delivery record(s) dropped`,
+      ),
+    );
+    await this.#writer.write(group.map(({ record }): DeliveryOp => ({
+      op: "delete_delivery",
+      event_id: record.event_id,
+      webhook_id: record.webhook_id,
+    })));
+  }
+
+  // --- Attempts -------------------------------------------------------------
+
+  #enqueueReady(items: Pending[]): void {
+    if (this.#state !== "running") return;
+    for (const item of items) this.#ready.push(item);
+    this.#pump();
+  }
+
+  #pump(): void {
+    while (
+      this.#state === "running" && this.#inFlight < this.#concurrency &&
+      this.#readyHead < this.#ready.length
+    ) {
+      const pending = this.#ready[this.#readyHead++];
+      if (this.#readyHead >= 1024 && this.#readyHead * 2 >= this.#ready.length) {
+        this.#ready = this.#ready.slice(this.#readyHead);
+        this.#readyHead = 0;
+      }
+      this.#inFlight++;
+      const run: Promise<void> = this.#run(pending).finally(() => {
+        this.#inFlight--;
+        this.#attempts.delete(run);
+        this.#pump();
+        this.#checkIdle();
+      });
+      this.#attempts.add(run);
+    }
+  }
+
+  async #run(pending: Pending): Promise<void> {
+    try {
+      await this.#attempt(pending);
+    } catch (error) {
+      this.#onError(error);
+      // Not recorded: try again later with the same attempt number (at-least-once).
+      if (this.#state === "running") {
+        this.#schedule.add(this.#now() + this.#config.webhooks.retry_base_ms, pending);
+      }
+    }
+  }
+
+  async #attempt(pending: Pending): Promise<void> {
+    // Re-check the registration: a webhook removed meanwhile never gets another request.
+    await this.#refreshRegistrations();
+    if (this.#state !== "running") return;
+    const { record } = pending;
+    const hook = this.#hooks.get(record.webhook_id);
+    if (!hook) {
+      await this.#finish(pending, "dropped");
+      return;
+    }
+    const body = pending.event.event.body;
+    let signature: string | undefined;
+    if (hook.record.secret !== undefined) {
+      hook.key ??= importSigningKey(hook.record.secret);
+      signature = await signPayload(await hook.key, body);
+    }
+    const startedAt = this.#now();
+    const result = await postWebhook({
+      fetch: this.#fetch,
+      url: hook.record.url,
+      body,
+      eventType: record.event_type,
+      deliveryId: record.event_id,
+      signature,
+      timeoutMs: this.#config.webhooks.timeout_ms,
+      signal: this.#abort.signal,
+    });
+    if (result.aborted) return; // Stopping: the outcome is unknown, the record stays as it was.
+    const attempt = attemptRecord(record.attempt_count + 1, startedAt, result);
+    if (result.ok) {
+      await this.#finish(pending, "delivered", attempt, hook);
+    } else if (attempt.attempt > MAX_RETRIES) {
+      await this.#finish(pending, "dead", attempt, hook);
+    } else {
+      const next = this.#now() +
+        retryDelayMs(attempt.attempt, this.#config.webhooks.retry_base_ms, this.#random());
+      const updated: DeliveryRecord = {
+        ...record,
+        attempt_count: attempt.attempt,
+        next_attempt_at: next,
+        attempts: [...record.attempts, attempt],
+      };
+      const written = await this.#writer.write([
+        { op: "put_delivery", delivery: updated },
+        this.#logOp(updated, attempt, false),
+      ]);
+      pending.record = updated;
+      pending.versionstamp = written.versionstamps[0];
+      this.#noteLog(record.webhook_id);
+      if (this.#state === "running") this.#schedule.add(next, pending);
+    }
+  }
+
+  #logOp(record: DeliveryRecord, attempt: AttemptRecord, ok: boolean): DeliveryOp {
+    const entry: DeliveryLogEntry = {
+      at: attempt.at,
+      attempt: attempt.attempt,
+      ok,
+      ...(attempt.status !== undefined ? { status: attempt.status } : {}),
+      ...(attempt.error !== undefined ? { error: attempt.error } : {}),
+      latency_ms: attempt.duration_ms,
+      event_id: record.event_id,
+      event_type: record.event_type,
+    };
+    return { op: "log", webhook_id: record.webhook_id, entry };
+  }
+
+  async #finish(
+    pending: Pending,
+    outcome: "delivered" | "dead" | "dropped",
+    attempt?: AttemptRecord,
+    hook?: Hook,
+  ): Promise<void> {
+    const { record, event } = pending;
+    const ops: DeliveryOp[] = [
+      { op: "delete_delivery", event_id: record.event_id, webhook_id: record.webhook_id },
+    ];
+    if (attempt) ops.push(this.#logOp(record, attempt, outcome === "delivered"));
+    const size = event.event.body.byteLength;
+    let dlqId: string | undefined;
+    if (outcome === "delivered" && record.dlq_id) {
+      ops.push({ op: "delete_dlq", dlq_id: record.dlq_id, size });
+    } else if (outcome === "dead" && attempt && hook) {
+      dlqId = record.dlq_id ?? newDlqId();
+      ops.push({
+        op: "put_dlq",
+        record: {
+          dlq_id: dlqId,
+          webhook_id: record.webhook_id,
+          url: hook.record.url,
+          event_id: record.event_id,
+          event_type: record.event_type,
+          attempts: [...record.attempts, attempt],
+          failed_at: new Date(this.#now()).toISOString(),
+        },
+        body: event.event.body,
+      });
+    }
+    event.refs--;
+    const collect = event.refs === 0;
+    if (collect) {
+      ops.push({
+        op: "collect_event",
+        event_id: record.event_id,
+        versionstamp: event.versionstamp,
+        size,
+      });
+      if (this.#events.get(record.event_id) === event) this.#events.delete(record.event_id);
+    }
+    let collected: boolean;
+    try {
+      ({ collected } = await this.#writer.write(ops));
+    } catch (error) {
+      event.refs++;
+      if (!this.#events.has(record.event_id)) this.#events.set(record.event_id, event);
+      throw error;
+    }
+    this.#known.delete(pending.key);
+    if (this.#scanning) this.#tombstones.set(pending.key, pending.versionstamp);
+    if (collect && !collected) {
+      this.#background(collectEventIfUnreferenced(this.#store, record.event_id));
+    }
+    if (attempt) this.#noteLog(record.webhook_id);
+    if (outcome === "dead" && attempt) {
+      this.#onError(
+        new GatewayError(
+          "DELIVERY_FAILED",
+          `Delivery of ${record.event_id} to ${record.webhook_id} failed after ${attempt.attempt} attempts (last: ${
+            describeFailure(attempt)
+          }): moved to the dead-letter queue as ${dlqId}`,
+          { details: { dlq_id: dlqId, webhook_id: record.webhook_id, event_id: record.event_id } },
+        ),
+      );
+    }
+    if (record.dlq_id || outcome === "dead") this.#rewriteMirror();
+    this.#checkIdle();
+  }
+
+  #noteLog(webhookId: string): void {
+    const writes = (this.#logWrites.get(webhookId) ?? 0) + 1;
+    if (writes < DELIVERY_LOG_SIZE) {
+      this.#logWrites.set(webhookId, writes);
+      return;
+    }
+    this.#logWrites.set(webhookId, 0);
+    this.#background(trimDeliveryLog(this.#store, webhookId));
+  }
+
+  #rewriteMirror(): void {
+    if (this.#mirrorRunning) {
+      this.#mirrorDirty = true;
+      return;
+    }
+    this.#mirrorRunning = true;
+    this.#background((async () => {
+      try {
+        do {
+          this.#mirrorDirty = false;
+          await writeDlqMirror(this.#store, this.#config.dataDir);
+        } while (this.#mirrorDirty);
+      } finally {
+        this.#mirrorRunning = false;
+      }
+    })());
+  }
+}
+
+/**
+ * Creates the outgoing webhook dispatcher. Call `start()` before events are
+ * emitted and `stop()` before closing the store.
+ *
+ * @example
+ * ```ts
+ * const dispatcher = createDispatcher({ store, bus, config });
+ * await dispatcher.start();
+ * await bus.emit("server.started", { version, tool_count: 3, plugin_count: 1, transport: "http", zero_config_plugins: 1 });
+ * await dispatcher.stop();
+ * ```
+ */
+export function createDispatcher(options: DispatcherOptions): Dispatcher {
+  return new WebhookDispatcher(options);
+}

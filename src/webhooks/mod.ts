@@ -1,0 +1,37 @@
+/**
+ * Outgoing webhooks: HMAC-SHA256 signing, the durable dispatcher (retries with
+ * exponential backoff, dead-letter queue), `webhooks test`, the delivery log
+ * and the DLQ operations used by the CLI.
+ *
+ * Deliveries are at-least-once: each event and its deliveries are stored in
+ * KV before `bus.emit()` resolves; attempts are scheduled in memory and
+ * resumed from KV on the next `start()` after a crash or stop.
+ *
+ * @example
+ * ```ts
+ * import { createDispatcher } from "./src/webhooks/mod.ts";
+ *
+ * const dispatcher = createDispatcher({ store, bus, config });
+ * await dispatcher.start();
+ * // … bus.emit(...) …
+ * await dispatcher.stop();
+ * ```
+ *
+ * @module
+ */
+export { importSigningKey, SIGNATURE_PREFIX, signPayload, verifySignature } from "./signer.ts";
+export {
+  createDispatcher,
+  MAX_RETRIES,
+  RETRY_JITTER,
+  retryDelayMs,
+} from "./dispatcher.ts";
+export type { Dispatcher, DispatcherConfig, DispatcherOptions } from "./dispatcher.ts";
+export { deliveryHeaders } from "./_send.ts";
+export type { FetchLike } from "./_send.ts";
+export { testWebhook } from "./test_webhook.ts";
+export type { TestWebhookOptions, TestWebhookResult } from "./test_webhook.ts";
+export { recentAttempts } from "./delivery_log.ts";
+export { DLQ_FILE, listDlq, purgeDlq, replayDlq, writeDlqMirror } from "./dlq.ts";
+export type { DlqEntry, PurgeDlqOptions, ReplayDlqOptions, ReplayDlqResult } from "./dlq.ts";
+export type { AttemptRecord, DeliveryLogEntry } from "../store/mod.ts";
