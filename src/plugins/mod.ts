@@ -1,11 +1,19 @@
 /**
- * The built-in plugins.
+ * The built-in plugins, one folder each: `http` (HTTP requests), `memory` (a
+ * persistent key/value notebook) and `slack` (needs `slack.bot_token`).
  *
  * @module
  */
 import type { PluginDefinition } from "../gateway/mod.ts";
+import { httpPlugin } from "./http/mod.ts";
+import { memoryPlugin } from "./memory/mod.ts";
+import { slackPlugin } from "./slack/mod.ts";
+
+export { httpPlugin } from "./http/mod.ts";
+export { memoryPlugin } from "./memory/mod.ts";
+export { slackPlugin } from "./slack/mod.ts";
 
 /** The built-in plugins, in the order they are hosted. */
 export function builtinPlugins(): PluginDefinition[] {
-  return [];
+  return [httpPlugin(), memoryPlugin(), slackPlugin()];
 }

@@ -1,0 +1,219 @@
+/**
+ * The memory plugin's notebook: JSON values under string keys, stored as
+ * UTF-8 JSON bytes so their size is exact.
+ *
+ * @module
+ */
+import { z } from "zod";
+import { GatewayError } from "../errors/mod.ts";
+import { memoryKey, memoryPrefix } from "./keys.ts";
+import type { Store } from "./store.ts";
+
+/** Longest key, in characters. */
+export const MEMORY_KEY_MAX_CHARS = 512;
+/** Longest key, in UTF-8 bytes (Deno KV keys are limited to 2 KiB). */
+export const MEMORY_KEY_MAX_BYTES = 1024;
+/** Largest value, in bytes of its JSON text (Deno KV values are limited to 64 KiB). */
+export const MEMORY_VALUE_MAX_BYTES = 60 * 1024;
+
+const MemoryRecordSchema = z.strictObject({
+  json: z.instanceof(Uint8Array),
+  updated_at: z.string(),
+});
+
+type MemoryRecord = z.infer<typeof MemoryRecordSchema>;
+
+/** One notebook entry. */
+export interface MemoryEntry {
+  /** The key. */
+  key: string;
+  /** The stored JSON value. */
+  value: unknown;
+  /** When it was last written (ISO 8601 UTC). */
+  updated_at: string;
+  /** Size of the value's JSON text in bytes. */
+  size_bytes: number;
+}
+
+/** Outcome of {@linkcode setMemory}. */
+export interface SetMemoryResult {
+  /** Whether the key was new. */
+  created: boolean;
+  /** When the value was written (ISO 8601 UTC). */
+  updated_at: string;
+  /** Size of the value's JSON text in bytes. */
+  size_bytes: number;
+}
+
+/** Options of {@linkcode listMemory}. */
+export interface ListMemoryOptions {
+  /** Only keys starting with this text. @default "" */
+  prefix?: string;
+  /** At most this many entries. @default 100 */
+  limit?: number;
+}
+
+/** Outcome of {@linkcode listMemory}. */
+export interface ListMemoryResult {
+  /** Matching entries in key order. */
+  entries: MemoryEntry[];
+  /** Whether more entries matched than `limit`. */
+  truncated: boolean;
+}
+
+const encoder = new TextEncoder();
+const decoder = new TextDecoder();
+
+/**
+ * Checks a notebook key: non-empty, at most 512 characters and 1024 UTF-8 bytes.
+ *
+ * @returns A reason when the key is not acceptable, else `undefined`.
+ */
+export function memoryKeyProblem(key: string): string | undefined {
+  if (key.length === 0) return "the key is empty";
+  if (key.length > MEMORY_KEY_MAX_CHARS) {
+    return `the key has ${key.length} characters; the limit is ${MEMORY_KEY_MAX_CHARS}`;
+  }
+  const bytes = encoder.encode(key).length;
+  if (bytes > MEMORY_KEY_MAX_BYTES) {
+    return `the key has ${bytes} bytes in UTF-8; the limit is ${MEMORY_KEY_MAX_BYTES}`;
+  }
+  return undefined;
+}
+
+function checkKey(key: string): void {
+  const problem = memoryKeyProblem(key);
+  if (problem) {
+    throw new GatewayError("TOOL_INPUT_INVALID", `Invalid memory key: ${problem}`, {
+      details: { field: "key" },
+    });
+  }
+}
+
+function parseRecord(key: string, value: unknown): MemoryEntry {
+  const parsed = MemoryRecordSchema.safeParse(value);
+  if (!parsed.success) {
+    throw new GatewayError(
+      "STORE_CORRUPT",
+      `Stored memory value ${JSON.stringify(key)} is unreadable: ${
+        parsed.error.issues[0]?.message
+      }`,
+    );
+  }
+  const { json, updated_at } = parsed.data;
+  let decoded: unknown;
+  try {
+    decoded = JSON.parse(decoder.decode(json));
+  } catch (error) {
+    throw new GatewayError(
+      "STORE_CORRUPT",
+      `Stored memory value ${JSON.stringify(key)} is unreadable: ${(error as Error).message}`,
+      { cause: error },
+    );
+  }
+  return { key, value: decoded, updated_at, size_bytes: json.length };
+}
+
+/**
+ * Stores a JSON value under `key`, replacing any previous value.
+ *
+ * @throws {GatewayError} `TOOL_INPUT_INVALID` when the key or value is not
+ * acceptable (empty or long key, value not JSON or over 60 KiB).
+ */
+export async function setMemory(
+  store: Store,
+  key: string,
+  value: unknown,
+  now: Date = new Date(),
+): Promise<SetMemoryResult> {
+  checkKey(key);
+  const text = value === undefined ? undefined : JSON.stringify(value);
+  if (text === undefined) {
+    throw new GatewayError("TOOL_INPUT_INVALID", "Invalid memory value: it is not a JSON value", {
+      details: { field: "value" },
+    });
+  }
+  const json = encoder.encode(text);
+  if (json.length > MEMORY_VALUE_MAX_BYTES) {
+    throw new GatewayError(
+      "TOOL_INPUT_INVALID",
+      `Invalid memory value: its JSON is ${json.length} bytes; the limit is ${MEMORY_VALUE_MAX_BYTES} (60 KiB)`,
+      { details: { field: "value", size_bytes: json.length, limit: MEMORY_VALUE_MAX_BYTES } },
+    );
+  }
+  const record: MemoryRecord = { json, updated_at: now.toISOString() };
+  const kvKey = memoryKey(key);
+  return await store.retry(async () => {
+    const existing = await store.kv.get(kvKey);
+    const result = await store.kv.atomic().check(existing).set(kvKey, record).commit();
+    if (!result.ok) throw new Error("database is locked (concurrent change)");
+    return {
+      created: existing.value === null,
+      updated_at: record.updated_at,
+      size_bytes: json.length,
+    };
+  });
+}
+
+/**
+ * Reads the value under `key`.
+ *
+ * @returns The entry, or `null` when the key is not set.
+ * @throws {GatewayError} `TOOL_INPUT_INVALID` for a bad key, `STORE_CORRUPT`
+ * when the stored value cannot be read.
+ */
+export async function getMemory(store: Store, key: string): Promise<MemoryEntry | null> {
+  checkKey(key);
+  const entry = await store.retry(() => store.kv.get(memoryKey(key)));
+  return entry.value === null ? null : parseRecord(key, entry.value);
+}
+
+/**
+ * Lists entries in key order, optionally only those whose key starts with
+ * `prefix`.
+ */
+export async function listMemory(
+  store: Store,
+  options: ListMemoryOptions = {},
+): Promise<ListMemoryResult> {
+  const { prefix = "", limit = 100 } = options;
+  if (!Number.isInteger(limit) || limit < 1) {
+    throw new RangeError(`Invalid limit: ${limit} is not a positive integer`);
+  }
+  return await store.retry(async () => {
+    const entries: MemoryEntry[] = [];
+    const selector = prefix === ""
+      ? { prefix: memoryPrefix() }
+      : { prefix: memoryPrefix(), start: memoryKey(prefix) };
+    let truncated = false;
+    for await (const entry of store.kv.list(selector, { batchSize: Math.min(limit + 1, 500) })) {
+      const key = entry.key[entry.key.length - 1];
+      if (typeof key !== "string") continue;
+      // Keys with the same prefix are contiguous in KV order: stop at the first other one.
+      if (!key.startsWith(prefix)) break;
+      if (entries.length === limit) {
+        truncated = true;
+        break;
+      }
+      entries.push(parseRecord(key, entry.value));
+    }
+    return { entries, truncated };
+  });
+}
+
+/**
+ * Deletes the value under `key`.
+ *
+ * @returns Whether there was a value to delete.
+ */
+export async function deleteMemory(store: Store, key: string): Promise<boolean> {
+  checkKey(key);
+  const kvKey = memoryKey(key);
+  return await store.retry(async () => {
+    const existing = await store.kv.get(kvKey);
+    if (existing.value === null) return false;
+    const result = await store.kv.atomic().check(existing).delete(kvKey).commit();
+    if (!result.ok) throw new Error("database is locked (concurrent change)");
+    return true;
+  });
+}
