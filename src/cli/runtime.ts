@@ -7,6 +7,7 @@
 import type { Config } from "../config/mod.ts";
 import { EventBus } from "../events/mod.ts";
 import { Gateway } from "../gateway/mod.ts";
+import { createKeychain, secretReaderFor } from "../keychain/mod.ts";
 import { builtinPlugins } from "../plugins/mod.ts";
 import type { Store } from "../store/mod.ts";
 import type { CliContext } from "./context.ts";
@@ -39,7 +40,15 @@ export async function createRuntime(
     disabled: config.events.disabled,
     onListenerError: (error) => log(`event subscriber failed: ${(error as Error).message}`),
   });
-  const gateway = new Gateway({ config, store, bus, plugins: builtinPlugins(), log });
+  const keychain = createKeychain({ store, dataDir: config.dataDir, env: config.env });
+  const gateway = new Gateway({
+    config,
+    store,
+    bus,
+    plugins: builtinPlugins(),
+    log,
+    secrets: (plugin) => secretReaderFor(keychain, plugin),
+  });
   await gateway.start();
   return {
     config,
