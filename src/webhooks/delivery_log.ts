@@ -4,7 +4,12 @@
  *
  * @module
  */
-import { DELIVERY_LOG_SIZE, type DeliveryLogEntry, readDeliveryLog, type Store } from "../store/mod.ts";
+import {
+  DELIVERY_LOG_SIZE,
+  type DeliveryLogEntry,
+  readDeliveryLog,
+  type Store,
+} from "../store/mod.ts";
 
 /**
  * The most recent delivery attempts to a webhook, newest first: `at`,

@@ -13,12 +13,12 @@ import {
   type AttemptRecord,
   collectEventIfUnreferenced,
   deleteDeliveryLog,
+  deliveriesVersion,
   DELIVERY_LOG_SIZE,
   type DeliveryLogEntry,
   type DeliveryOp,
   type DeliveryRecord,
   DeliveryWriter,
-  deliveriesVersion,
   listOutgoingWebhooks,
   listPendingDeliveries,
   newDlqId,
@@ -244,7 +244,9 @@ class WebhookDispatcher implements Dispatcher {
     let timer: ReturnType<typeof setTimeout> | undefined;
     const finished = await Promise.race([
       inFlight.then(() => true),
-      new Promise<false>((resolve) => timer = setTimeout(() => resolve(false), this.#stopTimeoutMs)),
+      new Promise<false>((resolve) =>
+        timer = setTimeout(() => resolve(false), this.#stopTimeoutMs)
+      ),
     ]);
     clearTimeout(timer);
     if (!finished) {

@@ -20,12 +20,7 @@
  * @module
  */
 export { importSigningKey, SIGNATURE_PREFIX, signPayload, verifySignature } from "./signer.ts";
-export {
-  createDispatcher,
-  MAX_RETRIES,
-  RETRY_JITTER,
-  retryDelayMs,
-} from "./dispatcher.ts";
+export { createDispatcher, MAX_RETRIES, RETRY_JITTER, retryDelayMs } from "./dispatcher.ts";
 export type { Dispatcher, DispatcherConfig, DispatcherOptions } from "./dispatcher.ts";
 export { deliveryHeaders } from "./_send.ts";
 export type { FetchLike } from "./_send.ts";

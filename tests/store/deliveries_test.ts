@@ -1,0 +1,126 @@
+import { assert, assertEquals } from "../_asserts.ts";
+import { tempHome } from "../_helpers.ts";
+import {
+  appendDeliveryLog,
+  collectEventIfUnreferenced,
+  type DeliveryRecord,
+  DeliveryWriter,
+  listPendingDeliveries,
+  openStore,
+  readDeliveryLog,
+  readOutboxEvent,
+} from "../../src/store/mod.ts";
+
+function delivery(eventId: string, webhookId: string): DeliveryRecord {
+  return {
+    event_id: eventId,
+    event_type: "tool.called",
+    webhook_id: webhookId,
+    attempt_count: 0,
+    next_attempt_at: 0,
+    created_at: new Date(0).toISOString(),
+    attempts: [],
+  };
+}
+
+function event(id: string, size = 100) {
+  return {
+    id,
+    type: "tool.called",
+    timestamp: new Date(0).toISOString(),
+    body: new Uint8Array(size).fill(7),
+  };
+}
+
+Deno.test("DeliveryWriter group-commits concurrent writes into far fewer commits", async () => {
+  await using tmp = await tempHome();
+  const store = await openStore({ dataDir: tmp.home });
+  try {
+    const writer = new DeliveryWriter(store);
+    const results = await Promise.all(
+      Array.from(
+        { length: 2500 },
+        (_, i) => writer.write([{ op: "put_delivery", delivery: delivery(`evt_${i}`, "wh_a") }]),
+      ),
+    );
+    const commits = new Set(results.map((r) => r.versionstamps[0]));
+    assert(commits.size < 100, `${commits.size} commits for 2500 writes`);
+    assertEquals((await listPendingDeliveries(store)).length, 2500);
+  } finally {
+    store.close();
+  }
+});
+
+Deno.test("DeliveryWriter splits a write larger than one KV commit, chunking big bodies", async () => {
+  await using tmp = await tempHome();
+  const store = await openStore({ dataDir: tmp.home });
+  try {
+    const writer = new DeliveryWriter(store);
+    const big = event("evt_big", 1_000_000);
+    big.body.forEach((_, i) => big.body[i] = i % 251);
+    const ops = [
+      { op: "put_event" as const, event: big },
+      ...Array.from({ length: 1500 }, (_, i) => ({
+        op: "put_delivery" as const,
+        delivery: delivery("evt_big", `wh_${i}`),
+      })),
+    ];
+    const result = await writer.write(ops);
+    assert(result.versionstamps.every((v) => v.length > 0));
+    assertEquals((await listPendingDeliveries(store)).length, 1500);
+    const stored = await readOutboxEvent(store, "evt_big");
+    assertEquals(stored!.event.body, big.body);
+    assertEquals(stored!.versionstamp, result.versionstamps[0]);
+  } finally {
+    store.close();
+  }
+});
+
+Deno.test("a collect_event whose event changed meanwhile is skipped, the rest of the batch applies", async () => {
+  await using tmp = await tempHome();
+  const store = await openStore({ dataDir: tmp.home });
+  try {
+    const writer = new DeliveryWriter(store);
+    const first = await writer.write([{ op: "put_event", event: event("evt_1") }]);
+    await writer.write([{ op: "put_event", event: event("evt_1") }]); // rewritten (a replay)
+    const result = await writer.write([
+      { op: "collect_event", event_id: "evt_1", versionstamp: first.versionstamps[0], size: 100 },
+      { op: "put_delivery", delivery: delivery("evt_2", "wh_a") },
+    ]);
+    assertEquals(result.collected, false);
+    assert(await readOutboxEvent(store, "evt_1"));
+    assertEquals((await listPendingDeliveries(store)).length, 1);
+    // The slow path collects it once nothing refers to it.
+    assertEquals(await collectEventIfUnreferenced(store, "evt_1"), true);
+    assertEquals(await readOutboxEvent(store, "evt_1"), null);
+    await writer.write([{ op: "put_event", event: event("evt_2") }]);
+    assertEquals(await collectEventIfUnreferenced(store, "evt_2"), false);
+  } finally {
+    store.close();
+  }
+});
+
+Deno.test("the delivery log keeps the newest 20 entries per webhook", async () => {
+  await using tmp = await tempHome();
+  const store = await openStore({ dataDir: tmp.home });
+  try {
+    for (let i = 0; i < 25; i++) {
+      await appendDeliveryLog(store, "wh_a", {
+        at: new Date(1_700_000_000_000 + i).toISOString(),
+        attempt: 1,
+        ok: true,
+        status: 200,
+        latency_ms: i,
+        event_id: `evt_${i}`,
+        event_type: "tool.called",
+      });
+    }
+    const log = await readDeliveryLog(store, "wh_a", 100);
+    assertEquals(log.length, 20);
+    assertEquals(log[0].event_id, "evt_24");
+    assertEquals(log[19].event_id, "evt_5");
+    assertEquals(await readDeliveryLog(store, "wh_b"), []);
+  } finally {
+    store.close();
+  }
+});

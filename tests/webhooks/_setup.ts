@@ -1,0 +1,92 @@
+/**
+ * A temp data dir with a real KV file, an event bus and dispatchers, all
+ * closed by `await using`.
+ *
+ * @module
+ */
+import { EventBus, type EventData } from "../../src/events/mod.ts";
+import { openStore, type Store } from "../../src/store/mod.ts";
+import {
+  createDispatcher,
+  type Dispatcher,
+  type DispatcherConfig,
+  type DispatcherOptions,
+} from "../../src/webhooks/mod.ts";
+
+/** Settings of {@linkcode setup}. */
+export interface SetupOptions {
+  retryBaseMs?: number;
+  timeoutMs?: number;
+  pollMs?: number;
+  disabled?: string[];
+}
+
+/** A test environment. */
+export interface Env extends AsyncDisposable {
+  dir: string;
+  store: Store;
+  bus: EventBus;
+  config: DispatcherConfig;
+  /** Everything the dispatchers reported through `onError`. */
+  errors: unknown[];
+  /** A new dispatcher (stopped on dispose). */
+  dispatcher(options?: Partial<DispatcherOptions>): Dispatcher;
+  /** Opens another handle on the same KV file (like a second process), closed on dispose. */
+  reopen(): Promise<Store>;
+}
+
+/** Builds a test environment. */
+export async function setup(options: SetupOptions = {}): Promise<Env> {
+  const { retryBaseMs = 20, timeoutMs = 1000, pollMs = 50, disabled = [] } = options;
+  const dir = await Deno.makeTempDir({ prefix: "toolgate-webhooks-" });
+  const store = await openStore({ dataDir: dir });
+  const stores: Store[] = [store];
+  const config: DispatcherConfig = {
+    dataDir: dir,
+    webhooks: { retry_base_ms: retryBaseMs, timeout_ms: timeoutMs, poll_ms: pollMs },
+    events: { disabled },
+  };
+  const bus = new EventBus({ disabled, onListenerError: (error) => errors.push(error) });
+  const errors: unknown[] = [];
+  const dispatchers: Dispatcher[] = [];
+  return {
+    dir,
+    store,
+    bus,
+    config,
+    errors,
+    dispatcher(extra = {}) {
+      const dispatcher = createDispatcher({
+        store,
+        bus,
+        config,
+        onError: (error) => errors.push(error),
+        ...extra,
+      });
+      dispatchers.push(dispatcher);
+      return dispatcher;
+    },
+    async reopen() {
+      const other = await openStore({ dataDir: dir });
+      stores.push(other);
+      return other;
+    },
+    async [Symbol.asyncDispose]() {
+      for (const dispatcher of dispatchers) await dispatcher.stop();
+      for (const s of stores) s.close();
+      await Deno.remove(dir, { recursive: true });
+    },
+  };
+}
+
+/** `data` of a `tool.called` event. */
+export function toolCalled(tool = "echo", output: Record<string, unknown> = {}): EventData<
+  "tool.called"
+> {
+  return { tool_name: tool, plugin: "core", input: {}, output, latency_ms: 1, session_id: "s_1" };
+}
+
+/** `data` of a `circuit.opened` event. */
+export function circuitOpened(tool = "echo"): EventData<"circuit.opened"> {
+  return { tool_name: tool, plugin: "core", failure_count: 5, threshold: 5, reset_after_ms: 30000 };
+}

@@ -1,0 +1,469 @@
+import { assert, assertEquals, assertMatch } from "../_asserts.ts";
+import { GatewayError } from "../../src/errors/mod.ts";
+import {
+  addOutgoingWebhook,
+  listPendingDeliveries,
+  readOutboxEvent,
+  removeWebhook,
+} from "../../src/store/mod.ts";
+import { VERSION } from "../../src/version.ts";
+import {
+  listDlq,
+  MAX_RETRIES,
+  recentAttempts,
+  replayDlq,
+  retryDelayMs,
+  verifySignature,
+} from "../../src/webhooks/mod.ts";
+import { Receiver } from "./_receiver.ts";
+import { circuitOpened, setup, toolCalled } from "./_setup.ts";
+
+const decoder = new TextDecoder();
+
+function headerNames(headers: Headers): string[] {
+  return [...headers.keys()].filter((name) =>
+    name.startsWith("x-") || name === "user-agent" || name === "content-type"
+  ).sort();
+}
+
+async function readMirror(dir: string): Promise<unknown[]> {
+  return JSON.parse(await Deno.readTextFile(`${dir}/dlq.json`));
+}
+
+Deno.test("retryDelayMs() doubles from the base and adds at most 10 % jitter", () => {
+  assertEquals([1, 2, 3, 4, 5].map((r) => retryDelayMs(r, 1000, 0)), [
+    1000,
+    2000,
+    4000,
+    8000,
+    16000,
+  ]);
+  assertEquals(retryDelayMs(5, 1000, 0.999999), 17600);
+  assertEquals(MAX_RETRIES, 5);
+});
+
+Deno.test("a delivery carries exactly the spec headers and a signature over the raw bytes", async () => {
+  await using env = await setup();
+  await using receiver = new Receiver();
+  const hook = await addOutgoingWebhook(env.store, {
+    url: receiver.url,
+    events: "*",
+    secret: "s3cret",
+  });
+  const dispatcher = env.dispatcher();
+  await dispatcher.start();
+  const envelope = await env.bus.emit("tool.called", toolCalled());
+  assert(envelope);
+  await receiver.waitFor(1);
+  const [request] = receiver.requests;
+  assertEquals(headerNames(request.headers), [
+    "content-type",
+    "user-agent",
+    "x-service-delivery",
+    "x-service-event",
+    "x-service-signature",
+    "x-service-version",
+  ]);
+  assertEquals(request.headers.get("content-type"), "application/json");
+  assertEquals(request.headers.get("x-service-event"), "tool.called");
+  assertEquals(request.headers.get("x-service-delivery"), envelope.id);
+  assertMatch(envelope.id, /^evt_[0-9a-z]{26}$/);
+  assertEquals(request.headers.get("x-service-version"), VERSION);
+  assertEquals(request.headers.get("user-agent"), `Service-Webhooks/${VERSION}`);
+  assertMatch(request.headers.get("x-service-signature")!, /^sha256=[0-9a-f]{64}$/);
+  assert(await verifySignature("s3cret", request.body, request.headers.get("x-service-signature")));
+  assertEquals(JSON.parse(decoder.decode(request.body)), envelope);
+  await dispatcher.whenIdle();
+  assertEquals(env.errors, []);
+  const log = await recentAttempts(env.store, hook.id);
+  assertEquals(log.length, 1);
+  assertEquals(log[0].ok, true);
+  assertEquals(log[0].status, 200);
+  assertEquals(log[0].event_id, envelope.id);
+});
+
+Deno.test("no signature header is sent for a webhook without secret", async () => {
+  await using env = await setup();
+  await using receiver = new Receiver();
+  await addOutgoingWebhook(env.store, { url: receiver.url, events: "*" });
+  await env.dispatcher().start();
+  await env.bus.emit("tool.called", toolCalled());
+  await receiver.waitFor(1);
+  assertEquals(receiver.requests[0].headers.has("x-service-signature"), false);
+  assertEquals(receiver.requests[0].headers.get("x-service-event"), "tool.called");
+});
+
+Deno.test("the event and its delivery are in KV when emit() resolves, and a slow receiver never delays it", async () => {
+  await using env = await setup({ timeoutMs: 5000 });
+  await using receiver = new Receiver(() => "hang");
+  const hook = await addOutgoingWebhook(env.store, { url: receiver.url, events: "*" });
+  const dispatcher = env.dispatcher();
+  await dispatcher.start();
+  const started = performance.now();
+  const envelope = await env.bus.emit("tool.called", toolCalled());
+  assert(envelope);
+  assert(performance.now() - started < 1000, "emit() waited for the receiver");
+  const pending = await listPendingDeliveries(env.store);
+  assertEquals(pending.map((d) => [d.record.event_id, d.record.webhook_id]), [[
+    envelope.id,
+    hook.id,
+  ]]);
+  const stored = await readOutboxEvent(env.store, envelope.id);
+  assertEquals(JSON.parse(decoder.decode(stored!.event.body)), envelope);
+  await receiver.waitFor(1);
+  receiver.behaviour = () => 200;
+});
+
+Deno.test("each webhook gets only the event types it subscribed to, '*' every enabled type", async () => {
+  await using env = await setup({ disabled: ["audit.written"] });
+  await using calls = new Receiver();
+  await using circuits = new Receiver();
+  await using all = new Receiver();
+  await addOutgoingWebhook(env.store, { url: calls.url, events: ["tool.called", "audit.written"] });
+  await addOutgoingWebhook(env.store, { url: circuits.url, events: ["circuit.opened"] });
+  await addOutgoingWebhook(env.store, { url: all.url, events: "*" });
+  const dispatcher = env.dispatcher();
+  await dispatcher.start();
+  await env.bus.emit("tool.called", toolCalled());
+  await env.bus.emit("circuit.opened", circuitOpened());
+  await env.bus.emit("audit.written", {
+    seq: 1,
+    entry_hash: `sha256:${"1".repeat(64)}`,
+    previous_hash: `sha256:${"0".repeat(64)}`,
+    tool: "echo",
+    chain_intact: true,
+  });
+  await env.bus.emit("plugin.ready", {
+    plugin_name: "core",
+    tool_count: 1,
+    zero_config: true,
+    version: "1.0.0",
+  });
+  await dispatcher.whenIdle();
+  const types = (r: Receiver) => r.requests.map((q) => q.headers.get("x-service-event")).sort();
+  assertEquals(types(calls), ["tool.called"]);
+  assertEquals(types(circuits), ["circuit.opened"]);
+  assertEquals(types(all), ["circuit.opened", "plugin.ready", "tool.called"]);
+});
+
+Deno.test("a receiver failing 3 times then answering 200 gets it on attempt 4, gaps 1:2:4 × base", async () => {
+  const base = 40;
+  await using env = await setup({ retryBaseMs: base });
+  await using receiver = new Receiver((_, i) => (i < 3 ? 500 : 200));
+  const hook = await addOutgoingWebhook(env.store, { url: receiver.url, events: "*", secret: "k" });
+  const dispatcher = env.dispatcher();
+  await dispatcher.start();
+  const envelope = await env.bus.emit("tool.called", toolCalled());
+  await receiver.waitFor(4);
+  await dispatcher.whenIdle();
+  assertEquals(receiver.requests.length, 4);
+  const ids = new Set(receiver.requests.map((r) => r.headers.get("x-service-delivery")));
+  assertEquals([...ids], [envelope!.id]);
+  const bodies = new Set(receiver.requests.map((r) => decoder.decode(r.body)));
+  assertEquals(bodies.size, 1, "the same bytes are sent on every attempt");
+  const gaps = receiver.requests.slice(1).map((r, i) => r.at - receiver.requests[i].at);
+  [1, 2, 4].forEach((factor, i) => {
+    const delay = base * factor;
+    assert(gaps[i] >= delay - 1, `gap ${i + 1} is ${gaps[i]} ms, under ${delay}`);
+    assert(gaps[i] <= delay * 1.1 + 60, `gap ${i + 1} is ${gaps[i]} ms, over ${delay * 1.1 + 60}`);
+  });
+  const log = await recentAttempts(env.store, hook.id);
+  assertEquals(log.map((e) => [e.attempt, e.ok, e.status]), [
+    [4, true, 200],
+    [3, false, 500],
+    [2, false, 500],
+    [1, false, 500],
+  ]);
+  assertEquals(await listPendingDeliveries(env.store), []);
+  assertEquals(
+    await readOutboxEvent(env.store, envelope!.id),
+    null,
+    "the delivered event is collected",
+  );
+  assertEquals(await listDlq(env.store), []);
+});
+
+Deno.test("an always-failing receiver gets 6 attempts, then the DLQ and dlq.json hold the event", async () => {
+  await using env = await setup({ retryBaseMs: 5 });
+  await using receiver = new Receiver(() => 503);
+  const hook = await addOutgoingWebhook(env.store, { url: receiver.url, events: "*" });
+  const dispatcher = env.dispatcher();
+  await dispatcher.start();
+  const envelope = await env.bus.emit("tool.called", toolCalled());
+  await receiver.waitFor(6);
+  await dispatcher.whenIdle();
+  assertEquals(receiver.requests.length, 6);
+  const dlq = await listDlq(env.store);
+  assertEquals(dlq.length, 1);
+  assertMatch(dlq[0].dlq_id, /^dlq_[0-9a-z]+$/);
+  assertEquals(dlq[0].webhook_id, hook.id);
+  assertEquals(dlq[0].url, receiver.url);
+  assertEquals(dlq[0].event, envelope);
+  assertEquals(dlq[0].attempts.map((a) => [a.attempt, a.status]), [
+    [1, 503],
+    [2, 503],
+    [3, 503],
+    [4, 503],
+    [5, 503],
+    [6, 503],
+  ]);
+  assert(dlq[0].attempts.every((a) => a.duration_ms >= 0 && !Number.isNaN(Date.parse(a.at))));
+  assert(!Number.isNaN(Date.parse(dlq[0].failed_at)));
+  assertEquals(await readMirror(env.dir), JSON.parse(JSON.stringify(dlq)));
+  assertEquals((await Deno.stat(`${env.dir}/dlq.json`)).mode! & 0o777, 0o600);
+  assertEquals(await listPendingDeliveries(env.store), []);
+  const reported = env.errors.filter((e) => e instanceof GatewayError);
+  assertEquals(reported.map((e) => (e as GatewayError).code), ["DELIVERY_FAILED"]);
+});
+
+Deno.test("a never-answering receiver times out 6 times and lands in the DLQ", async () => {
+  await using env = await setup({ retryBaseMs: 5, timeoutMs: 40 });
+  await using receiver = new Receiver(() => "hang");
+  await addOutgoingWebhook(env.store, { url: receiver.url, events: "*" });
+  const dispatcher = env.dispatcher();
+  await dispatcher.start();
+  await env.bus.emit("tool.called", toolCalled());
+  await receiver.waitFor(6);
+  await dispatcher.whenIdle();
+  const [entry] = await listDlq(env.store);
+  assertEquals(entry.attempts.length, 6);
+  for (const attempt of entry.attempts) {
+    assertEquals(attempt.status, undefined);
+    assertEquals(attempt.error, "Timed out after 40 ms");
+    assert(attempt.duration_ms >= 35, `attempt took ${attempt.duration_ms} ms`);
+  }
+  assertEquals((await readMirror(env.dir)).length, 1);
+});
+
+Deno.test("redirects are not followed and count as failures", async () => {
+  await using env = await setup({ retryBaseMs: 1 });
+  await using receiver = new Receiver(() => 302);
+  const hook = await addOutgoingWebhook(env.store, { url: receiver.url, events: "*" });
+  const dispatcher = env.dispatcher();
+  await dispatcher.start();
+  await env.bus.emit("tool.called", toolCalled());
+  await receiver.waitFor(6);
+  await dispatcher.whenIdle();
+  assert(receiver.requests.every((r) => r.path === "/hook"), "a redirect was followed");
+  const log = await recentAttempts(env.store, hook.id);
+  assertEquals(log.map((e) => [e.ok, e.status]), new Array(6).fill([false, 302]));
+});
+
+Deno.test("replayDlq() re-delivers the same event and body once the receiver is fixed, then drops the record", async () => {
+  await using env = await setup({ retryBaseMs: 2 });
+  await using receiver = new Receiver(() => 500);
+  await addOutgoingWebhook(env.store, { url: receiver.url, events: "*", secret: "k" });
+  const dispatcher = env.dispatcher();
+  await dispatcher.start();
+  const envelope = await env.bus.emit("tool.called", toolCalled());
+  await receiver.waitFor(6);
+  await dispatcher.whenIdle();
+  const [entry] = await listDlq(env.store);
+  const failedBody = receiver.requests[5].body;
+  receiver.behaviour = () => 200;
+  const cli = await env.reopen(); // as the CLI process would
+  const result = await replayDlq(cli, entry.dlq_id);
+  assertEquals(result, { queued: [entry.dlq_id], already_queued: [], skipped: [] });
+  await receiver.waitFor(7);
+  const replayed = receiver.requests[6];
+  assertEquals(replayed.headers.get("x-service-delivery"), envelope!.id);
+  assertEquals(replayed.body, failedBody);
+  assert(await verifySignature("k", replayed.body, replayed.headers.get("x-service-signature")));
+  await dispatcher.whenIdle();
+  assertEquals(await listDlq(env.store), []);
+  assertEquals(await readMirror(env.dir), []);
+  assertEquals(await listPendingDeliveries(env.store), []);
+  assertEquals(await readOutboxEvent(env.store, envelope!.id), null);
+  assertEquals(receiver.requests.length, 7);
+});
+
+Deno.test("a replayed delivery that fails again updates its DLQ record with the new attempts", async () => {
+  await using env = await setup({ retryBaseMs: 1 });
+  await using receiver = new Receiver(() => 500);
+  await addOutgoingWebhook(env.store, { url: receiver.url, events: "*" });
+  const dispatcher = env.dispatcher();
+  await dispatcher.start();
+  await env.bus.emit("tool.called", toolCalled());
+  await receiver.waitFor(6);
+  await dispatcher.whenIdle();
+  const [before] = await listDlq(env.store);
+  receiver.behaviour = () => 404;
+  await replayDlq(env.store, "all");
+  await receiver.waitFor(12);
+  await dispatcher.whenIdle();
+  const after = await listDlq(env.store);
+  assertEquals(after.length, 1);
+  assertEquals(after[0].dlq_id, before.dlq_id);
+  assertEquals(after[0].attempts.map((a) => a.status), new Array(6).fill(404));
+});
+
+Deno.test("a restarted dispatcher resumes pending deliveries with their attempt count", async () => {
+  const base = 20;
+  await using env = await setup({ retryBaseMs: base });
+  let stopping: Promise<void> = Promise.resolve();
+  await using receiver = new Receiver((_, i) => {
+    if (i === 1) stopping = first.stop(); // stop while the second attempt is in flight
+    return 500;
+  });
+  await addOutgoingWebhook(env.store, { url: receiver.url, events: "*" });
+  const first = env.dispatcher();
+  await first.start();
+  const envelope = await env.bus.emit("tool.called", toolCalled());
+  await receiver.waitFor(2);
+  await stopping;
+  const [stored] = await listPendingDeliveries(env.store);
+  assertEquals(stored.record.attempt_count, 2);
+  assertEquals(stored.record.attempts.map((a) => a.status), [500, 500]);
+  assert(stored.record.next_attempt_at > Date.now() - 50);
+
+  const again = await env.reopen();
+  const second = env.dispatcher({ store: again });
+  await second.start();
+  await receiver.waitFor(6);
+  await second.whenIdle();
+  assertEquals(receiver.requests.length, 6);
+  const [entry] = await listDlq(again);
+  assertEquals(entry.event.id, envelope!.id);
+  assertEquals(entry.attempts.map((a) => a.attempt), [1, 2, 3, 4, 5, 6]);
+  // The third attempt waited for its stored time (2 × base after the second).
+  const gap = receiver.requests[2].at - receiver.requests[1].at;
+  assert(gap >= 2 * base - 1, `resumed attempt came after ${gap} ms`);
+});
+
+Deno.test("a webhook removed between attempts gets no further request", async () => {
+  await using env = await setup({ retryBaseMs: 30 });
+  const cli = await env.reopen();
+  let hookId = "";
+  let removal: Promise<unknown> = Promise.resolve();
+  await using receiver = new Receiver(() => {
+    removal = removeWebhook(cli, hookId);
+    return 500;
+  });
+  hookId = (await addOutgoingWebhook(env.store, { url: receiver.url, events: "*" })).id;
+  const dispatcher = env.dispatcher();
+  await dispatcher.start();
+  const envelope = await env.bus.emit("tool.called", toolCalled());
+  await receiver.waitFor(1);
+  await removal;
+  await dispatcher.whenIdle();
+  assertEquals(receiver.requests.length, 1);
+  assertEquals(await listPendingDeliveries(env.store), []);
+  assertEquals(await listDlq(env.store), []);
+  assertEquals(await readOutboxEvent(env.store, envelope!.id), null);
+});
+
+Deno.test("pending deliveries of a webhook removed while stopped are dropped on start, never sent", async () => {
+  await using env = await setup({ retryBaseMs: 80 });
+  await using receiver = new Receiver(() => 500);
+  const hook = await addOutgoingWebhook(env.store, { url: receiver.url, events: "*" });
+  const first = env.dispatcher();
+  await first.start();
+  await env.bus.emit("tool.called", toolCalled());
+  await receiver.waitFor(1);
+  await first.stop();
+  assertEquals((await listPendingDeliveries(env.store)).length, 1);
+  await removeWebhook(env.store, hook.id);
+  const second = env.dispatcher();
+  await second.start();
+  await second.whenIdle();
+  assertEquals(receiver.requests.length, 1);
+  assertEquals(await listPendingDeliveries(env.store), []);
+});
+
+Deno.test("a webhook added by another process is used within the poll interval", async () => {
+  const pollMs = 50;
+  await using env = await setup({ pollMs });
+  await using receiver = new Receiver();
+  const dispatcher = env.dispatcher();
+  await dispatcher.start();
+  await env.bus.emit("tool.called", toolCalled("before"));
+  const cli = await env.reopen();
+  await addOutgoingWebhook(cli, { url: receiver.url, events: ["tool.called"] });
+  await new Promise((resolve) => setTimeout(resolve, pollMs * 3));
+  await env.bus.emit("tool.called", toolCalled("after"));
+  await receiver.waitFor(1);
+  await dispatcher.whenIdle();
+  assertEquals(receiver.requests.length, 1);
+  const event = JSON.parse(decoder.decode(receiver.requests[0].body));
+  assertEquals(event.data.tool_name, "after");
+});
+
+Deno.test("a body over one KV value (chunked) is sent byte for byte, also after DLQ replay", async () => {
+  await using env = await setup({ retryBaseMs: 1 });
+  await using receiver = new Receiver(() => 500);
+  await addOutgoingWebhook(env.store, { url: receiver.url, events: "*", secret: "big" });
+  const dispatcher = env.dispatcher();
+  await dispatcher.start();
+  const output = { text: "x".repeat(150_000), emoji: "✓".repeat(20_000) };
+  const envelope = await env.bus.emit("tool.called", toolCalled("big", output));
+  await receiver.waitFor(6);
+  await dispatcher.whenIdle();
+  const first = receiver.requests[0].body;
+  assert(first.byteLength > 200_000);
+  assertEquals(JSON.parse(decoder.decode(first)), envelope);
+  const [entry] = await listDlq(env.store);
+  assertEquals(entry.event, envelope);
+  receiver.behaviour = () => 200;
+  await replayDlq(env.store, entry.dlq_id);
+  await receiver.waitFor(7);
+  await dispatcher.whenIdle();
+  assertEquals(receiver.requests[6].body, first);
+  assert(
+    await verifySignature("big", first, receiver.requests[6].headers.get("x-service-signature")),
+  );
+  assertEquals(await listDlq(env.store), []);
+  assertEquals(await readOutboxEvent(env.store, envelope!.id), null);
+});
+
+Deno.test("many concurrent events to several webhooks are each delivered exactly once", async () => {
+  await using env = await setup();
+  const receivers = [new Receiver(), new Receiver(), new Receiver()];
+  try {
+    for (const r of receivers) {
+      await addOutgoingWebhook(env.store, { url: r.url, events: "*", secret: "s" });
+    }
+    const dispatcher = env.dispatcher();
+    await dispatcher.start();
+    const envelopes = await Promise.all(
+      Array.from({ length: 300 }, (_, i) => env.bus.emit("tool.called", toolCalled(`t${i}`))),
+    );
+    await dispatcher.whenIdle();
+    for (const r of receivers) {
+      const ids = r.requests.map((q) => q.headers.get("x-service-delivery"));
+      assertEquals(ids.length, 300);
+      assertEquals(new Set(ids).size, 300);
+      assertEquals(new Set(envelopes.map((e) => e!.id)), new Set(ids));
+    }
+    assertEquals(await listPendingDeliveries(env.store), []);
+    assertEquals(env.errors, []);
+  } finally {
+    for (const r of receivers) await r[Symbol.asyncDispose]();
+  }
+});
+
+Deno.test("stop() aborts a hanging attempt after stopTimeoutMs and leaves the delivery as it was", async () => {
+  await using env = await setup({ timeoutMs: 5000 });
+  await using receiver = new Receiver(() => "hang");
+  await addOutgoingWebhook(env.store, { url: receiver.url, events: "*" });
+  const dispatcher = env.dispatcher({ stopTimeoutMs: 50 });
+  await dispatcher.start();
+  await env.bus.emit("tool.called", toolCalled());
+  await receiver.waitFor(1);
+  const started = performance.now();
+  await dispatcher.stop();
+  assert(performance.now() - started < 1000, "stop() waited for the receiver");
+  const [stored] = await listPendingDeliveries(env.store);
+  assertEquals(stored.record.attempt_count, 0);
+  assertEquals(dispatcher.pending, 0);
+});
+
+Deno.test("events emitted while no webhook matches are not stored", async () => {
+  await using env = await setup();
+  await using receiver = new Receiver();
+  await addOutgoingWebhook(env.store, { url: receiver.url, events: ["circuit.closed"] });
+  const dispatcher = env.dispatcher();
+  await dispatcher.start();
+  const envelope = await env.bus.emit("tool.called", toolCalled());
+  assertEquals(await readOutboxEvent(env.store, envelope!.id), null);
+  assertEquals(await listPendingDeliveries(env.store), []);
+});
