@@ -11,3 +11,4 @@ export * from "./deliveries.ts";
 export * from "./memory.ts";
 export * from "./keychain.ts";
 export * from "./incoming.ts";
+export * from "./audit.ts";

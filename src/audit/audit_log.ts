@@ -1,0 +1,525 @@
+/**
+ * The append-only, hash-chained audit log: one appender queue per log with
+ * group commit, paged reads, streaming export and chain verification.
+ *
+ * @module
+ */
+import { GatewayError } from "../errors/mod.ts";
+import type { EventBus } from "../events/mod.ts";
+import {
+  AUDIT_COMMIT_MAX_BYTES,
+  AUDIT_COMMIT_MAX_MUTATIONS,
+  auditEntryCost,
+  commitAuditEntries,
+  readAuditChainState,
+  readAuditHead,
+  readAuditRecord,
+  readAuditRecordPages,
+  type Store,
+} from "../store/mod.ts";
+import type { AuditRecord } from "../store/mod.ts";
+import {
+  decodeEntry,
+  type PreparedEntry,
+  prepareEntry,
+  type SealedEntry,
+  sealEntry,
+  UnreadableEntryError,
+} from "./_codec.ts";
+import { type AuditAppendInput, type AuditEntry, GENESIS_HASH } from "./entry.ts";
+import {
+  type AuditVerifyResult,
+  verifyAuditChain,
+  type VerifyAuditChainOptions,
+} from "./verify.ts";
+
+/** Default page size of {@linkcode AuditLog.list}. */
+export const DEFAULT_LIST_LIMIT = 100;
+
+/** Largest page size of {@linkcode AuditLog.list}. */
+export const MAX_LIST_LIMIT = 1000;
+
+/**
+ * Most entries one {@linkcode AuditLog.list} call examines when filtering;
+ * past it the page is returned short, with `next_after` to continue from.
+ */
+export const MAX_LIST_SCAN = 10_000;
+
+/** Commits tried for one batch before giving up while other writers keep winning. */
+const MAX_COMMIT_ATTEMPTS = 200;
+
+/** Bytes counted for the head record in a commit. */
+const HEAD_BYTES = 200;
+
+/** Options of {@linkcode createAuditLog}. */
+export interface AuditLogOptions {
+  /** The store holding the log. The log never closes it. */
+  store: Store;
+  /** Bus on which `audit.written` is emitted after each entry is committed. @default none */
+  bus?: EventBus;
+  /** Clock, in milliseconds since the epoch. @default Date.now */
+  now?: () => number;
+}
+
+/** The head of the chain. */
+export interface AuditHeadInfo {
+  /** Seq of the last entry; 0 for an empty log. */
+  head_seq: number;
+  /** `entry_hash` of the last entry; {@linkcode GENESIS_HASH} for an empty log. */
+  head_hash: string;
+}
+
+/** Filters of {@linkcode AuditLog.entries} and {@linkcode AuditLog.list}. */
+export interface AuditEntriesOptions {
+  /** Only entries with a seq above this one. @default 0 */
+  after?: number;
+  /** Only entries of this tool. @default all */
+  tool?: string;
+  /** Only entries of this kind. @default all */
+  kind?: string;
+  /** Only entries written at or after this time (a `Date`, ISO string or epoch ms). @default all */
+  since?: Date | string | number;
+}
+
+/** Options of {@linkcode AuditLog.list}. */
+export interface AuditListOptions extends AuditEntriesOptions {
+  /** Most entries returned, 1 to {@linkcode MAX_LIST_LIMIT}. @default 100 */
+  limit?: number;
+}
+
+/** One page of {@linkcode AuditLog.list}. */
+export interface AuditPage {
+  /** Matching entries in seq order. */
+  entries: AuditEntry[];
+  /** Pass as `after` to read the next page; `null` when the end of the log was reached. */
+  next_after: number | null;
+}
+
+interface Pending {
+  prepared: PreparedEntry;
+  resolve(entry: AuditEntry): void;
+  reject(error: unknown): void;
+}
+
+/** What the appender knows of the stored chain. */
+interface ChainState {
+  headVersionstamp: string | null;
+  seq: number;
+  hash: string;
+  timestampMs: number;
+  tailVersionstamps: string[];
+  /** Whether the stored entry at `seq` still matches the head and its own hash. */
+  intact: boolean;
+}
+
+const EMPTY_CHAIN: ChainState = {
+  headVersionstamp: null,
+  seq: 0,
+  hash: GENESIS_HASH,
+  timestampMs: 0,
+  tailVersionstamps: [],
+  intact: true,
+};
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+function parseSince(since: Date | string | number): number {
+  const ms = since instanceof Date
+    ? since.getTime()
+    : typeof since === "number"
+    ? since
+    : Date.parse(since);
+  if (!Number.isFinite(ms)) {
+    throw new GatewayError("USAGE", `Invalid since "${String(since)}": use an ISO 8601 time`);
+  }
+  return ms;
+}
+
+function checkSeq(value: number, name: string): number {
+  if (!Number.isSafeInteger(value) || value < 0) {
+    throw new GatewayError("USAGE", `Invalid ${name} ${value}: use a whole number of 0 or more`);
+  }
+  return value;
+}
+
+function decodeStored(record: AuditRecord): AuditEntry {
+  try {
+    if (!record.bytes) throw new UnreadableEntryError("a part is missing or is not bytes");
+    return decodeEntry(record.bytes).entry;
+  } catch (error) {
+    if (!(error instanceof UnreadableEntryError)) throw error;
+    throw new GatewayError(
+      "STORE_CORRUPT",
+      `Audit entry ${record.seq} is unreadable: ${error.message}; run toolgate audit verify`,
+      { details: { seq: record.seq } },
+    );
+  }
+}
+
+/**
+ * The audit log of a store.
+ *
+ * Appends go through one in-process queue: every append waiting when a commit
+ * starts joins it (group commit), up to the Deno KV limits per commit. Each
+ * commit checks the head's versionstamp, so several logs on one KV file, in
+ * one process or many, never fork the chain or reuse a seq; a writer that
+ * loses the race re-reads the head, re-seals its batch and retries.
+ *
+ * After each commit, `audit.written` is emitted for each entry in seq order,
+ * and {@linkcode AuditLog.append} resolves once its event's emit promise has
+ * settled: the webhook dispatcher persists deliveries inside its listener,
+ * so a resolved append means both the entry and its deliveries are durable.
+ * The appender does not wait for emission before its next commit.
+ */
+export class AuditLog {
+  #store: Store;
+  #bus: EventBus | undefined;
+  #now: () => number;
+  #queue: Pending[] = [];
+  #draining: Promise<void> | null = null;
+  #emitting = new Set<Promise<void>>();
+  #chain: ChainState | null = null;
+  #lastSeq = 0;
+  #closed = false;
+
+  /** @param options Store, bus and clock. */
+  constructor(options: AuditLogOptions) {
+    const { store, bus, now = Date.now } = options;
+    this.#store = store;
+    this.#bus = bus;
+    this.#now = now;
+  }
+
+  /**
+   * Appends an entry. The input is validated and redacted at once; the entry
+   * joins the next commit.
+   *
+   * @returns The entry as stored, once it is committed (and its
+   * `audit.written` event emitted).
+   * @throws {GatewayError} `INTERNAL` for a malformed input or a store
+   * failure, `UNAVAILABLE` when the log is closed, `STORE_CORRUPT` when the
+   * stored head is unreadable or behind the stored entries.
+   *
+   * @example
+   * ```ts
+   * const entry = await log.append({
+   *   kind: "tool.call",
+   *   tool: "echo",
+   *   session_id: "s1",
+   *   input: { text: "hi" },
+   *   outcome: { ok: true, latency_ms: 3 },
+   * });
+   * entry.seq; // 1
+   * ```
+   */
+  append(input: AuditAppendInput): Promise<AuditEntry> {
+    if (this.#closed) {
+      return Promise.reject(
+        new GatewayError("UNAVAILABLE", "Cannot write audit entry: the audit log is closed"),
+      );
+    }
+    let prepared: PreparedEntry;
+    try {
+      prepared = prepareEntry(input);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    return new Promise<AuditEntry>((resolve, reject) => {
+      this.#queue.push({ prepared, resolve, reject });
+      this.#draining ??= this.#drain();
+    });
+  }
+
+  /** The head of the chain: seq and hash of the last entry. */
+  async head(): Promise<AuditHeadInfo> {
+    const { head } = await readAuditHead(this.#store);
+    return { head_seq: head?.seq ?? 0, head_hash: head?.hash ?? GENESIS_HASH };
+  }
+
+  /**
+   * One entry by seq, or `null` when none is stored there.
+   *
+   * @throws {GatewayError} `STORE_CORRUPT` when the stored entry is unreadable.
+   */
+  async get(seq: number): Promise<AuditEntry | null> {
+    const record = await readAuditRecord(this.#store, checkSeq(seq, "seq"));
+    return record ? decodeStored(record) : null;
+  }
+
+  /**
+   * Streams matching entries in seq order, one KV page at a time, to the end
+   * of the log (entries appended meanwhile included): what
+   * `toolgate audit export` writes out.
+   *
+   * @throws {GatewayError} `USAGE` for a bad filter, `STORE_CORRUPT` at an
+   * unreadable entry.
+   *
+   * @example
+   * ```ts
+   * for await (const entry of log.entries({ tool: "echo" })) console.log(JSON.stringify(entry));
+   * ```
+   */
+  async *entries(options: AuditEntriesOptions = {}): AsyncGenerator<AuditEntry> {
+    for await (const { entry, matches } of this.#scan(options)) {
+      if (matches) yield entry;
+    }
+  }
+
+  /**
+   * One page of entries, for `GET /audit` and `toolgate audit list`. Pages
+   * by seq: pass `next_after` back as `after`. With filters, at most
+   * {@linkcode MAX_LIST_SCAN} entries are examined per call, so a page can be
+   * short while `next_after` is not `null`.
+   *
+   * @throws {GatewayError} `USAGE` for a bad limit or filter,
+   * `STORE_CORRUPT` at an unreadable entry.
+   */
+  async list(options: AuditListOptions = {}): Promise<AuditPage> {
+    const { limit = DEFAULT_LIST_LIMIT } = options;
+    if (!Number.isInteger(limit) || limit < 1 || limit > MAX_LIST_LIMIT) {
+      throw new GatewayError(
+        "USAGE",
+        `Invalid limit ${limit}: use a whole number from 1 to ${MAX_LIST_LIMIT}`,
+      );
+    }
+    const entries: AuditEntry[] = [];
+    let scanned = 0;
+    for await (const { entry, matches } of this.#scan(options)) {
+      scanned++;
+      if (matches) entries.push(entry);
+      if (entries.length === limit || scanned === MAX_LIST_SCAN) {
+        return { entries, next_after: entry.seq };
+      }
+    }
+    return { entries, next_after: null };
+  }
+
+  /**
+   * Verifies the whole chain, streaming (see {@linkcode verifyAuditChain}).
+   *
+   * @returns `{ok: true, count}` or the first bad seq with its reason.
+   */
+  verify(options: VerifyAuditChainOptions = {}): Promise<AuditVerifyResult> {
+    return verifyAuditChain(this.#store, options);
+  }
+
+  /**
+   * Stops accepting appends and waits until every pending one is committed
+   * and its event emitted. Does not close the store. Safe to call twice.
+   */
+  async close(): Promise<void> {
+    this.#closed = true;
+    while (this.#draining) await this.#draining;
+    await Promise.all(this.#emitting);
+  }
+
+  /** Same as {@linkcode AuditLog.close}, for `await using`. */
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.close();
+  }
+
+  async *#scan(
+    options: AuditEntriesOptions,
+  ): AsyncGenerator<{ entry: AuditEntry; matches: boolean }> {
+    const { tool, kind } = options;
+    let after = checkSeq(options.after ?? 0, "after");
+    const since = options.since === undefined ? undefined : parseSince(options.since);
+    if (since !== undefined) after = Math.max(after, await this.#lastSeqBefore(since, after));
+    for await (const page of readAuditRecordPages(this.#store, { after })) {
+      for (const record of page) {
+        const entry = decodeStored(record);
+        const matches = (tool === undefined || entry.tool === tool) &&
+          (kind === undefined || entry.kind === kind) &&
+          (since === undefined || Date.parse(entry.timestamp) >= since);
+        yield { entry, matches };
+      }
+    }
+  }
+
+  /**
+   * Binary search for the last seq written before `since` (timestamps never
+   * decrease along the chain), so a `since` filter skips old entries without
+   * reading them. Falls back to `after` at any entry it cannot read.
+   */
+  async #lastSeqBefore(since: number, after: number): Promise<number> {
+    const { head } = await readAuditHead(this.#store);
+    let low = after + 1;
+    let high = (head?.seq ?? 0) + 1;
+    while (low < high) {
+      const middle = Math.floor((low + high) / 2);
+      const record = await readAuditRecord(this.#store, middle);
+      if (!record?.bytes) return after;
+      let timestamp: number;
+      try {
+        timestamp = Date.parse(decodeEntry(record.bytes).entry.timestamp);
+      } catch (error) {
+        if (error instanceof UnreadableEntryError) return after;
+        throw error;
+      }
+      if (!(timestamp >= since)) low = middle + 1;
+      else high = middle;
+    }
+    return low - 1;
+  }
+
+  async #drain(): Promise<void> {
+    // Let the rest of the current burst of appends join the first commit.
+    await Promise.resolve();
+    try {
+      while (this.#queue.length) await this.#commitBatch(this.#takeBatch());
+    } finally {
+      this.#draining = null;
+    }
+  }
+
+  /** Takes the longest run of the queue that fits one commit (at least one entry). */
+  #takeBatch(): Pending[] {
+    let mutations = 1;
+    let bytes = HEAD_BYTES;
+    let count = 0;
+    for (const pending of this.#queue) {
+      const cost = auditEntryCost(pending.prepared.maxBytes);
+      if (
+        count > 0 && (mutations + cost.mutations > AUDIT_COMMIT_MAX_MUTATIONS ||
+          bytes + cost.bytes > AUDIT_COMMIT_MAX_BYTES)
+      ) break;
+      mutations += cost.mutations;
+      bytes += cost.bytes;
+      count++;
+    }
+    return this.#queue.splice(0, count);
+  }
+
+  async #commitBatch(batch: Pending[]): Promise<void> {
+    let sealed: SealedEntry[];
+    let firstIntact: boolean;
+    try {
+      ({ sealed, firstIntact } = await this.#write(batch.map((pending) => pending.prepared)));
+    } catch (error) {
+      this.#chain = null;
+      const failure = error instanceof GatewayError ? error : new GatewayError(
+        "INTERNAL",
+        "Cannot write audit entry: the store failed",
+        { cause: error },
+      );
+      for (const pending of batch) pending.reject(failure);
+      return;
+    }
+    for (const [index, { entry }] of sealed.entries()) {
+      const pending = batch[index];
+      if (!this.#bus) {
+        pending.resolve(entry);
+        continue;
+      }
+      const emitted = this.#bus.emit("audit.written", {
+        seq: entry.seq,
+        entry_hash: entry.entry_hash,
+        previous_hash: entry.previous_hash,
+        tool: entry.tool,
+        chain_intact: index === 0 ? firstIntact : true,
+      });
+      // The bus never rejects (listener errors are reported by the bus); either
+      // way the entry is committed, so the append succeeds.
+      const settled = emitted.then(() => pending.resolve(entry), () => pending.resolve(entry));
+      this.#emitting.add(settled);
+      settled.then(() => this.#emitting.delete(settled));
+    }
+  }
+
+  /** Seals the batch on the current head and commits it, retrying lost races. */
+  async #write(
+    prepared: PreparedEntry[],
+  ): Promise<{ sealed: SealedEntry[]; firstIntact: boolean }> {
+    for (let attempt = 1;; attempt++) {
+      const chain = this.#chain ?? await this.#readChain();
+      const timestampMs = Math.max(this.#now(), chain.timestampMs);
+      const timestamp = new Date(timestampMs).toISOString();
+      let seq = chain.seq;
+      let hash = chain.hash;
+      const sealed = prepared.map((entry) => {
+        const result = sealEntry(entry, ++seq, hash, timestamp);
+        hash = result.entry.entry_hash;
+        return result;
+      });
+      const versionstamp = await commitAuditEntries(
+        this.#store,
+        {
+          headVersionstamp: chain.headVersionstamp,
+          tailSeq: chain.seq,
+          tailVersionstamps: chain.tailVersionstamps,
+        },
+        sealed.map(({ entry, bytes }) => ({ seq: entry.seq, bytes })),
+        { seq, hash, timestamp },
+      );
+      if (versionstamp !== null) {
+        const lastParts = auditEntryCost(sealed[sealed.length - 1].bytes.length).mutations;
+        this.#chain = {
+          headVersionstamp: versionstamp,
+          seq,
+          hash,
+          timestampMs,
+          tailVersionstamps: new Array<string>(lastParts).fill(versionstamp),
+          intact: true,
+        };
+        this.#lastSeq = seq;
+        return { sealed, firstIntact: chain.intact };
+      }
+      // Another writer committed first: re-read the head and re-seal.
+      this.#chain = null;
+      if (attempt >= MAX_COMMIT_ATTEMPTS) {
+        throw new GatewayError(
+          "UNAVAILABLE",
+          `Cannot write audit entry: other writers kept moving the head (${attempt} attempts)`,
+        );
+      }
+      if (attempt > 2) await sleep(Math.random() * Math.min(attempt, 20));
+    }
+  }
+
+  async #readChain(): Promise<ChainState> {
+    const { head, headVersionstamp, tail } = await readAuditChainState(
+      this.#store,
+      this.#lastSeq,
+    );
+    if (!head) return EMPTY_CHAIN;
+    this.#lastSeq = head.seq;
+    let intact = false;
+    if (tail?.bytes) {
+      try {
+        const { entry, hashMatches } = decodeEntry(tail.bytes);
+        intact = hashMatches && entry.seq === head.seq && entry.entry_hash === head.hash;
+      } catch (error) {
+        // An unreadable tail leaves `intact` false; the chain still continues from the head.
+        if (!(error instanceof UnreadableEntryError)) throw error;
+      }
+    }
+    const timestampMs = Date.parse(head.timestamp);
+    return {
+      headVersionstamp,
+      seq: head.seq,
+      hash: head.hash,
+      timestampMs: Number.isFinite(timestampMs) ? timestampMs : 0,
+      tailVersionstamps: tail?.versionstamps ?? [],
+      intact,
+    };
+  }
+}
+
+/**
+ * Creates the audit log of a store.
+ *
+ * @example
+ * ```ts
+ * const store = await openStore({ dataDir });
+ * const log = createAuditLog({ store, bus });
+ * await log.append({ kind: "tool.call", tool: "echo", input: {}, outcome: { ok: true, latency_ms: 1 } });
+ * console.log(await log.verify()); // { ok: true, count: 1, ... }
+ * await log.close();
+ * store.close();
+ * ```
+ */
+export function createAuditLog(options: AuditLogOptions): AuditLog {
+  return new AuditLog(options);
+}

@@ -1,0 +1,313 @@
+/**
+ * Stored audit log: the chain head and the entries.
+ *
+ * Each entry is stored as the UTF-8 bytes of its canonical JSON, split into
+ * parts of at most {@linkcode AUDIT_PART_BYTES} (a KV value holds 64 KiB) under
+ * `["audit", "entry", seq, part]`. The head `["audit", "head"]` holds the seq,
+ * hash and timestamp of the last entry and is rewritten in the same atomic
+ * commit as the entries it covers, so checking its versionstamp serializes
+ * appenders across processes. Hashing and the chain rules live in
+ * `src/audit`; this module only moves bytes.
+ *
+ * @module
+ */
+import { z } from "zod";
+import { GatewayError } from "../errors/mod.ts";
+import { auditEntriesPrefix, auditEntryKey, auditEntryPartKey, auditHeadKey } from "./keys.ts";
+import type { Store } from "./store.ts";
+
+/** Largest part of an entry's bytes stored under one key. */
+export const AUDIT_PART_BYTES = 60_000;
+
+/** Largest entry, in bytes of canonical JSON (9 parts). */
+export const AUDIT_MAX_ENTRY_BYTES = 9 * AUDIT_PART_BYTES;
+
+/** Most mutations in one commit (the Deno KV limit). */
+export const AUDIT_COMMIT_MAX_MUTATIONS = 1000;
+
+/**
+ * Byte budget of one commit, keys included. Deno KV refuses commits over
+ * 819 200 bytes; the margin covers the head record and key encoding.
+ */
+export const AUDIT_COMMIT_MAX_BYTES = 700_000;
+
+/** Bytes counted per stored part for its key. */
+const KEY_OVERHEAD_BYTES = 40;
+
+/** The stored head of the chain. */
+export const AuditHeadSchema = z.strictObject({
+  seq: z.number().int().min(1),
+  hash: z.string().regex(/^sha256:[0-9a-f]{64}$/),
+  timestamp: z.string(),
+});
+
+/** The stored head: seq, hash and timestamp of the last entry. */
+export type AuditHead = z.infer<typeof AuditHeadSchema>;
+
+/** The stored bytes of one entry. */
+export interface AuditRecord {
+  /** Seq from the key. */
+  seq: number;
+  /** The parts joined; `null` when a part is missing or is not bytes. */
+  bytes: Uint8Array | null;
+  /** Versionstamp of each part, in part order. */
+  versionstamps: string[];
+}
+
+/** What an appender must know before it commits. */
+export interface AuditChainState {
+  /** The head, or `null` for an empty log. */
+  head: AuditHead | null;
+  /** Versionstamp of the head key (`null` when absent). */
+  headVersionstamp: string | null;
+  /** The stored entry at the head's seq, or `null` (empty log, or missing). */
+  tail: AuditRecord | null;
+}
+
+/** The expected state an append commit checks. */
+export interface AuditCommitGuard {
+  /** Versionstamp of the head key as read (`null`: no head yet). */
+  headVersionstamp: string | null;
+  /** Seq of the entry the head points at (0 for an empty log). */
+  tailSeq: number;
+  /** Versionstamps of that entry's parts (empty: expect it absent). */
+  tailVersionstamps: readonly string[];
+}
+
+/** One entry to write. */
+export interface AuditEntryWrite {
+  seq: number;
+  bytes: Uint8Array;
+}
+
+/** KV cost of storing one entry of `byteLength` bytes. */
+export function auditEntryCost(byteLength: number): { mutations: number; bytes: number } {
+  const mutations = Math.max(1, Math.ceil(byteLength / AUDIT_PART_BYTES));
+  return { mutations, bytes: byteLength + mutations * KEY_OVERHEAD_BYTES };
+}
+
+function parseHead(value: unknown): AuditHead {
+  const parsed = AuditHeadSchema.safeParse(value);
+  if (!parsed.success) {
+    throw new GatewayError(
+      "STORE_CORRUPT",
+      `Stored audit head is unreadable: ${parsed.error.issues[0]?.message}`,
+    );
+  }
+  return parsed.data;
+}
+
+/** Reads the head; `head` is `null` for an empty log. */
+export async function readAuditHead(
+  store: Store,
+): Promise<{ head: AuditHead | null; versionstamp: string | null }> {
+  const entry = await store.retry(() => store.kv.get(auditHeadKey()));
+  return {
+    head: entry.value === null ? null : parseHead(entry.value),
+    versionstamp: entry.versionstamp,
+  };
+}
+
+/**
+ * Reads the head and whether an entry is stored right after it, in one
+ * consistent read (used to tell a concurrent append from a stale head).
+ */
+export async function readAuditHeadAndNext(
+  store: Store,
+  seq: number,
+): Promise<{ head: AuditHead | null; nextExists: boolean }> {
+  const [head, next] = await store.retry(() =>
+    store.kv.getMany([auditHeadKey(), auditEntryPartKey(seq + 1, 0)])
+  );
+  return {
+    head: head.value === null ? null : parseHead(head.value),
+    nextExists: next.versionstamp !== null,
+  };
+}
+
+function toRecord(seq: number, parts: Deno.KvEntry<unknown>[]): AuditRecord {
+  const versionstamps = parts.map((part) => part.versionstamp);
+  const chunks: Uint8Array[] = [];
+  for (const [index, part] of parts.entries()) {
+    if (part.key[3] !== index || !(part.value instanceof Uint8Array)) {
+      return { seq, bytes: null, versionstamps };
+    }
+    chunks.push(part.value);
+  }
+  if (chunks.length === 1) return { seq, bytes: chunks[0], versionstamps };
+  const bytes = new Uint8Array(chunks.reduce((sum, chunk) => sum + chunk.length, 0));
+  let offset = 0;
+  for (const chunk of chunks) {
+    bytes.set(chunk, offset);
+    offset += chunk.length;
+  }
+  return { seq, bytes, versionstamps };
+}
+
+/** Reads the stored entry at `seq`, or `null` when none is stored. */
+export async function readAuditRecord(store: Store, seq: number): Promise<AuditRecord | null> {
+  const parts = await store.retry(async () => {
+    const out: Deno.KvEntry<unknown>[] = [];
+    for await (const part of store.kv.list({ prefix: auditEntryKey(seq) })) out.push(part);
+    return out;
+  });
+  return parts.length ? toRecord(seq, parts) : null;
+}
+
+/**
+ * Reads what an appender needs: the head, its versionstamp and the entry it
+ * points at.
+ *
+ * @param hintSeq The head seq the caller expects (saves a read when right).
+ * @throws {GatewayError} `STORE_CORRUPT` when the head is unreadable, or an
+ * entry is stored after the head (appending would overwrite it).
+ */
+export async function readAuditChainState(store: Store, hintSeq = 0): Promise<AuditChainState> {
+  let guess = hintSeq;
+  for (let round = 0; round < 100; round++) {
+    const [headEntry, next] = await store.retry(() =>
+      store.kv.getMany([auditHeadKey(), auditEntryPartKey(guess + 1, 0)])
+    );
+    const head = headEntry.value === null ? null : parseHead(headEntry.value);
+    const seq = head?.seq ?? 0;
+    if (seq !== guess) {
+      guess = seq;
+      continue;
+    }
+    if (next.versionstamp !== null) {
+      throw new GatewayError(
+        "STORE_CORRUPT",
+        `Cannot append to the audit log: entry ${seq + 1} is stored after the head (seq ${seq}); ` +
+          "run toolgate audit verify",
+      );
+    }
+    const tail = seq === 0 ? null : await readAuditRecord(store, seq);
+    return { head, headVersionstamp: headEntry.versionstamp, tail };
+  }
+  throw new GatewayError(
+    "UNAVAILABLE",
+    "Cannot read the audit head: it kept changing while being read",
+  );
+}
+
+/**
+ * Writes `entries` and the new `head` in one atomic commit, provided the head
+ * and the entry it points at are unchanged since they were read and nothing
+ * is stored at the first new seq. Retries "database is locked".
+ *
+ * @returns The commit's versionstamp, or `null` when a check failed (another
+ * writer appended first: re-read and try again).
+ * @throws {GatewayError} `INTERNAL` when the batch is empty or over the KV
+ * limits (the caller sizes batches with {@linkcode auditEntryCost}).
+ */
+export async function commitAuditEntries(
+  store: Store,
+  guard: AuditCommitGuard,
+  entries: readonly AuditEntryWrite[],
+  head: AuditHead,
+): Promise<string | null> {
+  if (!entries.length) throw new GatewayError("INTERNAL", "Cannot commit an empty audit batch");
+  let mutations = 1;
+  for (const entry of entries) {
+    if (entry.bytes.length > AUDIT_MAX_ENTRY_BYTES) {
+      throw new GatewayError(
+        "INTERNAL",
+        `Cannot store audit entry ${entry.seq}: ${entry.bytes.length} bytes is over the limit`,
+      );
+    }
+    mutations += auditEntryCost(entry.bytes.length).mutations;
+  }
+  if (mutations > AUDIT_COMMIT_MAX_MUTATIONS) {
+    throw new GatewayError("INTERNAL", `Cannot commit ${mutations} audit mutations at once`);
+  }
+  return await store.retry(async () => {
+    let op = store.kv.atomic().check({ key: auditHeadKey(), versionstamp: guard.headVersionstamp });
+    if (guard.tailSeq > 0) {
+      if (guard.tailVersionstamps.length === 0) {
+        op = op.check({ key: auditEntryPartKey(guard.tailSeq, 0), versionstamp: null });
+      }
+      for (const [part, versionstamp] of guard.tailVersionstamps.entries()) {
+        op = op.check({ key: auditEntryPartKey(guard.tailSeq, part), versionstamp });
+      }
+    }
+    op = op.check({ key: auditEntryPartKey(entries[0].seq, 0), versionstamp: null });
+    for (const entry of entries) {
+      for (let part = 0, offset = 0; offset < entry.bytes.length; part++) {
+        const end = offset + AUDIT_PART_BYTES;
+        op = op.set(auditEntryPartKey(entry.seq, part), entry.bytes.subarray(offset, end));
+        offset = end;
+      }
+    }
+    op = op.set(auditHeadKey(), head);
+    const result = await op.commit();
+    return result.ok ? result.versionstamp : null;
+  });
+}
+
+/** Options of {@linkcode readAuditRecordPages}. */
+export interface ReadAuditRecordPagesOptions {
+  /** Start after this seq. @default 0 */
+  after?: number;
+  /** Stop before this seq (exclusive). @default no bound */
+  before?: number;
+  /** Parts read per KV round trip (at least 16). @default 1000 */
+  pageSize?: number;
+}
+
+/**
+ * Streams stored entries in seq order, one page (one KV read) at a time, so a
+ * log of any length is read in bounded memory. Each page read retries
+ * "database is locked"; pages are separate reads, not one snapshot.
+ */
+export async function* readAuditRecordPages(
+  store: Store,
+  options: ReadAuditRecordPagesOptions = {},
+): AsyncGenerator<AuditRecord[]> {
+  const { after = 0, before, pageSize = 1000 } = options;
+  if (!Number.isInteger(pageSize) || pageSize < 16) {
+    throw new GatewayError(
+      "INTERNAL",
+      `Invalid pageSize ${pageSize}: use an integer of 16 or more`,
+    );
+  }
+  let next = after + 1;
+  for (;;) {
+    if (before !== undefined && next >= before) return;
+    const selector: Deno.KvListSelector = before === undefined
+      ? { prefix: auditEntriesPrefix(), start: auditEntryKey(next) }
+      : { start: auditEntryKey(next), end: auditEntryKey(before) };
+    const parts = await store.retry(async () => {
+      const out: Deno.KvEntry<unknown>[] = [];
+      for await (const part of store.kv.list(selector, { limit: pageSize, batchSize: pageSize })) {
+        out.push(part);
+      }
+      return out;
+    });
+    let full = parts.length === pageSize;
+    const records: AuditRecord[] = [];
+    let group: Deno.KvEntry<unknown>[] = [];
+    for (const part of parts) {
+      const seq = part.key[2];
+      if (typeof seq !== "number") {
+        // Keys of other types sort after every number: no entry follows.
+        full = false;
+        break;
+      }
+      if (!Number.isInteger(seq)) continue;
+      if (group.length && group[0].key[2] !== seq) {
+        records.push(toRecord(group[0].key[2] as number, group));
+        group = [];
+      }
+      group.push(part);
+    }
+    // The last group of a full page may be cut short: it is read again next page
+    // (a page always holds more parts than the largest entry has).
+    if (group.length && !full) records.push(toRecord(group[0].key[2] as number, group));
+    if (records.length) yield records;
+    if (!full) return;
+    if (!records.length) {
+      throw new GatewayError("STORE_CORRUPT", `Stored audit entry ${next} has too many parts`);
+    }
+    next = records[records.length - 1].seq + 1;
+  }
+}
