@@ -1,32 +1,136 @@
 /**
- * The HTTP transport's Hono app.
+ * The HTTP transport's Hono app: REST (`/tools`, `/health`, `/openapi.json`),
+ * MCP Streamable HTTP at `/mcp`, and the hooks other modules use to mount
+ * `/audit`, `/events` and incoming webhook paths.
  *
  * @module
  */
-import { Hono } from "hono";
+import { OpenAPIHono } from "@hono/zod-openapi";
+import { cors } from "hono/cors";
 import type { Config } from "../config/mod.ts";
+import { GatewayError } from "../errors/mod.ts";
 import type { Gateway } from "../gateway/mod.ts";
-import { VERSION } from "../version.ts";
+import { McpHttpSessions } from "../mcp/mod.ts";
+import { bearerAuth } from "./bearer_auth.ts";
+import { bodyLimit } from "./body_limit.ts";
+import { dnsRebindingProtection, isLoopback } from "./dns_rebinding.ts";
+import { errorHandler, errorResponse } from "./errors.ts";
+import { registerHealthRoute } from "./health.ts";
+import { ServerLifecycle } from "./lifecycle.ts";
+import { registerOpenApi } from "./openapi.ts";
+import { registerToolRoutes } from "./tools.ts";
+import type { AppEnv, RouteMount, ToolgateApp } from "./types.ts";
+import { validationHook } from "./validation.ts";
 
 /** Options of {@linkcode createApp}. */
 export interface AppOptions {
+  /** The gateway whose tools are served. */
   gateway: Gateway;
+  /** The resolved configuration (`server.*`, `incoming.body_limit_bytes`, the API token). */
   config: Config;
-  /** Process start, for uptime. @default Date.now() */
-  startedAt?: number;
+  /** Serving state (`/health` 503 while draining). @default a new one, started now */
+  lifecycle?: ServerLifecycle;
+  /** MCP sessions behind `/mcp`. @default new ones from `config.server` */
+  mcp?: McpHttpSessions;
+  /**
+   * Mounts more routes behind the same middleware (host/origin check, bearer
+   * token, body limit, error handler), after the built-in ones: `/audit`,
+   * `/events`, incoming webhook paths. Routes added with `app.openapi()`
+   * appear in `/openapi.json`. @default []
+   */
+  routes?: readonly RouteMount[];
+  /**
+   * Paths served without the bearer token and without the `Host` check
+   * (their `Origin` is still checked), limited to
+   * `config.incoming.body_limit_bytes`: incoming webhook paths, which verify
+   * their own secrets. Called per request, so registrations may change at
+   * run time. @default none
+   */
+  isPublicPath?: (path: string) => boolean;
+  /** Where unknown errors are logged. @default stderr */
+  log?: (message: string) => void;
 }
 
-/** Builds the app serving REST, `/mcp` and incoming webhooks. */
-export function createApp(options: AppOptions): Hono {
-  const { gateway, startedAt = Date.now() } = options;
-  const app = new Hono();
-  app.get("/health", (c) =>
-    c.json({
-      status: "ok",
-      version: VERSION,
-      uptime_ms: Date.now() - startedAt,
-      plugins: gateway.listPlugins(),
-      open_circuits: gateway.openCircuits(),
+/** Headers browsers may send and read cross-origin (when `cors_origins` is set). */
+const CORS_ALLOW_HEADERS = [
+  "Authorization",
+  "Content-Type",
+  "Accept",
+  "Last-Event-ID",
+  "Mcp-Session-Id",
+  "Mcp-Protocol-Version",
+  "X-Session-Id",
+];
+const CORS_EXPOSE_HEADERS = ["Mcp-Session-Id", "Retry-After", "WWW-Authenticate", "X-Session-Id"];
+
+/**
+ * Builds the app. Middleware, in order: DNS-rebinding protection (loopback
+ * bind only), CORS (only with `server.cors_origins`), bearer token (only with
+ * `TOOLGATE_API_TOKEN`; not `/health` or public paths), body limit. Every
+ * error goes through one handler into `{"error": {code, message, details?}}`.
+ *
+ * @example
+ * ```ts
+ * const app = createApp({
+ *   gateway,
+ *   config,
+ *   routes: [(app) => app.openapi(auditRoute, auditHandler)],
+ *   isPublicPath: (path) => incoming.has(path),
+ * });
+ * const response = await app.request("/health");
+ * ```
+ */
+export function createApp(options: AppOptions): ToolgateApp {
+  const {
+    gateway,
+    config,
+    lifecycle = new ServerLifecycle(),
+    routes = [],
+    isPublicPath = () => false,
+    log = (message: string) => console.error(`toolgate: ${message}`),
+  } = options;
+  const { server } = config;
+  const mcp = options.mcp ?? new McpHttpSessions(gateway, {
+    idleMs: server.session_idle_ms,
+    maxBodyBytes: server.body_limit_bytes,
+  });
+  const app: ToolgateApp = new OpenAPIHono<AppEnv>({ defaultHook: validationHook });
+  app.onError(errorHandler({ log }));
+  app.notFound((c) =>
+    errorResponse(
+      new GatewayError("NOT_FOUND", `Not found: no route for ${c.req.method} ${c.req.path}`),
+    )
+  );
+  if (isLoopback(server.host)) {
+    app.use(dnsRebindingProtection({
+      allowedHosts: [server.host],
+      allowedOrigins: server.cors_origins,
+      skipHost: isPublicPath,
     }));
+  }
+  if (server.cors_origins.length) {
+    app.use(cors({
+      origin: [...server.cors_origins],
+      allowMethods: ["GET", "POST", "DELETE", "OPTIONS"],
+      allowHeaders: CORS_ALLOW_HEADERS,
+      exposeHeaders: CORS_EXPOSE_HEADERS,
+      maxAge: 600,
+    }));
+  }
+  if (config.apiToken) {
+    app.use(bearerAuth({
+      token: config.apiToken,
+      skip: (path) => path === "/health" || isPublicPath(path),
+    }));
+  }
+  app.use(bodyLimit({
+    maxBytes: (path) =>
+      isPublicPath(path) ? config.incoming.body_limit_bytes : server.body_limit_bytes,
+  }));
+  registerHealthRoute(app, { gateway, lifecycle, mcpSessions: () => mcp.size });
+  registerToolRoutes(app, gateway);
+  registerOpenApi(app, { tokenRequired: config.apiToken !== undefined });
+  app.all("/mcp", (c) => mcp.handle(c.req.raw));
+  for (const mount of routes) mount(app);
   return app;
 }

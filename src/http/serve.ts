@@ -1,45 +1,75 @@
 /**
- * Starts the HTTP transport on a host and port.
+ * Starts the HTTP transport on a host and port, and shuts it down
+ * gracefully: `/health` turns 503, MCP and event streams end, in-flight
+ * requests drain, MCP sessions close.
  *
  * @module
  */
 import type { Config } from "../config/mod.ts";
 import { GatewayError } from "../errors/mod.ts";
 import type { Gateway } from "../gateway/mod.ts";
-import { createApp } from "./app.ts";
+import { McpHttpSessions } from "../mcp/mod.ts";
+import { type AppOptions, createApp } from "./app.ts";
+import { isLoopback } from "./dns_rebinding.ts";
+import { ServerLifecycle } from "./lifecycle.ts";
 
 /** Options of {@linkcode serveHttp}. */
 export interface ServeHttpOptions {
+  /** The gateway whose tools are served. */
   gateway: Gateway;
+  /** The resolved configuration; binds `server.host`:`server.port` (0 picks a free port). */
   config: Config;
   /** Called with the bound address once listening. */
   onListen?: (address: { hostname: string; port: number; url: string }) => void;
+  /** More routes (`/audit`, `/events`, incoming webhooks); see {@linkcode AppOptions.routes}. */
+  routes?: AppOptions["routes"];
+  /** Paths without bearer token or Host check; see {@linkcode AppOptions.isPublicPath}. */
+  isPublicPath?: AppOptions["isPublicPath"];
+  /** Log sink (stderr). @default console.error */
+  log?: (message: string) => void;
+  /** Longest wait for in-flight requests on shutdown, in ms. @default 10000 */
+  drainTimeoutMs?: number;
 }
 
 /** A running HTTP server. */
 export interface HttpServer {
   /** Base URL, e.g. `http://127.0.0.1:7821`. */
-  url: string;
-  /** Stops accepting, drains in-flight requests, resolves when closed. */
+  readonly url: string;
+  /** Serving state (draining once shutdown began). */
+  readonly lifecycle: ServerLifecycle;
+  /** The MCP sessions behind `/mcp`. */
+  readonly mcp: McpHttpSessions;
+  /**
+   * Stops accepting, ends long-lived streams, drains in-flight requests (at
+   * most `drainTimeoutMs`), closes MCP sessions. Idempotent.
+   */
   shutdown(): Promise<void>;
-  /** Resolves when the server closed. */
-  finished: Promise<void>;
+  /** Resolves when the server stopped (after {@linkcode HttpServer.shutdown}). */
+  readonly finished: Promise<void>;
 }
 
-const LOOPBACK = new Set(["127.0.0.1", "localhost", "::1", "[::1]"]);
-
-/** Whether a bind host is a loopback address. */
-export function isLoopback(host: string): boolean {
-  return LOOPBACK.has(host) || host.startsWith("127.");
-}
+export { isLoopback };
 
 /**
  * Serves the app.
  *
  * @throws {GatewayError} `CONFIG_INVALID` when binding beyond loopback without a token.
+ * @example
+ * ```ts
+ * const server = serveHttp({ gateway, config, onListen: ({ url }) => console.log(url) });
+ * Deno.addSignalListener("SIGTERM", () => void server.shutdown());
+ * await server.finished;
+ * ```
  */
 export function serveHttp(options: ServeHttpOptions): HttpServer {
-  const { gateway, config } = options;
+  const {
+    gateway,
+    config,
+    routes,
+    isPublicPath,
+    log = (message: string) => console.error(`toolgate: ${message}`),
+    drainTimeoutMs = 10_000,
+  } = options;
   const { host, port } = config.server;
   if (!isLoopback(host) && !config.apiToken) {
     throw new GatewayError(
@@ -47,7 +77,12 @@ export function serveHttp(options: ServeHttpOptions): HttpServer {
       `Refusing to bind ${host}: set TOOLGATE_API_TOKEN to expose the API beyond loopback`,
     );
   }
-  const app = createApp({ gateway, config });
+  const lifecycle = new ServerLifecycle();
+  const mcp = new McpHttpSessions(gateway, {
+    idleMs: config.server.session_idle_ms,
+    maxBodyBytes: config.server.body_limit_bytes,
+  });
+  const app = createApp({ gateway, config, lifecycle, mcp, routes, isPublicPath, log });
   let url = "";
   const server = Deno.serve({
     hostname: host,
@@ -57,12 +92,53 @@ export function serveHttp(options: ServeHttpOptions): HttpServer {
       url = `http://${shown}:${addr.port}`;
       options.onListen?.({ hostname: addr.hostname, port: addr.port, url });
     },
+    onError: (error) => {
+      log(`request failed: ${(error as Error)?.stack ?? String(error)}`);
+      return new Response(
+        JSON.stringify({ error: { code: "INTERNAL", message: "Internal error" } }),
+        { status: 500, headers: { "content-type": "application/json" } },
+      );
+    },
   }, app.fetch);
+
+  let stopping: Promise<void> | undefined;
+  const shutdown = () => {
+    stopping ??= (async () => {
+      lifecycle.beginDrain();
+      mcp.drain();
+      const drained = server.shutdown();
+      if (!await settlesWithin(drained, drainTimeoutMs)) {
+        log(`shutdown: requests still in flight after ${drainTimeoutMs} ms; closing MCP sessions`);
+      }
+      await mcp.closeAll();
+      await settlesWithin(drained, 1000);
+    })();
+    return stopping;
+  };
+  const finished = Promise.race([
+    server.finished,
+    new Promise<void>((resolve) => lifecycle.signal.addEventListener("abort", () => resolve())),
+  ]).then(() => shutdown());
   return {
     get url() {
       return url;
     },
-    shutdown: () => server.shutdown(),
-    finished: server.finished,
+    lifecycle,
+    mcp,
+    shutdown,
+    finished,
   };
+}
+
+/** Whether `promise` settles within `ms` (the timer never outlives the wait). */
+async function settlesWithin(promise: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const timeout = new Promise<false>((resolve) => {
+    timer = setTimeout(() => resolve(false), ms);
+  });
+  try {
+    return await Promise.race([promise.then(() => true, () => true), timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
 }

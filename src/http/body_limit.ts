@@ -1,0 +1,49 @@
+/**
+ * Request body size limit: 413 `PAYLOAD_TOO_LARGE` from `Content-Length`
+ * without reading, or as soon as a streamed body passes the limit.
+ *
+ * @module
+ */
+import type { MiddlewareHandler } from "hono";
+import { bodyLimit as honoBodyLimit } from "hono/body-limit";
+import { GatewayError } from "../errors/mod.ts";
+
+/** Options of {@linkcode bodyLimit}. */
+export interface BodyLimitOptions {
+  /** Largest body in bytes, per request path. */
+  maxBytes: (path: string) => number;
+}
+
+/**
+ * Limits request bodies (a wrapper around `hono/body-limit` that throws a
+ * {@linkcode GatewayError}).
+ *
+ * @example
+ * ```ts
+ * app.use(bodyLimit({ maxBytes: () => 1024 * 1024 }));
+ * ```
+ */
+export function bodyLimit(options: BodyLimitOptions): MiddlewareHandler {
+  const limits = new Map<number, MiddlewareHandler>();
+  const limiter = (maxSize: number) => {
+    let handler = limits.get(maxSize);
+    if (!handler) {
+      handler = honoBodyLimit({
+        maxSize,
+        onError: () => {
+          throw new GatewayError(
+            "PAYLOAD_TOO_LARGE",
+            `Payload too large: the request body is over ${maxSize} bytes`,
+            { details: { limit_bytes: maxSize } },
+          );
+        },
+      });
+      limits.set(maxSize, handler);
+    }
+    return handler;
+  };
+  return async function bodyLimit(c, next) {
+    if (c.req.raw.body === null) return await next();
+    return await limiter(options.maxBytes(c.req.path))(c, next);
+  };
+}

@@ -1,0 +1,86 @@
+/**
+ * `GET /health`: serving state, version, uptime, plugin states and open
+ * circuits. 200 while serving, 503 while draining. Never needs a token.
+ *
+ * @module
+ */
+import { createRoute, z } from "@hono/zod-openapi";
+import type { Gateway } from "../gateway/mod.ts";
+import { VERSION } from "../version.ts";
+import { errorResponses } from "./errors.ts";
+import type { ServerLifecycle } from "./lifecycle.ts";
+import type { ToolgateApp } from "./types.ts";
+
+/** A plugin's state as shown by `/health`. */
+export const PluginStatusSchema = z.object({
+  name: z.string(),
+  version: z.string(),
+  state: z.enum(["initializing", "ready", "not_configured", "error", "disabled"]),
+  tool_count: z.number().int().min(0),
+  zero_config: z.boolean(),
+  error: z.string().optional(),
+  error_code: z.string().optional(),
+}).openapi("PluginStatus");
+
+/** A tool whose circuit breaker is open. */
+export const OpenCircuitSchema = z.object({
+  tool_name: z.string(),
+  plugin: z.string(),
+  closes_at: z.string().openapi({ description: "ISO 8601 UTC time the circuit closes" }),
+}).openapi("OpenCircuit");
+
+/** Body of `GET /health`. */
+export const HealthSchema = z.object({
+  status: z.enum(["ok", "draining"]).openapi({
+    description: "`ok` while serving, `draining` during shutdown (status 503)",
+  }),
+  version: z.string().openapi({ example: VERSION }),
+  uptime_ms: z.number().int().min(0),
+  tool_count: z.number().int().min(0),
+  mcp_sessions: z.number().int().min(0).openapi({ description: "Open MCP HTTP sessions" }),
+  plugins: z.array(PluginStatusSchema),
+  open_circuits: z.array(OpenCircuitSchema),
+}).openapi("Health");
+
+/** What the health route reads. */
+export interface HealthRouteOptions {
+  gateway: Gateway;
+  lifecycle: ServerLifecycle;
+  /** Number of open MCP sessions. */
+  mcpSessions: () => number;
+}
+
+const healthRoute = createRoute({
+  method: "get",
+  path: "/health",
+  operationId: "health",
+  tags: ["server"],
+  summary: "Health check (no token needed)",
+  security: [],
+  responses: {
+    200: { description: "Serving", content: { "application/json": { schema: HealthSchema } } },
+    503: {
+      description: "Shutting down (draining in-flight requests)",
+      content: { "application/json": { schema: HealthSchema } },
+    },
+    ...errorResponses([403]),
+  },
+});
+
+/** Registers `GET /health`. */
+export function registerHealthRoute(app: ToolgateApp, options: HealthRouteOptions): void {
+  const { gateway, lifecycle, mcpSessions } = options;
+  app.openapi(healthRoute, (c) => {
+    const draining = lifecycle.draining;
+    const body = {
+      status: draining ? "draining" as const : "ok" as const,
+      version: VERSION,
+      uptime_ms: Math.max(0, Date.now() - lifecycle.startedAt),
+      tool_count: gateway.listTools().length,
+      mcp_sessions: mcpSessions(),
+      plugins: gateway.listPlugins(),
+      open_circuits: gateway.openCircuits(),
+    };
+    return draining ? c.json(body, 503) : c.json(body, 200);
+  });
+}

@@ -1,0 +1,54 @@
+/**
+ * Reads a JSON request body once, before validation: 415 for another media
+ * type, 400 `INVALID_JSON` for bad JSON, `{}` for an empty body.
+ *
+ * @module
+ */
+import type { MiddlewareHandler } from "hono";
+import { GatewayError } from "../errors/mod.ts";
+
+/** Whether a `Content-Type` is JSON (`application/json` or `application/*+json`). */
+export function isJsonContentType(contentType: string): boolean {
+  const essence = contentType.split(";")[0].trim().toLowerCase();
+  return /^application\/(?:[\w.-]+\+)?json$/.test(essence);
+}
+
+/**
+ * Checks that the body is JSON and caches its text for `c.req.json()` (and
+ * so for the route's zod validator). An empty body counts as `{}`.
+ *
+ * @example
+ * ```ts
+ * app.post("/tools/:name", jsonBody(), async (c) => c.json(await c.req.json()));
+ * ```
+ */
+export function jsonBody(): MiddlewareHandler {
+  return async function jsonBody(c, next) {
+    const contentType = c.req.header("content-type");
+    if (contentType !== undefined && !isJsonContentType(contentType)) {
+      throw unsupported(contentType);
+    }
+    const text = c.req.raw.body === null ? "" : await c.req.text();
+    if (text.trim() === "") {
+      // Hono caches body promises (its `BodyCache` type names the resolved values).
+      (c.req.bodyCache as { text?: Promise<string> }).text = Promise.resolve("{}");
+      return await next();
+    }
+    if (contentType === undefined) throw unsupported(undefined);
+    try {
+      JSON.parse(text);
+    } catch (error) {
+      throw new GatewayError("INVALID_JSON", `Invalid JSON body: ${(error as Error).message}`);
+    }
+    await next();
+  };
+}
+
+function unsupported(contentType: string | undefined): GatewayError {
+  return new GatewayError(
+    "UNSUPPORTED_MEDIA_TYPE",
+    `Unsupported media type ${
+      contentType === undefined ? "(none)" : JSON.stringify(contentType)
+    }: send Content-Type: application/json`,
+  );
+}

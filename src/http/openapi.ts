@@ -1,0 +1,140 @@
+/**
+ * `GET /openapi.json`: the OpenAPI 3.1 document, generated from the routes'
+ * zod schemas (so routes mounted later with `app.openapi()` appear too),
+ * plus a description of the MCP endpoint.
+ *
+ * @module
+ */
+import { z } from "@hono/zod-openapi";
+import { VERSION } from "../version.ts";
+import { errorResponses } from "./errors.ts";
+import type { ToolgateApp } from "./types.ts";
+
+/** Options of {@linkcode registerOpenApi}. */
+export interface OpenApiOptions {
+  /** Whether a bearer token guards the API (`TOOLGATE_API_TOKEN` is set). */
+  tokenRequired: boolean;
+}
+
+const JsonRpcMessageSchema = z.record(z.string(), z.unknown()).openapi("JsonRpcMessage", {
+  description: "A JSON-RPC 2.0 message (MCP)",
+});
+
+const McpHeadersSchema = z.object({
+  "Mcp-Session-Id": z.string().optional().openapi({
+    description: "Session id from the initialize response; required after initialization",
+  }),
+});
+
+const MCP_TAGS = ["mcp"];
+
+/** Registers the security scheme, the `/mcp` description and `GET /openapi.json`. */
+export function registerOpenApi(app: ToolgateApp, options: OpenApiOptions): void {
+  const { tokenRequired } = options;
+  app.openAPIRegistry.registerComponent("securitySchemes", "bearerAuth", {
+    type: "http",
+    scheme: "bearer",
+    description: "`TOOLGATE_API_TOKEN`; required on every route but /health and incoming " +
+      "webhook paths when the token is set",
+  });
+  const mcpErrors = errorResponses([401, 403, 413]);
+  const rpcError = (description: string) => ({
+    description,
+    content: { "application/json": { schema: JsonRpcMessageSchema } },
+  });
+  app.openAPIRegistry.registerPath({
+    method: "post",
+    path: "/mcp",
+    operationId: "mcpPost",
+    tags: MCP_TAGS,
+    summary: "MCP Streamable HTTP: send JSON-RPC messages",
+    description: "An `initialize` request without `Mcp-Session-Id` opens a session; the " +
+      "response carries its `Mcp-Session-Id`. Send `Accept: application/json, text/event-stream`.",
+    request: {
+      headers: McpHeadersSchema,
+      body: {
+        required: true,
+        content: {
+          "application/json": {
+            schema: z.union([JsonRpcMessageSchema, z.array(JsonRpcMessageSchema)]),
+          },
+        },
+      },
+    },
+    responses: {
+      200: {
+        description: "JSON-RPC responses, as an SSE stream or JSON",
+        content: {
+          "text/event-stream": { schema: z.string() },
+          "application/json": { schema: JsonRpcMessageSchema },
+        },
+      },
+      202: { description: "Notifications or responses accepted" },
+      400: rpcError("Not a valid JSON-RPC message, or no session id"),
+      404: rpcError("Unknown or expired session: start a new one"),
+      406: rpcError("Accept must list application/json and text/event-stream"),
+      415: rpcError("Content-Type must be application/json"),
+      503: rpcError("Shutting down, or too many sessions"),
+      ...mcpErrors,
+    },
+  });
+  app.openAPIRegistry.registerPath({
+    method: "get",
+    path: "/mcp",
+    operationId: "mcpStream",
+    tags: MCP_TAGS,
+    summary: "MCP Streamable HTTP: server-to-client SSE stream",
+    request: { headers: McpHeadersSchema },
+    responses: {
+      200: {
+        description: "SSE stream of server notifications",
+        content: { "text/event-stream": { schema: z.string() } },
+      },
+      400: rpcError("No session id"),
+      404: rpcError("Unknown or expired session"),
+      406: rpcError("Accept must list text/event-stream"),
+      409: rpcError("The session already has a stream"),
+      503: rpcError("Shutting down"),
+      ...mcpErrors,
+    },
+  });
+  app.openAPIRegistry.registerPath({
+    method: "delete",
+    path: "/mcp",
+    operationId: "mcpEndSession",
+    tags: MCP_TAGS,
+    summary: "MCP Streamable HTTP: end the session",
+    request: { headers: McpHeadersSchema },
+    responses: {
+      200: { description: "Session ended" },
+      400: rpcError("No session id"),
+      404: rpcError("Unknown or expired session"),
+      ...mcpErrors,
+    },
+  });
+  app.openAPIRegistry.registerPath({
+    method: "get",
+    path: "/openapi.json",
+    operationId: "openapi",
+    tags: ["server"],
+    summary: "This OpenAPI 3.1 document",
+    responses: {
+      200: {
+        description: "The OpenAPI document",
+        content: { "application/json": { schema: z.record(z.string(), z.unknown()) } },
+      },
+      ...errorResponses([401, 403]),
+    },
+  });
+  app.doc31("/openapi.json", (c) => ({
+    openapi: "3.1.0",
+    info: {
+      title: "toolgate",
+      version: VERSION,
+      description: "Tool gateway: REST access to tools, MCP Streamable HTTP at /mcp. Errors are " +
+        '`{"error": {"code", "message", "details"?}}`.',
+    },
+    servers: [{ url: new URL(c.req.url).origin }],
+    ...(tokenRequired ? { security: [{ bearerAuth: [] }] } : {}),
+  }));
+}

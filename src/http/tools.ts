@@ -1,0 +1,117 @@
+/**
+ * `GET /tools` and `POST /tools/{name}`: list and call tools through the
+ * gateway's pipeline.
+ *
+ * @module
+ */
+import { createRoute, z } from "@hono/zod-openapi";
+import type { Gateway } from "../gateway/mod.ts";
+import { toToolResult } from "../gateway/mod.ts";
+import { newId } from "../ids.ts";
+import { errorResponses, TOOL_CALL_VARIABLE } from "./errors.ts";
+import { jsonBody } from "./json_body.ts";
+import type { ToolgateApp } from "./types.ts";
+
+/** A tool as listed by `GET /tools`. */
+export const ToolInfoSchema = z.object({
+  name: z.string().openapi({ example: "http_request" }),
+  description: z.string(),
+  plugin: z.string().openapi({ description: "Plugin that offers the tool", example: "http" }),
+  inputSchema: z.record(z.string(), z.unknown()).openapi({
+    description: "JSON Schema of the arguments object",
+  }),
+}).openapi("Tool");
+
+/** Body of `GET /tools`. */
+export const ToolListSchema = z.object({ tools: z.array(ToolInfoSchema) }).openapi("ToolList");
+
+/** A tool call's result (the MCP `CallToolResult` shape). */
+export const ToolResultSchema = z.object({
+  content: z.array(z.object({
+    type: z.literal("text"),
+    text: z.string().openapi({ description: "The tool's output as JSON text" }),
+  })),
+  structuredContent: z.record(z.string(), z.unknown()).optional().openapi({
+    description: "The tool's output object",
+  }),
+  isError: z.boolean().optional(),
+}).openapi("ToolResult");
+
+/** Arguments of a tool call: a JSON object, checked against the tool's `inputSchema`. */
+export const ToolArgumentsSchema = z.record(z.string(), z.unknown()).openapi("ToolArguments", {
+  description: "The tool's named arguments; an empty body counts as `{}`",
+  example: { url: "https://example.com" },
+});
+
+/** `X-Session-Id`: the caller's session, reported as `session_id` in events and audit. */
+const SessionHeadersSchema = z.object({
+  "X-Session-Id": z.string().min(1).max(128).regex(/^[\x21-\x7e]+$/).optional().openapi({
+    description: "Session id for events and audit (visible ASCII, at most 128 characters); " +
+      "generated when absent",
+    example: "ses_dashboard_1",
+  }),
+});
+
+const listToolsRoute = createRoute({
+  method: "get",
+  path: "/tools",
+  operationId: "listTools",
+  tags: ["tools"],
+  summary: "List the tools on offer",
+  responses: {
+    200: {
+      description: "The tools, in registration order",
+      content: { "application/json": { schema: ToolListSchema } },
+    },
+    ...errorResponses([401, 403]),
+  },
+});
+
+const callToolRoute = createRoute({
+  method: "post",
+  path: "/tools/{name}",
+  operationId: "callTool",
+  tags: ["tools"],
+  summary: "Call a tool",
+  description: "Runs the tool through the gateway pipeline: validate input, circuit check, " +
+    "execute with timeout, audit, events.",
+  middleware: [jsonBody()] as const,
+  request: {
+    params: z.object({
+      name: z.string().min(1).openapi({ param: { name: "name", in: "path" }, example: "echo" }),
+    }),
+    headers: SessionHeadersSchema,
+    body: {
+      required: false,
+      content: { "application/json": { schema: ToolArgumentsSchema } },
+    },
+  },
+  responses: {
+    200: {
+      description: "The tool's result",
+      headers: {
+        "X-Session-Id": { description: "The session id used", schema: { type: "string" } },
+      },
+      content: { "application/json": { schema: ToolResultSchema } },
+    },
+    ...errorResponses([400, 401, 403, 404, 413, 415, 500, 502, 503, 504], true),
+  },
+});
+
+/** Registers `GET /tools` and `POST /tools/{name}`. */
+export function registerToolRoutes(app: ToolgateApp, gateway: Gateway): void {
+  app.openapi(listToolsRoute, (c) => c.json({ tools: gateway.listTools() }, 200));
+  app.openapi(callToolRoute, async (c) => {
+    const { name } = c.req.valid("param");
+    const sessionId = c.req.valid("header")["X-Session-Id"] ?? newId("ses");
+    const args = c.req.valid("json");
+    c.set(TOOL_CALL_VARIABLE, true);
+    const result = await gateway.call(name, args, {
+      sessionId,
+      signal: c.req.raw.signal,
+      source: "rest",
+    });
+    c.header("X-Session-Id", sessionId);
+    return c.json(toToolResult(result) as z.infer<typeof ToolResultSchema>, 200);
+  });
+}

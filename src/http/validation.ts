@@ -1,0 +1,47 @@
+/**
+ * The app's validation hook: zod failures of a route's request schemas
+ * become {@linkcode GatewayError}s naming the fields.
+ *
+ * @module
+ */
+import type { Context } from "hono";
+import type { z } from "@hono/zod-openapi";
+import { GatewayError } from "../errors/mod.ts";
+
+/** What `@hono/zod-openapi` hands a hook. */
+interface ValidationResult {
+  success: boolean;
+  error?: z.ZodError;
+  target: string;
+}
+
+/** The field paths and messages of a zod error. */
+export function issueFields(error: z.ZodError): { path: string; message: string }[] {
+  return error.issues.map((issue) => ({
+    path: issue.path.map(String).join(".") || "(root)",
+    message: issue.message,
+  }));
+}
+
+/**
+ * `defaultHook` of the app: a bad JSON body → 400 `TOOL_INPUT_INVALID`; a bad
+ * path, query or header → 400 `USAGE`; `details.fields` names each field.
+ *
+ * @throws {GatewayError} when validation failed.
+ */
+export function validationHook(result: ValidationResult, c: Context): undefined {
+  if (result.success || !result.error) return undefined;
+  const fields = issueFields(result.error);
+  const summary = fields.map((f) => `${f.path}: ${f.message}`).join("; ");
+  if (result.target === "json") {
+    const tool = c.req.param("name");
+    throw new GatewayError(
+      "TOOL_INPUT_INVALID",
+      `Invalid arguments${tool ? ` for ${tool}` : ""}: ${summary}`,
+      { details: tool ? { tool, fields } : { fields } },
+    );
+  }
+  throw new GatewayError("USAGE", `Invalid request ${result.target}: ${summary}`, {
+    details: { target: result.target, fields },
+  });
+}

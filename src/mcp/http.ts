@@ -1,0 +1,282 @@
+/**
+ * MCP over Streamable HTTP: one SDK server and
+ * `WebStandardStreamableHTTPServerTransport` per session (stateful, with
+ * `Mcp-Session-Id`), idle expiry, and shutdown. The HTTP layer mounts
+ * {@linkcode McpHttpSessions.handle} at `/mcp`.
+ *
+ * @module
+ */
+import type { Server } from "@modelcontextprotocol/sdk/server/index.js";
+import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js";
+import type { Gateway } from "../gateway/mod.ts";
+import { createMcpServer } from "./server.ts";
+
+/** Options of {@linkcode McpHttpSessions}. */
+export interface McpHttpSessionsOptions {
+  /** Close a session after this long without requests in flight, in ms. @default 1800000 */
+  idleMs?: number;
+  /** Most sessions open at once; more initializations get 503. @default 1000 */
+  maxSessions?: number;
+  /** Largest POST body the transport reads, in bytes. @default 1048576 */
+  maxBodyBytes?: number;
+  /** New session ids (visible ASCII, unguessable). @default crypto.randomUUID */
+  generateId?: () => string;
+  /** Entry point name recorded in the audit log. @default "mcp-http" */
+  source?: string;
+}
+
+interface Session {
+  id: string | undefined;
+  server: Server;
+  transport: WebStandardStreamableHTTPServerTransport;
+  detach: () => void;
+  /** Requests whose response (body included) has not finished. */
+  active: number;
+  timer: ReturnType<typeof setTimeout> | undefined;
+  closed: boolean;
+}
+
+/** JSON-RPC error codes the transport uses in HTTP error bodies. */
+const CONNECTION_CLOSED = -32001;
+const SERVER_ERROR = -32000;
+
+/**
+ * The MCP Streamable HTTP sessions of one HTTP server.
+ *
+ * @example
+ * ```ts
+ * const mcp = new McpHttpSessions(gateway, { idleMs: 60_000 });
+ * app.all("/mcp", (c) => mcp.handle(c.req.raw));
+ * // on shutdown:
+ * mcp.drain();
+ * await mcp.closeAll();
+ * ```
+ */
+export class McpHttpSessions {
+  #gateway: Gateway;
+  #idleMs: number;
+  #maxSessions: number;
+  #maxBodyBytes: number;
+  #generateId: () => string;
+  #source: string;
+  #sessions = new Map<string, Session>();
+  #pending = new Set<Session>();
+  #draining = false;
+
+  /**
+   * @param gateway The gateway whose tools the sessions offer.
+   * @param options Idle expiry, limits and id generation.
+   * @throws {RangeError} when a limit is not a positive number.
+   */
+  constructor(gateway: Gateway, options: McpHttpSessionsOptions = {}) {
+    const {
+      idleMs = 30 * 60 * 1000,
+      maxSessions = 1000,
+      maxBodyBytes = 1024 * 1024,
+      generateId = () => crypto.randomUUID(),
+      source = "mcp-http",
+    } = options;
+    for (const [name, value] of Object.entries({ idleMs, maxSessions, maxBodyBytes })) {
+      if (!(value > 0)) throw new RangeError(`Invalid ${name}: ${value} is not positive`);
+    }
+    this.#gateway = gateway;
+    this.#idleMs = idleMs;
+    this.#maxSessions = maxSessions;
+    this.#maxBodyBytes = maxBodyBytes;
+    this.#generateId = generateId;
+    this.#source = source;
+  }
+
+  /** Number of open sessions. */
+  get size(): number {
+    return this.#sessions.size;
+  }
+
+  /** Ids of the open sessions. */
+  ids(): string[] {
+    return [...this.#sessions.keys()];
+  }
+
+  /**
+   * Handles one request to the MCP endpoint (POST, GET stream, DELETE).
+   * A request without `Mcp-Session-Id` may only initialize a new session; an
+   * unknown session id gets 404, so the client starts a new session.
+   */
+  async handle(request: Request): Promise<Response> {
+    const id = request.headers.get("mcp-session-id");
+    if (id !== null) {
+      const session = this.#sessions.get(id);
+      if (!session) return rpcError(404, CONNECTION_CLOSED, "Session not found");
+      if (this.#draining && request.method === "GET") {
+        return rpcError(503, SERVER_ERROR, "Server is shutting down");
+      }
+      return await this.#serve(session, request);
+    }
+    if (request.method === "GET" || request.method === "DELETE") {
+      return rpcError(400, SERVER_ERROR, "Bad Request: Mcp-Session-Id header is required");
+    }
+    if (request.method !== "POST") {
+      return rpcError(405, SERVER_ERROR, "Method not allowed", { allow: "GET, POST, DELETE" });
+    }
+    if (this.#draining) return rpcError(503, SERVER_ERROR, "Server is shutting down");
+    if (this.#sessions.size + this.#pending.size >= this.#maxSessions) {
+      return rpcError(503, SERVER_ERROR, "Too many MCP sessions: try again later");
+    }
+    return await this.#initialize(request);
+  }
+
+  async #initialize(request: Request): Promise<Response> {
+    const session = this.#create();
+    this.#pending.add(session);
+    try {
+      await session.server.connect(session.transport);
+      return await this.#serve(session, request);
+    } finally {
+      this.#pending.delete(session);
+      // Not an initialize request (or it failed): the transport holds no session.
+      if (session.id === undefined) await session.server.close();
+    }
+  }
+
+  #create(): Session {
+    const transport: WebStandardStreamableHTTPServerTransport =
+      new WebStandardStreamableHTTPServerTransport({
+        sessionIdGenerator: this.#generateId,
+        maxRequestBodySize: this.#maxBodyBytes,
+        onsessioninitialized: (id: string) => {
+          session.id = id;
+          this.#sessions.set(id, session);
+        },
+      });
+    const { server, detach } = createMcpServer(this.#gateway, {
+      sessionId: () => transport.sessionId,
+      source: this.#source,
+    });
+    const session: Session = {
+      id: undefined,
+      server,
+      transport,
+      detach,
+      active: 0,
+      timer: undefined,
+      closed: false,
+    };
+    // Set before connect(): the server chains its own close handler after it.
+    transport.onclose = () => this.#forget(session);
+    return session;
+  }
+
+  async #serve(session: Session, request: Request): Promise<Response> {
+    session.active++;
+    clearTimeout(session.timer);
+    session.timer = undefined;
+    let response: Response;
+    try {
+      response = await session.transport.handleRequest(request);
+    } catch (error) {
+      this.#release(session);
+      throw error;
+    }
+    return onBodyEnd(response, () => this.#release(session));
+  }
+
+  #release(session: Session): void {
+    session.active--;
+    if (session.active > 0 || session.closed || session.id === undefined) return;
+    const timer = setTimeout(() => void session.server.close(), this.#idleMs);
+    Deno.unrefTimer(timer);
+    session.timer = timer;
+  }
+
+  #forget(session: Session): void {
+    if (session.closed) return;
+    session.closed = true;
+    clearTimeout(session.timer);
+    session.timer = undefined;
+    session.detach();
+    if (session.id !== undefined) this.#sessions.delete(session.id);
+  }
+
+  /**
+   * Closes one session (as `DELETE` would).
+   *
+   * @returns Whether the session existed.
+   */
+  async close(id: string): Promise<boolean> {
+    const session = this.#sessions.get(id);
+    if (!session) return false;
+    await session.server.close();
+    return true;
+  }
+
+  /**
+   * Starts shutdown: no new sessions or GET streams, and the open GET
+   * streams end so that in-flight requests can drain.
+   */
+  drain(): void {
+    this.#draining = true;
+    for (const session of this.#sessions.values()) {
+      session.transport.closeStandaloneSSEStream();
+    }
+  }
+
+  /** Closes every session (their streams end, in-flight calls are aborted). */
+  async closeAll(): Promise<void> {
+    await Promise.all([...this.#sessions.values()].map((session) => session.server.close()));
+  }
+}
+
+function rpcError(
+  status: number,
+  code: number,
+  message: string,
+  headers: Record<string, string> = {},
+): Response {
+  return new Response(JSON.stringify({ jsonrpc: "2.0", error: { code, message }, id: null }), {
+    status,
+    headers: { "content-type": "application/json", ...headers },
+  });
+}
+
+/**
+ * Calls `done` once the response body finished, failed or was cancelled (at
+ * once when there is no body).
+ */
+function onBodyEnd(response: Response, done: () => void): Response {
+  if (response.body === null) {
+    done();
+    return response;
+  }
+  let finished = false;
+  const finish = () => {
+    if (finished) return;
+    finished = true;
+    done();
+  };
+  const reader = response.body.getReader();
+  const body = new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      try {
+        const chunk = await reader.read();
+        if (chunk.done) {
+          finish();
+          controller.close();
+        } else {
+          controller.enqueue(chunk.value);
+        }
+      } catch (error) {
+        finish();
+        controller.error(error);
+      }
+    },
+    async cancel(reason) {
+      finish();
+      await reader.cancel(reason);
+    },
+  });
+  return new Response(body, {
+    status: response.status,
+    statusText: response.statusText,
+    headers: response.headers,
+  });
+}

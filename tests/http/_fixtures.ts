@@ -1,0 +1,205 @@
+/**
+ * Test pieces for the HTTP app: an app on a test gateway (no port), an
+ * in-process `fetch` for the MCP SDK client, and a tool that waits until
+ * released.
+ *
+ * @module
+ */
+import { z } from "zod";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { type Config, loadConfig } from "../../src/config/mod.ts";
+import type { EventEnvelope } from "../../src/events/mod.ts";
+import type { Gateway, PluginDefinition } from "../../src/gateway/mod.ts";
+import {
+  type AppOptions,
+  createApp,
+  ServerLifecycle,
+  type ToolgateApp,
+} from "../../src/http/mod.ts";
+import { McpHttpSessions } from "../../src/mcp/mod.ts";
+import { testGateway, testPlugin } from "../gateway/_fixtures.ts";
+
+/** Resolved config from a `config.json` object and environment variables. */
+export async function httpConfig(
+  file: Record<string, unknown> = {},
+  env: Record<string, string> = {},
+): Promise<Config> {
+  const home = await Deno.makeTempDir({ prefix: "toolgate-http-" });
+  try {
+    await Deno.writeTextFile(`${home}/config.json`, JSON.stringify(file));
+    return await loadConfig({ env: { TOOLGATE_HOME: home, ...env } });
+  } finally {
+    await Deno.remove(home, { recursive: true });
+  }
+}
+
+/** A tool that waits until the test releases it: `gate` (plugin `control`). */
+export function gatePlugin(): PluginDefinition & { release(): void; entered: Promise<void> } {
+  let release!: () => void;
+  let entered!: () => void;
+  const released = new Promise<void>((resolve) => release = resolve);
+  const enteredPromise = new Promise<void>((resolve) => entered = resolve);
+  return {
+    name: "control",
+    version: "0.0.1",
+    zeroConfig: true,
+    tools: [{
+      name: "gate",
+      description: "Waits until released",
+      input: z.object({}),
+      execute: async () => {
+        entered();
+        await released;
+        return { released: true };
+      },
+    }],
+    release,
+    entered: enteredPromise,
+  };
+}
+
+/** Options of {@linkcode testApp}. */
+export interface TestAppOptions extends Pick<AppOptions, "routes" | "isPublicPath"> {
+  /** `config.json` content. */
+  file?: Record<string, unknown>;
+  /** Environment (e.g. `TOOLGATE_API_TOKEN`). */
+  env?: Record<string, string>;
+  /** Plugins. @default [testPlugin()] */
+  plugins?: PluginDefinition[];
+}
+
+/** An app on a test gateway. */
+export interface TestApp extends AsyncDisposable {
+  app: ToolgateApp;
+  gateway: Gateway;
+  config: Config;
+  events: EventEnvelope[];
+  mcp: McpHttpSessions;
+  lifecycle: ServerLifecycle;
+  /** Unknown errors logged by the app. */
+  logs: string[];
+}
+
+/** Builds the app on a gateway with test plugins; dispose closes everything. */
+export async function testApp(options: TestAppOptions = {}): Promise<TestApp> {
+  const config = await httpConfig(options.file, options.env);
+  const t = await testGateway({ config, plugins: options.plugins ?? [testPlugin()] });
+  const mcp = new McpHttpSessions(t.gateway, {
+    idleMs: config.server.session_idle_ms,
+    maxBodyBytes: config.server.body_limit_bytes,
+  });
+  const lifecycle = new ServerLifecycle();
+  const logs: string[] = [];
+  const app = createApp({
+    gateway: t.gateway,
+    config,
+    mcp,
+    lifecycle,
+    routes: options.routes,
+    isPublicPath: options.isPublicPath,
+    log: (message) => logs.push(message),
+  });
+  return {
+    app,
+    gateway: t.gateway,
+    config,
+    events: t.events,
+    mcp,
+    lifecycle,
+    logs,
+    [Symbol.asyncDispose]: async () => {
+      await mcp.closeAll();
+      await t[Symbol.asyncDispose]();
+    },
+  };
+}
+
+/** `POST` JSON to the app. */
+export function postJson(
+  app: ToolgateApp,
+  path: string,
+  body: unknown,
+  headers: Record<string, string> = {},
+): Promise<Response> {
+  return Promise.resolve(app.request(path, {
+    method: "POST",
+    headers: { "content-type": "application/json", ...headers },
+    body: typeof body === "string" ? body : JSON.stringify(body),
+  }));
+}
+
+/**
+ * A `fetch` that calls the app in process, honouring `init.signal` on the
+ * response body the way a real fetch does (so the MCP client can close).
+ */
+export function inProcessFetch(
+  app: ToolgateApp,
+  headers: Record<string, string> = {},
+): (url: string | URL, init?: RequestInit) => Promise<Response> {
+  return async (url, init = {}) => {
+    const merged = new Headers(init.headers);
+    for (const [name, value] of Object.entries(headers)) merged.set(name, value);
+    const response = await app.request(String(url), { ...init, headers: merged });
+    const signal = init.signal;
+    if (!signal || !response.body) return response;
+    const reader = response.body.getReader();
+    let outer!: ReadableStreamDefaultController<Uint8Array>;
+    const onAbort = () => {
+      reader.cancel(signal.reason).catch(() => {});
+      try {
+        outer.error(signal.reason);
+      } catch {
+        // Already closed.
+      }
+    };
+    const body = new ReadableStream<Uint8Array>({
+      start(controller) {
+        outer = controller;
+      },
+      async pull(controller) {
+        try {
+          const chunk = await reader.read();
+          if (signal.aborted) return;
+          if (chunk.done) {
+            signal.removeEventListener("abort", onAbort);
+            controller.close();
+          } else {
+            controller.enqueue(chunk.value);
+          }
+        } catch (error) {
+          signal.removeEventListener("abort", onAbort);
+          if (!signal.aborted) controller.error(error);
+        }
+      },
+      cancel(reason) {
+        signal.removeEventListener("abort", onAbort);
+        return reader.cancel(reason);
+      },
+    });
+    if (signal.aborted) onAbort();
+    else signal.addEventListener("abort", onAbort, { once: true });
+    return new Response(body, {
+      status: response.status,
+      statusText: response.statusText,
+      headers: response.headers,
+    });
+  };
+}
+
+/** An MCP SDK client connected to the app's `/mcp` in process. */
+export async function mcpClient(
+  app: ToolgateApp,
+  headers: Record<string, string> = {},
+): Promise<{ client: Client; transport: StreamableHTTPClientTransport } & AsyncDisposable> {
+  const transport = new StreamableHTTPClientTransport(new URL("http://localhost/mcp"), {
+    fetch: inProcessFetch(app, headers),
+  });
+  const client = new Client({ name: "toolgate-test", version: "1.0.0" });
+  await client.connect(transport);
+  return {
+    client,
+    transport,
+    [Symbol.asyncDispose]: () => client.close(),
+  };
+}
