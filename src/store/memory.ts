@@ -65,14 +65,16 @@ const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 
 /**
- * Checks a notebook key: non-empty, at most 512 characters and 1024 UTF-8 bytes.
+ * Checks a notebook key: non-empty, at most 512 characters (code points) and
+ * 1024 UTF-8 bytes.
  *
  * @returns A reason when the key is not acceptable, else `undefined`.
  */
 export function memoryKeyProblem(key: string): string | undefined {
   if (key.length === 0) return "the key is empty";
-  if (key.length > MEMORY_KEY_MAX_CHARS) {
-    return `the key has ${key.length} characters; the limit is ${MEMORY_KEY_MAX_CHARS}`;
+  const chars = [...key].length;
+  if (chars > MEMORY_KEY_MAX_CHARS) {
+    return `the key has ${chars} characters; the limit is ${MEMORY_KEY_MAX_CHARS}`;
   }
   const bytes = encoder.encode(key).length;
   if (bytes > MEMORY_KEY_MAX_BYTES) {

@@ -24,6 +24,7 @@ import { z } from "zod";
 import { GatewayError } from "../../errors/mod.ts";
 import type { PluginDefinition, ToolContext, ToolOutput } from "../../gateway/mod.ts";
 import { VERSION } from "../../version.ts";
+import { describeFetchError } from "../_fetch_error.ts";
 
 /** Most redirects followed for one request. */
 export const MAX_REDIRECTS = 10;
@@ -93,19 +94,6 @@ const JSON_TYPE = /[/+]json\b/i;
 
 function hostOf(url: URL): string {
   return url.host;
-}
-
-/** A short reason for a fetch failure, without the URL (it may carry credentials). */
-function describeFetchError(error: unknown, url: URL): string {
-  const message = error instanceof Error ? error.message : String(error);
-  if (/dns error|failed to lookup|name or service not known|no such host/i.test(message)) {
-    return "DNS lookup failed";
-  }
-  if (/connection refused/i.test(message)) return "connection refused";
-  if (/connection reset/i.test(message)) return "connection reset";
-  if (/timed out/i.test(message)) return "connection timed out";
-  if (/certificate|tls|ssl|handshake/i.test(message)) return "TLS handshake failed";
-  return message.replaceAll(url.href, url.host).replace(/^error sending request[^:]*:\s*/, "");
 }
 
 function requestFailed(url: URL, reason: string, cause?: unknown): GatewayError {

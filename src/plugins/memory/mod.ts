@@ -30,7 +30,8 @@ const KeySchema = z.string()
   .max(MEMORY_KEY_MAX_CHARS)
   .superRefine((key, context) => {
     const problem = memoryKeyProblem(key);
-    if (problem && key.length > 0 && key.length <= MEMORY_KEY_MAX_CHARS) {
+    // Emptiness and length are reported by min() and max() above.
+    if (problem && key.length > 0 && [...key].length <= MEMORY_KEY_MAX_CHARS) {
       context.addIssue({ code: "custom", message: problem });
     }
   })

@@ -14,6 +14,7 @@ import { z } from "zod";
 import { GatewayError } from "../../errors/mod.ts";
 import type { PluginDefinition, ToolContext } from "../../gateway/mod.ts";
 import { VERSION } from "../../version.ts";
+import { describeFetchError } from "../_fetch_error.ts";
 
 /** The keychain key of the bot token (`slack.bot_token`). */
 export const SLACK_TOKEN_KEY = "bot_token";
@@ -136,12 +137,7 @@ async function callSlack(
     });
   } catch (error) {
     if (context.signal.aborted) throw context.signal.reason ?? error;
-    const message = scrub(error instanceof Error ? error.message : String(error), secret);
-    const reason = /connection refused/i.test(message)
-      ? "connection refused"
-      : /dns error|failed to lookup/i.test(message)
-      ? "DNS lookup failed"
-      : message.replaceAll(url.href, url.host);
+    const reason = scrub(describeFetchError(error, url), secret);
     // The cause is dropped: it might echo request details.
     throw slackFailed(method, `cannot reach ${url.host}: ${reason}`, { host: url.host });
   }
