@@ -48,6 +48,9 @@ export const MAX_LIST_SCAN = 10_000;
 /** Commits tried for one batch before giving up while other writers keep winning. */
 const MAX_COMMIT_ATTEMPTS = 200;
 
+/** Message of the KV error left once the store's own lock retries ran out. */
+const LOCKED = /database is (locked|busy)/i;
+
 /** Bytes counted for the head record in a commit. */
 const HEAD_BYTES = 200;
 
@@ -399,11 +402,17 @@ export class AuditLog {
       ({ sealed, firstIntact } = await this.#write(batch.map((pending) => pending.prepared)));
     } catch (error) {
       this.#chain = null;
-      const failure = error instanceof GatewayError ? error : new GatewayError(
-        "INTERNAL",
-        "Cannot write audit entry: the store failed",
-        { cause: error },
-      );
+      const failure = error instanceof GatewayError
+        ? error
+        : LOCKED.test((error as Error)?.message ?? "")
+        ? new GatewayError(
+          "UNAVAILABLE",
+          "Cannot write audit entry: other processes kept the database locked",
+          { cause: error },
+        )
+        : new GatewayError("INTERNAL", "Cannot write audit entry: the store failed", {
+          cause: error,
+        });
       for (const pending of batch) pending.reject(failure);
       return;
     }

@@ -152,3 +152,15 @@ Deno.test("verify() streams page by page and reports progress", async () => {
   await assertRejects(() => log.verify({ signal: controller.signal }), Error, "stopped");
   await log.close();
 });
+
+Deno.test("verify() reports entries without a head as head_mismatch at seq 1", async () => {
+  await using tmp = await tempStore();
+  const log = await fill(tmp.store, 3);
+  await log.close();
+  await tmp.store.kv.delete(auditHeadKey());
+  const result = await log.verify();
+  assertEquals(result.ok ? null : [result.seq, result.reason], [1, "head_mismatch"]);
+  const writer = createAuditLog({ store: tmp.store });
+  await assertRejects(() => writer.append(toolCall("echo")), GatewayError, "entry 1 is stored");
+  await writer.close();
+});
