@@ -30,7 +30,8 @@ export function redact<T>(value: T): T {
 }
 
 function redactValue(value: unknown, depth: number): unknown {
-  if (depth > 32 || value === null || typeof value !== "object") return value;
+  if (value === null || typeof value !== "object") return value;
+  if (depth > 32) return REDACTED;
   if (Array.isArray(value)) return value.map((item) => redactValue(item, depth + 1));
   const out: Record<string, unknown> = {};
   for (const [key, item] of Object.entries(value as Record<string, unknown>)) {

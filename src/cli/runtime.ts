@@ -4,6 +4,7 @@
  *
  * @module
  */
+import { type AuditLog, createAuditLog } from "../audit/mod.ts";
 import type { Config } from "../config/mod.ts";
 import { EventBus } from "../events/mod.ts";
 import { Gateway } from "../gateway/mod.ts";
@@ -18,6 +19,7 @@ export interface Runtime {
   store: Store;
   bus: EventBus;
   gateway: Gateway;
+  audit: AuditLog;
   /** Stops background work and releases resources (not the store: the context owns it). */
   close(): Promise<void>;
 }
@@ -40,12 +42,14 @@ export async function createRuntime(
     disabled: config.events.disabled,
     onListenerError: (error) => log(`event subscriber failed: ${(error as Error).message}`),
   });
+  const audit = createAuditLog({ store, bus });
   const keychain = createKeychain({ store, dataDir: config.dataDir, env: config.env });
   const gateway = new Gateway({
     config,
     store,
     bus,
     plugins: builtinPlugins(),
+    audit,
     log,
     secrets: (plugin) => secretReaderFor(keychain, plugin),
   });
@@ -55,8 +59,10 @@ export async function createRuntime(
     store,
     bus,
     gateway,
+    audit,
     close: async () => {
       await gateway.stop();
+      await audit.close();
     },
   };
 }
