@@ -10,6 +10,10 @@ import { VERSION } from "../version.ts";
 import { CliContext, type CliIo, processIo } from "./context.ts";
 import { registerWebhooks } from "./webhooks.ts";
 import { registerMcp } from "./mcp.ts";
+import { registerKeychain } from "./keychain.ts";
+import { registerTools } from "./tools.ts";
+import { registerPlugins } from "./plugins.ts";
+import { registerAudit } from "./audit.ts";
 
 /** Builds the command tree for one invocation. */
 export function createProgram(context: CliContext): Command {
@@ -27,6 +31,10 @@ export function createProgram(context: CliContext): Command {
     });
   registerWebhooks(program, context);
   registerMcp(program, context);
+  registerTools(program, context);
+  registerPlugins(program, context);
+  registerKeychain(program, context);
+  registerAudit(program, context);
   return program;
 }
 

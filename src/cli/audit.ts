@@ -1,0 +1,177 @@
+/**
+ * `toolgate audit …`: list, verify and export the hash-chained audit log.
+ *
+ * @module
+ */
+import type { Command } from "commander";
+import { type AuditLog, createAuditLog, MAX_LIST_LIMIT } from "../audit/mod.ts";
+import { GatewayError } from "../errors/mod.ts";
+import { type CliContext, table, usage } from "./context.ts";
+
+function parseLimit(raw: string | undefined): number | undefined {
+  if (raw === undefined) return undefined;
+  const value = Number(raw);
+  if (!/^\d+$/.test(raw) || value < 1 || value > MAX_LIST_LIMIT) {
+    throw usage(`Invalid --limit "${raw}": expected a whole number from 1 to ${MAX_LIST_LIMIT}`);
+  }
+  return value;
+}
+
+function parseAfter(raw: string | undefined): number | undefined {
+  if (raw === undefined) return undefined;
+  if (!/^\d+$/.test(raw)) throw usage(`Invalid --after "${raw}": expected a seq number`);
+  return Number(raw);
+}
+
+function parseSince(raw: string | undefined): Date | undefined {
+  if (raw === undefined) return undefined;
+  const relative = /^(\d+)(s|m|h|d)$/.exec(raw);
+  if (relative) {
+    const unit = { s: 1e3, m: 6e4, h: 36e5, d: 864e5 }[relative[2] as "s" | "m" | "h" | "d"];
+    return new Date(Date.now() - Number(relative[1]) * unit);
+  }
+  const date = new Date(raw);
+  if (Number.isNaN(date.getTime())) {
+    throw usage(
+      `Invalid --since "${raw}": expected an ISO date (2026-11-22T10:00:00Z) or a duration (30m, 2h, 7d)`,
+    );
+  }
+  return date;
+}
+
+async function withLog<T>(context: CliContext, run: (log: AuditLog) => Promise<T>): Promise<T> {
+  const log = createAuditLog({ store: await context.store() });
+  try {
+    return await run(log);
+  } finally {
+    await log.close();
+  }
+}
+
+/** Registers the `audit` command group. */
+export function registerAudit(program: Command, context: CliContext): void {
+  const audit = program.command("audit").description("inspect the append-only audit log");
+
+  audit.command("list")
+    .description("list audit entries, oldest first")
+    .option("--tool <name>", "only entries of this tool")
+    .option("--kind <kind>", "only entries of this kind (tool.call, webhook.incoming)")
+    .option(
+      "--since <time>",
+      "only entries at or after an ISO time or a duration ago (30m, 2h, 7d)",
+    )
+    .option("--after <seq>", "only entries after this seq")
+    .option("--limit <n>", `most entries (1-${MAX_LIST_LIMIT}, default 100)`)
+    .option("--json", "print {entries, next_after} as JSON")
+    .action(async (options: {
+      tool?: string;
+      kind?: string;
+      since?: string;
+      after?: string;
+      limit?: string;
+      json?: boolean;
+    }) => {
+      const query = {
+        tool: options.tool,
+        kind: options.kind,
+        since: parseSince(options.since),
+        after: parseAfter(options.after),
+        limit: parseLimit(options.limit),
+      };
+      const page = await withLog(context, (log) => log.list(query));
+      if (options.json) {
+        context.printJson(page);
+        return;
+      }
+      if (page.entries.length === 0) {
+        context.print("No audit entries match.");
+        return;
+      }
+      context.print(table(
+        ["SEQ", "TIME", "KIND", "TOOL", "OUTCOME", "HASH"],
+        page.entries.map((entry) => [
+          String(entry.seq),
+          entry.timestamp,
+          entry.kind,
+          entry.tool,
+          describeOutcome(entry.outcome),
+          entry.entry_hash.slice(0, 19) + "…",
+        ]),
+      ));
+      if (page.next_after !== null) {
+        context.print(`More entries: toolgate audit list --after ${page.next_after}`);
+      }
+    });
+
+  audit.command("verify")
+    .description("walk the whole chain; exit 1 naming the first bad seq")
+    .option("--json", "print the result as JSON")
+    .action(async (options: { json?: boolean }) => {
+      const progress = context.io.stderrIsTty && !context.io.env.NO_COLOR
+        ? ({ checked, total }: { checked: number; total: number }) =>
+          context.io.stderr(`\rverifying ${checked}/${total}`)
+        : undefined;
+      const result = await withLog(context, (log) => log.verify({ onProgress: progress }));
+      if (progress) context.io.stderr("\n");
+      if (options.json) context.printJson(result);
+      if (result.ok) {
+        if (!options.json) {
+          context.print(`Audit chain intact: ${result.count} entries, head ${result.head_hash}`);
+        }
+        return;
+      }
+      throw new GatewayError(
+        "STORE_CORRUPT",
+        `Audit chain broken at seq ${result.seq} (${result.reason}): ${result.message}`,
+        { details: result },
+      );
+    });
+
+  audit.command("export")
+    .description("write every entry as one JSON object per line, for external log systems")
+    .option("--format <format>", "output format (jsonl)", "jsonl")
+    .option("--tool <name>", "only entries of this tool")
+    .option("--kind <kind>", "only entries of this kind")
+    .option("--since <time>", "only entries at or after an ISO time or a duration ago")
+    .option("--after <seq>", "only entries after this seq")
+    .action(async (options: {
+      format: string;
+      tool?: string;
+      kind?: string;
+      since?: string;
+      after?: string;
+    }) => {
+      if (options.format !== "jsonl") {
+        throw usage(`Invalid --format "${options.format}": expected jsonl`);
+      }
+      const filter = {
+        tool: options.tool,
+        kind: options.kind,
+        since: parseSince(options.since),
+        after: parseAfter(options.after),
+      };
+      const showProgress = context.io.stderrIsTty && !context.io.env.NO_COLOR;
+      await withLog(context, async (log) => {
+        let count = 0;
+        let buffer = "";
+        for await (const entry of log.entries(filter)) {
+          buffer += JSON.stringify(entry) + "\n";
+          count++;
+          if (buffer.length > 64 * 1024) {
+            context.io.stdout(buffer);
+            buffer = "";
+            if (showProgress) context.io.stderr(`\rexported ${count}`);
+          }
+        }
+        context.io.stdout(buffer);
+        if (showProgress) context.io.stderr(`\rexported ${count}\n`);
+      });
+    });
+}
+
+function describeOutcome(outcome: Record<string, unknown>): string {
+  if (outcome.ok === true) return `ok ${outcome.latency_ms ?? "?"} ms`;
+  if (outcome.ok === false) return String(outcome.error_code ?? "failed");
+  if (outcome.accepted === true) return "accepted";
+  return JSON.stringify(outcome).slice(0, 40);
+}
