@@ -1,0 +1,148 @@
+/**
+ * `toolgate tools …`: list the tools on offer and call one in-process
+ * through the same pipeline as REST and MCP (validation, circuit breaker,
+ * timeout, audit, events).
+ *
+ * @module
+ */
+import type { Command } from "commander";
+import { GatewayError } from "../errors/mod.ts";
+import type { Gateway } from "../gateway/mod.ts";
+import { builtinPlugins } from "../plugins/mod.ts";
+import { type CliContext, table, usage } from "./context.ts";
+import { createRuntime, type Runtime } from "./runtime.ts";
+
+/** Starts the gateway quietly (plugin state shows in `plugins list`), unless `verbose`. */
+export function startQuietRuntime(context: CliContext, verbose = false): Promise<Runtime> {
+  return createRuntime(context, {
+    log: (message) => {
+      if (verbose || context.io.env.TOOLGATE_DEBUG) context.io.stderr(`toolgate: ${message}\n`);
+    },
+  });
+}
+
+/** Parses `--args`: a JSON object. */
+export function parseToolArgs(raw: string): Record<string, unknown> {
+  let value: unknown;
+  try {
+    value = JSON.parse(raw);
+  } catch (error) {
+    throw usage(
+      `Invalid --args: not JSON (${
+        (error as Error).message
+      }); expected an object such as '{"key": "a"}'`,
+    );
+  }
+  if (value === null || typeof value !== "object" || Array.isArray(value)) {
+    const kind = value === null ? "null" : Array.isArray(value) ? "an array" : typeof value;
+    throw usage(`Invalid --args: expected a JSON object such as '{"key": "a"}', got ${kind}`);
+  }
+  return value as Record<string, unknown>;
+}
+
+/**
+ * Explains a missing tool that belongs to a plugin which is not ready, with
+ * that plugin's error code (e.g. `PLUGIN_NOT_CONFIGURED`).
+ */
+function unavailableTool(gateway: Gateway, name: string): GatewayError | undefined {
+  const owner = builtinPlugins().find((plugin) => plugin.tools.some((t) => t.name === name));
+  if (!owner) return undefined;
+  const status = gateway.listPlugins().find((plugin) => plugin.name === owner.name);
+  if (!status || status.state === "ready") return undefined;
+  const code = status.error_code === "PLUGIN_NOT_CONFIGURED"
+    ? "PLUGIN_NOT_CONFIGURED"
+    : "TOOL_NOT_FOUND";
+  const why = status.state === "disabled"
+    ? `plugin ${owner.name} is disabled in config (plugins.disabled)`
+    : status.error ?? `plugin ${owner.name} is ${status.state}`;
+  const hint = code === "PLUGIN_NOT_CONFIGURED"
+    ? `; store its credentials with toolgate keychain set ${owner.name}.<key>, then retry`
+    : "";
+  return new GatewayError(code, `Tool ${name} is unavailable: ${why}${hint}`, {
+    details: { tool: name, plugin: owner.name, state: status.state },
+  });
+}
+
+function shorten(text: string, max: number): string {
+  return text.length <= max ? text : `${text.slice(0, max - 1)}…`;
+}
+
+/** Registers the `tools` command group. */
+export function registerTools(program: Command, context: CliContext): void {
+  const tools = program.command("tools").description("list and call tools");
+
+  tools.command("list")
+    .description("list the tools on offer")
+    .option("--json", "print JSON: [{name, plugin, description, inputSchema}]")
+    .option("-v, --verbose", "log plugin start-up on stderr")
+    .action(async (options: { json?: boolean; verbose?: boolean }) => {
+      const runtime = await startQuietRuntime(context, options.verbose);
+      try {
+        const list = runtime.gateway.listTools();
+        if (options.json) {
+          context.printJson(list);
+        } else if (list.length === 0) {
+          context.print("No tools on offer: see toolgate plugins list");
+        } else {
+          context.print(table(
+            ["NAME", "PLUGIN", "DESCRIPTION"],
+            list.map((tool) => [tool.name, tool.plugin, shorten(tool.description, 100)]),
+          ));
+        }
+        for (const plugin of runtime.gateway.listPlugins()) {
+          if (plugin.state !== "ready" && plugin.state !== "disabled") {
+            context.io.stderr(
+              `toolgate: note: plugin ${plugin.name} is ${plugin.state}, its tools are not listed: ${
+                plugin.error ?? "see toolgate plugins list"
+              }\n`,
+            );
+          }
+        }
+      } finally {
+        await runtime.close();
+      }
+    });
+
+  tools.command("call")
+    .description("call a tool in-process and print its output as JSON")
+    .argument("<name>", "tool name, e.g. memory_set")
+    .option("--args <json>", "arguments as a JSON object; - reads them from stdin", "{}")
+    .option("--json", "print {tool, plugin, latency_ms, output}; errors as {error} on stdout too")
+    .option("-v, --verbose", "log plugin start-up and messages on stderr")
+    .addHelpText(
+      "after",
+      `\nExample:\n  toolgate tools call memory_set --args '{"key": "greeting", "value": "hello"}'`,
+    )
+    .action(async (name: string, options: { args: string; json?: boolean; verbose?: boolean }) => {
+      const raw = options.args === "-" ? await context.io.readStdin() : options.args;
+      const args = parseToolArgs(raw);
+      const runtime = await startQuietRuntime(context, options.verbose);
+      try {
+        if (!runtime.gateway.hasTool(name)) {
+          const unavailable = unavailableTool(runtime.gateway, name);
+          if (unavailable) throw unavailable;
+        }
+        const result = await runtime.gateway.call(name, args, { source: "cli" });
+        if (options.json) {
+          context.printJson({
+            tool: result.tool,
+            plugin: result.plugin,
+            latency_ms: result.latency_ms,
+            output: result.output,
+          });
+        } else {
+          context.printJson(result.output);
+        }
+      } catch (error) {
+        if (!(error instanceof GatewayError)) throw error;
+        if (options.json) context.printJson({ error: error.toJSON() });
+        const hint = error.code === "TOOL_NOT_FOUND" ? "; see toolgate tools list" : "";
+        throw new GatewayError(error.code, `${error.code}: ${error.message}${hint}`, {
+          details: error.details,
+          cause: error,
+        });
+      } finally {
+        await runtime.close();
+      }
+    });
+}
