@@ -123,7 +123,8 @@ export type DeliveryOp =
   | { op: "put_event"; event: OutboxEvent }
   | { op: "put_delivery"; delivery: DeliveryRecord }
   | { op: "delete_delivery"; event_id: string; webhook_id: string }
-  | { op: "log"; webhook_id: string; entry: DeliveryLogEntry }
+  | { op: "log"; webhook_id: string; entry_id: string; entry: DeliveryLogEntry }
+  | { op: "delete_log"; webhook_id: string; entry_id: string }
   | { op: "put_dlq"; record: Omit<DlqRecord, "size" | "body">; body: Uint8Array }
   | { op: "delete_dlq"; dlq_id: string; size: number }
   /** Deletes the event if its stored version is still `versionstamp`. */
@@ -190,7 +191,9 @@ const MAX_BYTES = 700_000;
 function keySize(key: Deno.KvKey): number {
   let size = 0;
   for (const part of key) {
-    size += typeof part === "string" ? part.length * 3 + 2 : part instanceof Uint8Array
+    size += typeof part === "string"
+      ? part.length * 3 + 2
+      : part instanceof Uint8Array
       ? part.length + 2
       : 9;
   }
@@ -312,8 +315,15 @@ function opMutations(op: DeliveryOp, index: number): Mutation[] {
     case "log":
       return [{
         type: "set",
-        key: deliveryLogKey(op.webhook_id, ulid(Date.parse(op.entry.at) || Date.now())),
+        key: deliveryLogKey(op.webhook_id, op.entry_id),
         value: op.entry,
+        op: index,
+        primary: true,
+      }];
+    case "delete_log":
+      return [{
+        type: "delete",
+        key: deliveryLogKey(op.webhook_id, op.entry_id),
         op: index,
         primary: true,
       }];
@@ -710,13 +720,19 @@ export async function readDeliveryLog(
   });
 }
 
+/** A new delivery log entry id: time-ordered, so the log lists oldest first. */
+export function newLogEntryId(at: number = Date.now()): string {
+  return ulid(at);
+}
+
 /** Appends one entry to a webhook's delivery log and trims it. */
 export async function appendDeliveryLog(
   store: Store,
   webhookId: string,
   entry: DeliveryLogEntry,
 ): Promise<void> {
-  await new DeliveryWriter(store).write([{ op: "log", webhook_id: webhookId, entry }]);
+  const entry_id = newLogEntryId(Date.parse(entry.at) || Date.now());
+  await new DeliveryWriter(store).write([{ op: "log", webhook_id: webhookId, entry_id, entry }]);
   await trimDeliveryLog(store, webhookId);
 }
 
@@ -752,6 +768,17 @@ export async function trimDeliveryLog(
   });
   await deleteKeys(store, stale);
   return stale.length;
+}
+
+/** The entry ids of a webhook's delivery log, oldest first. */
+export async function listDeliveryLogIds(store: Store, webhookId: string): Promise<string[]> {
+  return await store.retry(async () => {
+    const ids: string[] = [];
+    for await (const entry of store.kv.list({ prefix: deliveryLogPrefix(webhookId) })) {
+      ids.push(String(entry.key[entry.key.length - 1]));
+    }
+    return ids;
+  });
 }
 
 /** Deletes a webhook's whole delivery log (after the webhook was removed). */

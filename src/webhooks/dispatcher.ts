@@ -19,15 +19,16 @@ import {
   type DeliveryOp,
   type DeliveryRecord,
   DeliveryWriter,
+  listDeliveryLogIds,
   listOutgoingWebhooks,
   listPendingDeliveries,
   newDlqId,
+  newLogEntryId,
   type OutboxEvent,
   type OutgoingWebhook,
   readOutboxEvent,
   type Store,
   type StoredDelivery,
-  trimDeliveryLog,
 } from "../store/mod.ts";
 import { writeDlqMirror } from "./dlq.ts";
 import { Schedule } from "./_schedule.ts";
@@ -36,6 +37,13 @@ import { importSigningKey, signPayload } from "./signer.ts";
 
 /** Retries after the first attempt; the attempt after the last retry goes to the DLQ. */
 export const MAX_RETRIES = 5;
+
+/**
+ * Largest age, in ms, of the registrations read an attempt relies on (also
+ * bounded by `poll_ms` and half of `retry_base_ms`): a webhook removed at
+ * least this long before an attempt never receives it.
+ */
+export const MAX_REGISTRATION_AGE_MS = 50;
 
 /** Largest jitter added to a retry delay, as a fraction of it. */
 export const RETRY_JITTER = 0.1;
@@ -155,7 +163,12 @@ class WebhookDispatcher implements Dispatcher {
   #hooks = new Map<string, Hook>();
   #registrationsVersion: bigint | null = null;
   #refreshing: Promise<void> | null = null;
+  #refreshingSince = -Infinity;
   #refreshQueued: Promise<void> | null = null;
+  /** `performance.now()` when the newest completed registrations read began. */
+  #registrationsReadAt = -Infinity;
+  /** How old that read may be when an attempt starts. */
+  #freshMs: number;
   #deliveriesVersion = 0n;
 
   #events = new Map<string, CachedEvent>();
@@ -169,7 +182,8 @@ class WebhookDispatcher implements Dispatcher {
   #attempts = new Set<Promise<void>>();
   #tasks = new Set<Promise<void>>();
   #idleWaiters: (() => void)[] = [];
-  #logWrites = new Map<string, number>();
+  /** Per webhook: ids of its delivery log entries in KV, oldest first. */
+  #logs = new Map<string, Promise<string[]>>();
   #mirrorRunning = false;
   #mirrorDirty = false;
 
@@ -198,6 +212,11 @@ class WebhookDispatcher implements Dispatcher {
     this.#stopTimeoutMs = stopTimeoutMs;
     this.#onError = onError;
     this.#disabled = new Set(config.events.disabled);
+    this.#freshMs = Math.min(
+      MAX_REGISTRATION_AGE_MS,
+      config.webhooks.poll_ms,
+      config.webhooks.retry_base_ms / 2,
+    );
     this.#writer = new DeliveryWriter(store);
     this.#schedule = new Schedule((due) => this.#enqueueReady(due), now);
   }
@@ -288,11 +307,23 @@ class WebhookDispatcher implements Dispatcher {
   // --- Registrations ------------------------------------------------------
 
   /**
+   * Makes the registration cache no older than the freshness bound: reuses
+   * the last read (or the one in flight) when it began recently enough.
+   */
+  #freshRegistrations(): Promise<void> {
+    const limit = performance.now() - this.#freshMs;
+    if (this.#registrationsReadAt >= limit) return Promise.resolve();
+    if (this.#refreshing && this.#refreshingSince >= limit) return this.#refreshing;
+    return this.#refreshRegistrations();
+  }
+
+  /**
    * Makes the registration cache at least as new as the store was when this
    * call began (reads are shared by callers arriving together).
    */
   #refreshRegistrations(): Promise<void> {
     if (!this.#refreshing) {
+      this.#refreshingSince = performance.now();
       const run: Promise<void> = this.#loadRegistrations().finally(() => {
         if (this.#refreshing === run) this.#refreshing = null;
       });
@@ -310,8 +341,12 @@ class WebhookDispatcher implements Dispatcher {
   }
 
   async #loadRegistrations(): Promise<void> {
+    const began = performance.now();
     const version = await this.#store.registrationsVersion();
-    if (version === this.#registrationsVersion) return;
+    if (version === this.#registrationsVersion) {
+      this.#registrationsReadAt = began;
+      return;
+    }
     const records = await listOutgoingWebhooks(this.#store);
     const hooks = new Map<string, Hook>();
     for (const record of records) {
@@ -324,13 +359,14 @@ class WebhookDispatcher implements Dispatcher {
     if (this.#registrationsVersion !== null && this.#state === "running") {
       for (const id of this.#hooks.keys()) {
         if (!hooks.has(id)) {
-          this.#logWrites.delete(id);
+          this.#logs.delete(id);
           this.#background(deleteDeliveryLog(this.#store, id));
         }
       }
     }
     this.#hooks = hooks;
     this.#registrationsVersion = version;
+    this.#registrationsReadAt = began;
   }
 
   #armPoll(): void {
@@ -483,19 +519,26 @@ class WebhookDispatcher implements Dispatcher {
         this.#readyHead = 0;
       }
       this.#inFlight++;
-      const run: Promise<void> = this.#run(pending).finally(() => {
+      let released = false;
+      // The slot is for the HTTP request; recording the outcome happens outside it.
+      const release = () => {
+        if (released) return;
+        released = true;
         this.#inFlight--;
-        this.#attempts.delete(run);
         this.#pump();
+      };
+      const run: Promise<void> = this.#run(pending, release).finally(() => {
+        release();
+        this.#attempts.delete(run);
         this.#checkIdle();
       });
       this.#attempts.add(run);
     }
   }
 
-  async #run(pending: Pending): Promise<void> {
+  async #run(pending: Pending, release: () => void): Promise<void> {
     try {
-      await this.#attempt(pending);
+      await this.#attempt(pending, release);
     } catch (error) {
       this.#onError(error);
       // Not recorded: try again later with the same attempt number (at-least-once).
@@ -505,13 +548,14 @@ class WebhookDispatcher implements Dispatcher {
     }
   }
 
-  async #attempt(pending: Pending): Promise<void> {
-    // Re-check the registration: a webhook removed meanwhile never gets another request.
-    await this.#refreshRegistrations();
+  async #attempt(pending: Pending, release: () => void): Promise<void> {
+    // Re-check the registration: a webhook removed meanwhile gets no further request.
+    await this.#freshRegistrations();
     if (this.#state !== "running") return;
     const { record } = pending;
     const hook = this.#hooks.get(record.webhook_id);
     if (!hook) {
+      release();
       await this.#finish(pending, "dropped");
       return;
     }
@@ -532,6 +576,7 @@ class WebhookDispatcher implements Dispatcher {
       timeoutMs: this.#config.webhooks.timeout_ms,
       signal: this.#abort.signal,
     });
+    release();
     if (result.aborted) return; // Stopping: the outcome is unknown, the record stays as it was.
     const attempt = attemptRecord(record.attempt_count + 1, startedAt, result);
     if (result.ok) {
@@ -549,16 +594,28 @@ class WebhookDispatcher implements Dispatcher {
       };
       const written = await this.#writer.write([
         { op: "put_delivery", delivery: updated },
-        this.#logOp(updated, attempt, false),
+        ...await this.#logOps(updated, attempt, false),
       ]);
       pending.record = updated;
       pending.versionstamp = written.versionstamps[0];
-      this.#noteLog(record.webhook_id);
       if (this.#state === "running") this.#schedule.add(next, pending);
     }
   }
 
-  #logOp(record: DeliveryRecord, attempt: AttemptRecord, ok: boolean): DeliveryOp {
+  /** Ops appending an attempt to the webhook's delivery log, dropping entries past 20. */
+  async #logOps(
+    record: DeliveryRecord,
+    attempt: AttemptRecord,
+    ok: boolean,
+  ): Promise<DeliveryOp[]> {
+    const webhookId = record.webhook_id;
+    let loading = this.#logs.get(webhookId);
+    if (!loading) {
+      loading = listDeliveryLogIds(this.#store, webhookId);
+      this.#logs.set(webhookId, loading);
+      loading.catch(() => this.#logs.delete(webhookId));
+    }
+    const ids = await loading;
     const entry: DeliveryLogEntry = {
       at: attempt.at,
       attempt: attempt.attempt,
@@ -569,7 +626,13 @@ class WebhookDispatcher implements Dispatcher {
       event_id: record.event_id,
       event_type: record.event_type,
     };
-    return { op: "log", webhook_id: record.webhook_id, entry };
+    const entry_id = newLogEntryId(Date.parse(attempt.at));
+    ids.push(entry_id);
+    const ops: DeliveryOp[] = [{ op: "log", webhook_id: webhookId, entry_id, entry }];
+    while (ids.length > DELIVERY_LOG_SIZE) {
+      ops.push({ op: "delete_log", webhook_id: webhookId, entry_id: ids.shift()! });
+    }
+    return ops;
   }
 
   async #finish(
@@ -582,7 +645,7 @@ class WebhookDispatcher implements Dispatcher {
     const ops: DeliveryOp[] = [
       { op: "delete_delivery", event_id: record.event_id, webhook_id: record.webhook_id },
     ];
-    if (attempt) ops.push(this.#logOp(record, attempt, outcome === "delivered"));
+    if (attempt) ops.push(...await this.#logOps(record, attempt, outcome === "delivered"));
     const size = event.event.body.byteLength;
     let dlqId: string | undefined;
     if (outcome === "delivered" && record.dlq_id) {
@@ -627,7 +690,6 @@ class WebhookDispatcher implements Dispatcher {
     if (collect && !collected) {
       this.#background(collectEventIfUnreferenced(this.#store, record.event_id));
     }
-    if (attempt) this.#noteLog(record.webhook_id);
     if (outcome === "dead" && attempt) {
       this.#onError(
         new GatewayError(
@@ -641,16 +703,6 @@ class WebhookDispatcher implements Dispatcher {
     }
     if (record.dlq_id || outcome === "dead") this.#rewriteMirror();
     this.#checkIdle();
-  }
-
-  #noteLog(webhookId: string): void {
-    const writes = (this.#logWrites.get(webhookId) ?? 0) + 1;
-    if (writes < DELIVERY_LOG_SIZE) {
-      this.#logWrites.set(webhookId, writes);
-      return;
-    }
-    this.#logWrites.set(webhookId, 0);
-    this.#background(trimDeliveryLog(this.#store, webhookId));
   }
 
   #rewriteMirror(): void {

@@ -66,7 +66,7 @@ async function toEntry(
 }
 
 /**
- * Every dead-lettered delivery, oldest first.
+ * Every dead-lettered delivery, oldest failure first.
  *
  * @example
  * ```ts
@@ -75,6 +75,9 @@ async function toEntry(
  */
 export async function listDlq(store: Store): Promise<DlqEntry[]> {
   const records = await listDlqRecords(store);
+  records.sort((a, b) =>
+    a.failed_at < b.failed_at ? -1 : a.failed_at > b.failed_at ? 1 : a.dlq_id < b.dlq_id ? -1 : 1
+  );
   return await Promise.all(records.map((record) => toEntry(store, record)));
 }
 

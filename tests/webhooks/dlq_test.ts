@@ -1,4 +1,4 @@
-import { assertEquals, assertRejects } from "../_asserts.ts";
+import { assert, assertEquals, assertRejects } from "../_asserts.ts";
 import { GatewayError } from "../../src/errors/mod.ts";
 import { addOutgoingWebhook, listPendingDeliveries, removeWebhook } from "../../src/store/mod.ts";
 import { listDlq, purgeDlq, replayDlq, writeDlqMirror } from "../../src/webhooks/mod.ts";
@@ -21,12 +21,13 @@ async function mirror(dir: string): Promise<{ dlq_id: string }[]> {
   return JSON.parse(await Deno.readTextFile(`${dir}/dlq.json`));
 }
 
-Deno.test("listDlq() lists records oldest first with the parsed event", async () => {
+Deno.test("listDlq() lists records oldest failure first with the parsed event", async () => {
   await using env = await setup({ retryBaseMs: 1 });
   await using receiver = new Receiver(() => 500);
   const hookId = await deadLetter(env, receiver, 2);
   const entries = await listDlq(env.store);
-  assertEquals(entries.map((e) => e.event.data.tool_name), ["t0", "t1"]);
+  assertEquals(entries.map((e) => e.event.data.tool_name).sort(), ["t0", "t1"]);
+  assert(entries[0].failed_at <= entries[1].failed_at);
   assertEquals(entries.map((e) => e.webhook_id), [hookId, hookId]);
   assertEquals((await mirror(env.dir)).map((e) => e.dlq_id), entries.map((e) => e.dlq_id));
 });
