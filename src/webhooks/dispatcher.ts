@@ -20,6 +20,7 @@ import {
   type DeliveryRecord,
   DeliveryWriter,
   listDeliveryLogIds,
+  listDlqRecords,
   listOutgoingWebhooks,
   listPendingDeliveries,
   newDlqId,
@@ -30,7 +31,7 @@ import {
   type Store,
   type StoredDelivery,
 } from "../store/mod.ts";
-import { writeDlqMirror } from "./dlq.ts";
+import { DLQ_FILE, writeDlqMirror } from "./dlq.ts";
 import { Schedule } from "./_schedule.ts";
 import { type FetchLike, postWebhook, type SendResult } from "./_send.ts";
 import { importSigningKey, signPayload } from "./signer.ts";
@@ -235,6 +236,20 @@ class WebhookDispatcher implements Dispatcher {
     this.#unsubscribe = this.#bus.subscribe((event) => this.#onEvent(event));
     await this.#scan();
     this.#armPoll();
+    // A crash may have come between a DLQ change and its mirror rewrite.
+    this.#background(this.#syncMirror());
+  }
+
+  async #syncMirror(): Promise<void> {
+    const hasRecords = (await listDlqRecords(this.#store)).length > 0;
+    const hasFile = await Deno.stat(`${this.#config.dataDir}/${DLQ_FILE}`).then(
+      () => true,
+      (error) => {
+        if (error instanceof Deno.errors.NotFound) return false;
+        throw error;
+      },
+    );
+    if (hasRecords || hasFile) this.#rewriteMirror();
   }
 
   stop(): Promise<void> {
@@ -384,8 +399,8 @@ class WebhookDispatcher implements Dispatcher {
       await this.#refreshRegistrations();
       const version = await deliveriesVersion(this.#store);
       if (version !== this.#deliveriesVersion && this.#state === "running") {
-        this.#deliveriesVersion = version;
         await this.#scan();
+        this.#deliveriesVersion = version; // Only once adopted: a failed scan is retried.
       }
     } catch (error) {
       this.#onError(error);
@@ -402,6 +417,7 @@ class WebhookDispatcher implements Dispatcher {
     }
     if (!targets.length) return undefined;
     const persisted = this.#persistEvent(event, targets);
+    // The bus reports a failure of the returned promise; this copy only lets stop() wait.
     this.#background(persisted.catch(() => undefined));
     return persisted;
   }

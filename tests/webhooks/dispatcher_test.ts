@@ -467,3 +467,20 @@ Deno.test("events emitted while no webhook matches are not stored", async () => 
   assertEquals(await readOutboxEvent(env.store, envelope!.id), null);
   assertEquals(await listPendingDeliveries(env.store), []);
 });
+
+Deno.test("start() rewrites a stale dlq.json from the store (a crash between the two)", async () => {
+  await using env = await setup({ retryBaseMs: 1 });
+  await using receiver = new Receiver(() => 500);
+  await addOutgoingWebhook(env.store, { url: receiver.url, events: "*" });
+  const first = env.dispatcher();
+  await first.start();
+  await env.bus.emit("tool.called", toolCalled());
+  await receiver.waitFor(6);
+  await first.whenIdle();
+  await first.stop();
+  await Deno.writeTextFile(`${env.dir}/dlq.json`, "[]");
+  const second = env.dispatcher();
+  await second.start();
+  await second.whenIdle();
+  assertEquals((await readMirror(env.dir)).length, 1);
+});
