@@ -97,69 +97,78 @@ function failed(backend: string, action: string, name: string, detail: string): 
   );
 }
 
-/** Base of the two backends: locates the binary and checks it answers. */
-abstract class CommandBackend implements OsBackend {
-  abstract readonly name: OsBackendName;
-  protected readonly env: Readonly<Record<string, string>>;
+/** Runs one OS tool found on the injected `PATH`. */
+class CommandRunner {
+  readonly command: OsBackendName;
+  #env: Readonly<Record<string, string>>;
   #path: Promise<string | undefined> | undefined;
   #reason: Promise<string | undefined> | undefined;
 
-  constructor(env: Readonly<Record<string, string>>) {
-    this.env = env;
+  constructor(command: OsBackendName, env: Readonly<Record<string, string>>) {
+    this.command = command;
+    this.#env = env;
   }
 
-  protected abstract probe(path: string): Promise<string | undefined>;
-  abstract store(name: string, value: string): Promise<void>;
-  abstract lookup(name: string): Promise<string | undefined>;
-  abstract remove(name: string): Promise<void>;
-
-  protected path(): Promise<string | undefined> {
-    this.#path ??= findExecutable(this.name, this.env);
+  /** The tool's path, or `undefined` when it is not on `PATH`. */
+  locate(): Promise<string | undefined> {
+    this.#path ??= findExecutable(this.command, this.#env);
     return this.#path;
   }
 
-  unavailableReason(): Promise<string | undefined> {
+  /** Runs the tool; `stdin` is written to its standard input. */
+  async run(args: string[], stdin?: string, timeoutMs = RUN_TIMEOUT_MS): Promise<RunResult> {
+    const path = await this.locate();
+    if (!path) {
+      throw new GatewayError(
+        "CONFIG_INVALID",
+        `Keychain backend ${this.command} is not available: it was not found on PATH`,
+      );
+    }
+    return await run(path, args, this.#env, stdin, timeoutMs);
+  }
+
+  /**
+   * Why the tool cannot be used: absent from `PATH`, or `probe` says so.
+   * Memoized: the probe runs once.
+   */
+  unavailableReason(probe: () => Promise<string | undefined>): Promise<string | undefined> {
     this.#reason ??= (async () => {
-      const path = await this.path();
-      if (!path) return `${this.name} was not found on PATH`;
+      if (!(await this.locate())) return `${this.command} was not found on PATH`;
       try {
-        return await this.probe(path);
+        return await probe();
       } catch (error) {
-        return `${this.name} did not answer: ${(error as Error).message}`;
+        return `${this.command} did not answer: ${(error as Error).message}`;
       }
     })();
     return this.#reason;
   }
-
-  protected async run(args: string[], stdin?: string, timeoutMs = RUN_TIMEOUT_MS) {
-    const path = await this.path();
-    if (!path) {
-      throw new GatewayError(
-        "CONFIG_INVALID",
-        `Keychain backend ${this.name} is not available: it was not found on PATH`,
-      );
-    }
-    return await run(path, args, this.env, stdin, timeoutMs);
-  }
 }
 
 /** libsecret's `secret-tool` (GNOME Keyring, KWallet via the Secret Service API). */
-export class SecretToolBackend extends CommandBackend {
+export class SecretToolBackend implements OsBackend {
   readonly name = "secret-tool" as const;
+  #tool: CommandRunner;
 
-  protected async probe(): Promise<string | undefined> {
-    // A lookup that matches nothing exits 1 silently; without a secret service it complains.
-    const result = await this.run(
-      ["lookup", "service", SERVICE, "probe", "1"],
-      undefined,
-      PROBE_TIMEOUT_MS,
-    );
-    if ((result.code === 0 || result.code === 1) && result.stderr === "") return undefined;
-    return `no D-Bus secret service answered (${result.stderr || `exit ${result.code}`})`;
+  /** @param env The environment (`PATH`, D-Bus address) the tool runs with. */
+  constructor(env: Readonly<Record<string, string>>) {
+    this.#tool = new CommandRunner(this.name, env);
+  }
+
+  unavailableReason(): Promise<string | undefined> {
+    return this.#tool.unavailableReason(async () => {
+      // A lookup that matches nothing exits 1 silently; without a secret service it complains.
+      const result = await this.#tool.run(
+        ["lookup", "service", SERVICE, "probe", "1"],
+        undefined,
+        PROBE_TIMEOUT_MS,
+      );
+      if ((result.code === 0 || result.code === 1) && result.stderr === "") return undefined;
+      return `no D-Bus secret service answered (${result.stderr || `exit ${result.code}`})`;
+    });
   }
 
   async store(name: string, value: string): Promise<void> {
-    const result = await this.run(
+    const result = await this.#tool.run(
       ["store", `--label=toolgate ${name}`, "service", SERVICE, "name", name],
       value,
     );
@@ -167,14 +176,14 @@ export class SecretToolBackend extends CommandBackend {
   }
 
   async lookup(name: string): Promise<string | undefined> {
-    const result = await this.run(["lookup", "service", SERVICE, "name", name]);
+    const result = await this.#tool.run(["lookup", "service", SERVICE, "name", name]);
     if (result.code === 0) return result.stdout;
     if (result.code === 1 && result.stderr === "") return undefined;
     throw failed(this.name, "read", name, result.stderr);
   }
 
   async remove(name: string): Promise<void> {
-    const result = await this.run(["clear", "service", SERVICE, "name", name]);
+    const result = await this.#tool.run(["clear", "service", SERVICE, "name", name]);
     if (result.code !== 0 && result.stderr !== "") {
       throw failed(this.name, "delete", name, result.stderr);
     }
@@ -198,13 +207,21 @@ function fromBase64(encoded: string): string {
 }
 
 /** macOS `security` (the login keychain). */
-export class SecurityBackend extends CommandBackend {
+export class SecurityBackend implements OsBackend {
   readonly name = "security" as const;
+  #tool: CommandRunner;
 
-  protected async probe(): Promise<string | undefined> {
-    if (Deno.build.os !== "darwin") return "security is the macOS keychain tool";
-    const result = await this.run(["list-keychains"], undefined, PROBE_TIMEOUT_MS);
-    return result.code === 0 ? undefined : `security failed: ${result.stderr}`;
+  /** @param env The environment (`PATH`) the tool runs with. */
+  constructor(env: Readonly<Record<string, string>>) {
+    this.#tool = new CommandRunner(this.name, env);
+  }
+
+  unavailableReason(): Promise<string | undefined> {
+    return this.#tool.unavailableReason(async () => {
+      if (Deno.build.os !== "darwin") return "security is the macOS keychain tool";
+      const result = await this.#tool.run(["list-keychains"], undefined, PROBE_TIMEOUT_MS);
+      return result.code === 0 ? undefined : `security failed: ${result.stderr}`;
+    });
   }
 
   async store(name: string, value: string): Promise<void> {
@@ -212,14 +229,14 @@ export class SecurityBackend extends CommandBackend {
     const command = `add-generic-password -U -s ${SERVICE} -a ${name} -l toolgate:${name} -w ${
       SECURITY_PREFIX + toBase64(value)
     }\n`;
-    const result = await this.run(["-i"], command);
+    const result = await this.#tool.run(["-i"], command);
     if (result.code !== 0 || result.stderr !== "") {
       throw failed(this.name, "store", name, result.stderr);
     }
   }
 
   async lookup(name: string): Promise<string | undefined> {
-    const result = await this.run(["find-generic-password", "-s", SERVICE, "-a", name, "-w"]);
+    const result = await this.#tool.run(["find-generic-password", "-s", SERVICE, "-a", name, "-w"]);
     if (result.code === SECURITY_NOT_FOUND) return undefined;
     if (result.code !== 0) throw failed(this.name, "read", name, result.stderr);
     const stored = result.stdout.replace(/\n$/, "");
@@ -228,7 +245,7 @@ export class SecurityBackend extends CommandBackend {
   }
 
   async remove(name: string): Promise<void> {
-    const result = await this.run(["delete-generic-password", "-s", SERVICE, "-a", name]);
+    const result = await this.#tool.run(["delete-generic-password", "-s", SERVICE, "-a", name]);
     if (result.code !== 0 && result.code !== SECURITY_NOT_FOUND) {
       throw failed(this.name, "delete", name, result.stderr);
     }
