@@ -67,7 +67,7 @@ export function registerKeychain(program: Command, context: CliContext): void {
       await store.set(name, value);
       context.print(`Stored ${name} (backend: ${await store.backend()})`);
       context.io.stderr(
-        "toolgate: running servers read it on the next call; restart them to enable a plugin that was not configured\n",
+        "toolgate: note: running servers read it on the next call; restart them to enable a plugin that was not configured\n",
       );
     });
 

@@ -2,7 +2,8 @@
  * A local server speaking the Slack Web API shape (`chat.postMessage`,
  * `conversations.list`) on 127.0.0.1, port 0.
  *
- * Channel `C404` answers `channel_not_found`, `C500` an HTTP 500, `CECHO` an
+ * Channel `C404` answers `channel_not_found`, `C500` an HTTP 500, `C429` a
+ * rate limit with `Retry-After: 30`, `CECHO` an
  * error text that echoes the token (the plugin must scrub it); a wrong token
  * answers `invalid_auth`.
  *
@@ -56,6 +57,12 @@ export function startFakeSlack(token: string): FakeSlack {
       const { channel, text: message } = body as { channel: string; text: string };
       if (channel === "C404") return Response.json({ ok: false, error: "channel_not_found" });
       if (channel === "C500") return new Response("upstream exploded", { status: 500 });
+      if (channel === "C429") {
+        return Response.json({ ok: false, error: "ratelimited" }, {
+          status: 429,
+          headers: { "retry-after": "30" },
+        });
+      }
       if (channel === "CECHO") {
         return Response.json({ ok: false, error: `weird_error_${token}` });
       }

@@ -137,7 +137,7 @@ Deno.test("a rejected token fails with invalid_auth and never shows the token", 
   assert(!allText(gw).includes("xoxb-wrong-token-999"));
 });
 
-Deno.test("HTTP errors and unreachable Slack fail with PLUGIN_REQUEST_FAILED", async () => {
+Deno.test("HTTP errors, rate limits and unreachable Slack fail with PLUGIN_REQUEST_FAILED", async () => {
   await using slack = startFakeSlack(TOKEN);
   await using gw = await slackGateway(slack.url);
   const http = await expectCode(
@@ -149,6 +149,16 @@ Deno.test("HTTP errors and unreachable Slack fail with PLUGIN_REQUEST_FAILED", a
     http.message,
     `Slack chat.postMessage failed: HTTP 500 from ${host} with a non-JSON body`,
   );
+
+  const limited = await expectCode(
+    () => gw.gateway.call("slack_post_message", { channel: "C429", text: "hi" }),
+    "PLUGIN_REQUEST_FAILED",
+  );
+  assertEquals(
+    limited.message,
+    "Slack chat.postMessage failed: ratelimited: Slack is rate limiting this app; retry after 30 s",
+  );
+  assertEquals((limited.details as Record<string, unknown>).retry_after_s, 30);
 
   const port = closedPort();
   await using down = await slackGateway(`http://127.0.0.1:${port}/api`);

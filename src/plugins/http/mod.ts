@@ -92,15 +92,11 @@ export function isHostAllowed(url: URL, allowed: readonly string[]): boolean {
 const TEXT_TYPE = /^text\/|[/+](json|xml|javascript|ecmascript|x-www-form-urlencoded|csv|yaml)\b/i;
 const JSON_TYPE = /[/+]json\b/i;
 
-function hostOf(url: URL): string {
-  return url.host;
-}
-
 function requestFailed(url: URL, reason: string, cause?: unknown): GatewayError {
   return new GatewayError(
     "PLUGIN_REQUEST_FAILED",
-    `Request to ${hostOf(url)} failed: ${reason}`,
-    { details: { host: hostOf(url) }, cause },
+    `Request to ${url.host} failed: ${reason}`,
+    { details: { host: url.host }, cause },
   );
 }
 
@@ -108,10 +104,10 @@ function checkHost(url: URL, allowed: readonly string[], what: string): void {
   if (url.protocol !== "http:" && url.protocol !== "https:") {
     throw new GatewayError(
       "PLUGIN_REQUEST_FAILED",
-      `Request to ${hostOf(url)} failed: ${what} uses ${
+      `Request to ${url.host} failed: ${what} uses ${
         url.protocol.slice(0, -1)
       }; only http and https are supported`,
-      { details: { host: hostOf(url) } },
+      { details: { host: url.host } },
     );
   }
   if (!isHostAllowed(url, allowed)) {
