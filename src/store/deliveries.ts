@@ -188,11 +188,18 @@ const MAX_CHECKS = 100;
 const MAX_KEY_BYTES = 70_000;
 const MAX_BYTES = 700_000;
 
+const utf8 = new TextEncoder();
+
+function stringBytes(text: string): number {
+  // deno-lint-ignore no-control-regex
+  return /^[\x00-\x7f]*$/.test(text) ? text.length : utf8.encode(text).byteLength;
+}
+
 function keySize(key: Deno.KvKey): number {
   let size = 0;
   for (const part of key) {
     size += typeof part === "string"
-      ? part.length * 3 + 2
+      ? stringBytes(part) + 2
       : part instanceof Uint8Array
       ? part.length + 2
       : 9;
