@@ -46,7 +46,7 @@ export async function runCli(args: string[], options: RunCliOptions): Promise<Cl
   const child = new Deno.Command(Deno.execPath(), {
     args: ["run", "-A", "--unstable-kv", script, ...args],
     cwd: options.cwd ?? ROOT,
-    env: { TOOLGATE_HOME: options.home, NO_COLOR: "1", ...options.env },
+    env: { TOOLGATE_HOME: options.home, TOOLGATE_KEYCHAIN: "file", NO_COLOR: "1", ...options.env },
     stdin: "piped",
     stdout: "piped",
     stderr: "piped",
