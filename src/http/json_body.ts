@@ -30,8 +30,10 @@ export function jsonBody(): MiddlewareHandler {
     }
     const text = c.req.raw.body === null ? "" : await c.req.text();
     if (text.trim() === "") {
-      // Hono caches body promises (its `BodyCache` type names the resolved values).
-      (c.req.bodyCache as { text?: Promise<string> }).text = Promise.resolve("{}");
+      const headers = new Headers(c.req.raw.headers);
+      headers.set("content-type", "application/json");
+      c.req.raw = new Request(c.req.raw, { headers, body: "{}" });
+      c.req.bodyCache = {};
       return await next();
     }
     if (contentType === undefined) throw unsupported(undefined);
