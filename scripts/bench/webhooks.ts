@@ -130,6 +130,7 @@ async function throughDispatcher(
       events: { disabled: [] },
     },
     concurrency: CONCURRENCY,
+    perWebhookConcurrency: CONCURRENCY,
   });
   try {
     for (const url of urls) {

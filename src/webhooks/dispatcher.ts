@@ -76,8 +76,10 @@ export interface DispatcherOptions {
   now?: () => number;
   /** Source of jitter in [0, 1). @default Math.random */
   random?: () => number;
-  /** Attempts in flight at once. @default 32 */
+  /** Attempts in flight at once. @default 64 */
   concurrency?: number;
+  /** Attempts in flight at once to one webhook, so a slow receiver cannot take every slot. @default 16 */
+  perWebhookConcurrency?: number;
   /** How long `stop()` waits for in-flight attempts before aborting them. @default min(timeout_ms, 5000) */
   stopTimeoutMs?: number;
   /** Where background failures and dead-lettered deliveries are reported. @default console.error */
@@ -149,6 +151,7 @@ class WebhookDispatcher implements Dispatcher {
   #now: () => number;
   #random: () => number;
   #concurrency: number;
+  #perWebhook: number;
   #stopTimeoutMs: number;
   #onError: (error: unknown) => void;
   #disabled: Set<string>;
@@ -180,6 +183,10 @@ class WebhookDispatcher implements Dispatcher {
   #ready: Pending[] = [];
   #readyHead = 0;
   #inFlight = 0;
+  /** Attempts in flight per webhook id. */
+  #hookInFlight = new Map<string, number>();
+  /** Ready deliveries waiting for a slot of their webhook. */
+  #parked = new Map<string, Pending[]>();
   #attempts = new Set<Promise<void>>();
   #tasks = new Set<Promise<void>>();
   #idleWaiters: (() => void)[] = [];
@@ -196,12 +203,18 @@ class WebhookDispatcher implements Dispatcher {
       fetch = globalThis.fetch,
       now = Date.now,
       random = Math.random,
-      concurrency = 32,
+      concurrency = 64,
+      perWebhookConcurrency = 16,
       stopTimeoutMs = Math.min(config.webhooks.timeout_ms, 5000),
       onError = (error) => console.error("webhook dispatcher:", error),
     } = options;
     if (!Number.isInteger(concurrency) || concurrency < 1) {
       throw new RangeError(`Invalid concurrency: ${concurrency} is not a positive integer`);
+    }
+    if (!Number.isInteger(perWebhookConcurrency) || perWebhookConcurrency < 1) {
+      throw new RangeError(
+        `Invalid perWebhookConcurrency: ${perWebhookConcurrency} is not a positive integer`,
+      );
     }
     this.#store = store;
     this.#bus = bus;
@@ -210,6 +223,7 @@ class WebhookDispatcher implements Dispatcher {
     this.#now = now;
     this.#random = random;
     this.#concurrency = concurrency;
+    this.#perWebhook = perWebhookConcurrency;
     this.#stopTimeoutMs = stopTimeoutMs;
     this.#onError = onError;
     this.#disabled = new Set(config.events.disabled);
@@ -273,6 +287,7 @@ class WebhookDispatcher implements Dispatcher {
     this.#schedule.clear();
     this.#ready = [];
     this.#readyHead = 0;
+    this.#parked.clear();
     await this.#pollTask;
     const inFlight = Promise.all(this.#attempts);
     let timer: ReturnType<typeof setTimeout> | undefined;
@@ -534,6 +549,15 @@ class WebhookDispatcher implements Dispatcher {
         this.#ready = this.#ready.slice(this.#readyHead);
         this.#readyHead = 0;
       }
+      const webhookId = pending.record.webhook_id;
+      const busy = this.#hookInFlight.get(webhookId) ?? 0;
+      if (busy >= this.#perWebhook) {
+        const parked = this.#parked.get(webhookId);
+        if (parked) parked.push(pending);
+        else this.#parked.set(webhookId, [pending]);
+        continue;
+      }
+      this.#hookInFlight.set(webhookId, busy + 1);
       this.#inFlight++;
       let released = false;
       // The slot is for the HTTP request; recording the outcome happens outside it.
@@ -541,6 +565,14 @@ class WebhookDispatcher implements Dispatcher {
         if (released) return;
         released = true;
         this.#inFlight--;
+        const left = this.#hookInFlight.get(webhookId)! - 1;
+        if (left) this.#hookInFlight.set(webhookId, left);
+        else this.#hookInFlight.delete(webhookId);
+        const parked = this.#parked.get(webhookId);
+        if (parked) {
+          this.#ready.push(parked.shift()!);
+          if (!parked.length) this.#parked.delete(webhookId);
+        }
         this.#pump();
       };
       const run: Promise<void> = this.#run(pending, release).finally(() => {

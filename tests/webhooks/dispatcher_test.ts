@@ -484,3 +484,20 @@ Deno.test("start() rewrites a stale dlq.json from the store (a crash between the
   await second.whenIdle();
   assertEquals((await readMirror(env.dir)).length, 1);
 });
+
+Deno.test("a hanging receiver holds at most its per-webhook slots; other webhooks keep flowing", async () => {
+  await using env = await setup({ timeoutMs: 400 });
+  await using slow = new Receiver(() => "hang");
+  await using fast = new Receiver();
+  await addOutgoingWebhook(env.store, { url: slow.url, events: "*" });
+  await addOutgoingWebhook(env.store, { url: fast.url, events: "*" });
+  const dispatcher = env.dispatcher({
+    concurrency: 4,
+    perWebhookConcurrency: 2,
+    stopTimeoutMs: 10,
+  });
+  await dispatcher.start();
+  for (let i = 0; i < 10; i++) await env.bus.emit("tool.called", toolCalled(`t${i}`));
+  await fast.waitFor(10, 350);
+  assertEquals(slow.requests.length, 2);
+});
