@@ -131,6 +131,6 @@ export function createApp(options: AppOptions): ToolgateApp {
   registerToolRoutes(app, gateway);
   registerOpenApi(app, { tokenRequired: config.apiToken !== undefined });
   app.all("/mcp", (c) => mcp.handle(c.req.raw));
-  for (const mount of routes) mount(app);
+  for (const mount of routes) mount(app, { gateway, config, lifecycle });
   return app;
 }

@@ -13,6 +13,12 @@ export function isJsonContentType(contentType: string): boolean {
   return /^application\/(?:[\w.-]+\+)?json$/.test(essence);
 }
 
+/** Options of {@linkcode jsonBody}. */
+export interface JsonBodyOptions {
+  /** Require a JSON object (else 400 `INVALID_JSON`). @default false */
+  object?: boolean;
+}
+
 /**
  * Checks that the body is JSON and caches its text for `c.req.json()` (and
  * so for the route's zod validator). An empty body counts as `{}`.
@@ -22,7 +28,8 @@ export function isJsonContentType(contentType: string): boolean {
  * app.post("/tools/:name", jsonBody(), async (c) => c.json(await c.req.json()));
  * ```
  */
-export function jsonBody(): MiddlewareHandler {
+export function jsonBody(options: JsonBodyOptions = {}): MiddlewareHandler {
+  const { object = false } = options;
   return async function jsonBody(c, next) {
     const contentType = c.req.header("content-type");
     if (contentType !== undefined && !isJsonContentType(contentType)) {
@@ -37,10 +44,18 @@ export function jsonBody(): MiddlewareHandler {
       return await next();
     }
     if (contentType === undefined) throw unsupported(undefined);
+    let value: unknown;
     try {
-      JSON.parse(text);
+      value = JSON.parse(text);
     } catch (error) {
       throw new GatewayError("INVALID_JSON", `Invalid JSON body: ${(error as Error).message}`);
+    }
+    if (object && (value === null || typeof value !== "object" || Array.isArray(value))) {
+      const kind = value === null ? "null" : Array.isArray(value) ? "an array" : typeof value;
+      throw new GatewayError(
+        "INVALID_JSON",
+        `Invalid JSON body: expected a JSON object, got ${kind}`,
+      );
     }
     await next();
   };

@@ -2,10 +2,29 @@
  * The HTTP transport: REST, OpenAPI, MCP Streamable HTTP at `/mcp`, the
  * `/events` stream and incoming webhook routes, on one port.
  *
- * Other modules add routes through {@linkcode AppOptions.routes} (behind the
- * host check, bearer token, body limit and the one error handler) and exempt
- * incoming webhook paths from the token with {@linkcode AppOptions.isPublicPath}.
- * Throw a `GatewayError` for any failure; the app renders it.
+ * Other modules add routes through {@linkcode AppOptions.routes} (also on
+ * {@linkcode serveHttp}): each mount gets the `OpenAPIHono` app and a
+ * {@linkcode RouteContext} (`gateway`, `config`, `lifecycle`). Routes sit
+ * behind the Host/Origin check, the bearer token and the body limit; throw a
+ * `GatewayError` for any failure and the one error handler renders it.
+ * Routes added with `app.openapi()` appear in `/openapi.json` (use
+ * {@linkcode errorResponses} for their error bodies). Long-lived responses
+ * end on `lifecycle.signal`. Incoming webhook paths are exempted from the
+ * token and the Host check with {@linkcode AppOptions.isPublicPath}.
+ *
+ * @example
+ * ```ts
+ * const server = serveHttp({
+ *   gateway,
+ *   config,
+ *   routes: [
+ *     (app) => app.openapi(auditRoute, auditHandler),
+ *     (app, { lifecycle }) => app.get("/events", (c) => eventStream(c, lifecycle.signal)),
+ *     (app) => app.post("*", incomingHandler), // after the built-ins
+ *   ],
+ *   isPublicPath: (path) => incoming.has(path),
+ * });
+ * ```
  *
  * @module
  */
@@ -14,7 +33,7 @@ export type { AppOptions } from "./app.ts";
 export { isLoopback, serveHttp } from "./serve.ts";
 export type { HttpServer, ServeHttpOptions } from "./serve.ts";
 export { ServerLifecycle } from "./lifecycle.ts";
-export type { AppEnv, RouteMount, ToolgateApp } from "./types.ts";
+export type { AppEnv, RouteContext, RouteMount, ToolgateApp } from "./types.ts";
 export {
   ErrorBodySchema,
   ErrorObjectSchema,
@@ -30,5 +49,6 @@ export type { BodyLimitOptions } from "./body_limit.ts";
 export { dnsRebindingProtection, isLoopbackHost, isLoopbackOrigin } from "./dns_rebinding.ts";
 export type { DnsRebindingProtectionOptions } from "./dns_rebinding.ts";
 export { isJsonContentType, jsonBody } from "./json_body.ts";
+export type { JsonBodyOptions } from "./json_body.ts";
 export { ToolInfoSchema, ToolListSchema, ToolResultSchema } from "./tools.ts";
 export { HealthSchema } from "./health.ts";

@@ -75,7 +75,7 @@ const callToolRoute = createRoute({
   summary: "Call a tool",
   description: "Runs the tool through the gateway pipeline: validate input, circuit check, " +
     "execute with timeout, audit, events.",
-  middleware: [jsonBody()] as const,
+  middleware: [jsonBody({ object: true })] as const,
   request: {
     params: z.object({
       name: z.string().min(1).openapi({ param: { name: "name", in: "path" }, example: "echo" }),

@@ -37,3 +37,16 @@ Deno.test("GET /health answers 503 with status draining once shutdown began", as
   assertEquals(response.status, 503);
   assertEquals((await response.json()).status, "draining");
 });
+
+Deno.test("route mounts receive the gateway, config and lifecycle", async () => {
+  let seen: unknown;
+  await using t = await testApp({
+    routes: [(app, context) => {
+      seen = context;
+      app.get("/draining", (c) => c.json({ draining: context.lifecycle.signal.aborted }));
+    }],
+  });
+  assertEquals(seen, { gateway: t.gateway, config: t.config, lifecycle: t.lifecycle });
+  t.lifecycle.beginDrain();
+  assertEquals(await (await t.app.request("/draining")).json(), { draining: true });
+});

@@ -79,8 +79,14 @@ Deno.test("POST /tools/{name} answers 400 TOOL_INPUT_INVALID with field paths", 
   );
   const fields = (body.error.details?.fields as { path: string }[]).map((f) => f.path).sort();
   assertEquals(fields, ["count", "message"]);
-  const array = await errorOf(await postJson(t.app, "/tools/echo", [1]), 400, "TOOL_INPUT_INVALID");
-  assertEquals((array.error.details?.fields as { path: string }[])[0].path, "(root)");
+});
+
+Deno.test("POST /tools/{name} answers 400 INVALID_JSON for a body that is not an object", async () => {
+  await using t = await testApp();
+  for (const [body, kind] of [["[1]", "an array"], ["null", "null"], ['"x"', "string"]]) {
+    const error = await errorOf(await postJson(t.app, "/tools/echo", body), 400, "INVALID_JSON");
+    assertEquals(error.error.message, `Invalid JSON body: expected a JSON object, got ${kind}`);
+  }
 });
 
 Deno.test("POST /tools/{name} answers 400 USAGE for a malformed X-Session-Id", async () => {
