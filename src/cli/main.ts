@@ -14,6 +14,7 @@ import { registerKeychain } from "./keychain.ts";
 import { registerTools } from "./tools.ts";
 import { registerPlugins } from "./plugins.ts";
 import { registerAudit } from "./audit.ts";
+import { registerDlq } from "./dlq.ts";
 
 /** Builds the command tree for one invocation. */
 export function createProgram(context: CliContext): Command {
@@ -35,6 +36,7 @@ export function createProgram(context: CliContext): Command {
   registerPlugins(program, context);
   registerKeychain(program, context);
   registerAudit(program, context);
+  registerDlq(program, context);
   return program;
 }
 

@@ -48,7 +48,7 @@ export function registerMcp(program: Command, context: CliContext): void {
 }
 
 async function startStdio(context: CliContext): Promise<void> {
-  const runtime = await createRuntime(context);
+  const runtime = await createRuntime(context, { role: "server" });
   const incoming = await listIncomingWebhooks(runtime.store);
   if (incoming.length) {
     context.warn(
@@ -71,7 +71,7 @@ async function startStdio(context: CliContext): Promise<void> {
 }
 
 async function startHttp(context: CliContext): Promise<void> {
-  const runtime = await createRuntime(context);
+  const runtime = await createRuntime(context, { role: "server" });
   const server = serveHttp({
     gateway: runtime.gateway,
     config: runtime.config,

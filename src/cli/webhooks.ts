@@ -10,6 +10,8 @@ import { GatewayError } from "../errors/mod.ts";
 import {
   addIncomingWebhook,
   addOutgoingWebhook,
+  getIncomingWebhook,
+  getOutgoingWebhook,
   type IncomingWebhook,
   listIncomingWebhooks,
   listOutgoingWebhooks,
@@ -17,6 +19,7 @@ import {
   readIncomingStats,
   removeWebhook,
 } from "../store/mod.ts";
+import { recentAttempts, testWebhook } from "../webhooks/mod.ts";
 import { type CliContext, table, usage } from "./context.ts";
 
 /** Paths served by the HTTP transport itself; incoming endpoints may not shadow them. */
@@ -269,5 +272,118 @@ export function registerWebhooks(program: Command, context: CliContext): void {
         context.print(webhook.id);
         context.print(`Served at ${url} by: toolgate mcp start --transport http`);
       }
+    });
+
+  webhooks.command("test")
+    .description("send one signed webhook.test event to an outgoing webhook; exit 1 unless 2xx")
+    .argument("<id>", "the outgoing webhook id (wh_…)")
+    .option("--timeout <ms>", "how long to wait for the response", "10000")
+    .option("--json", "print the result as JSON")
+    .action(async (id: string, options: { timeout: string; json?: boolean }) => {
+      const timeoutMs = Number(options.timeout);
+      if (!Number.isInteger(timeoutMs) || timeoutMs < 1) {
+        throw usage(`Invalid --timeout "${options.timeout}": expected milliseconds, e.g. 5000`);
+      }
+      if (!id.startsWith("wh_")) {
+        throw usage(`Invalid id "${id}": webhooks test takes an outgoing webhook id (wh_…)`);
+      }
+      const store = await context.store();
+      const webhook = await getOutgoingWebhook(store, id);
+      if (!webhook) {
+        throw new GatewayError(
+          "NOT_FOUND",
+          `No outgoing webhook with id ${id}: see toolgate webhooks list`,
+        );
+      }
+      const result = await testWebhook(store, id, { timeoutMs });
+      if (options.json) context.printJson({ webhook_id: id, url: webhook.url, ...result });
+      else {
+        const outcome = result.status !== undefined
+          ? `HTTP ${result.status}`
+          : `error: ${result.error}`;
+        context.print(
+          `${
+            result.ok ? "Delivered" : "Failed"
+          }: ${outcome} from ${webhook.url} in ${result.latency_ms} ms; ` +
+            `signature ${result.signed ? "sent (X-Service-Signature)" : "not sent (no secret)"}; ` +
+            `delivery ${result.event_id}`,
+        );
+      }
+      if (!result.ok) {
+        throw new GatewayError(
+          "DELIVERY_FAILED",
+          `Test delivery to ${webhook.url} failed: ${
+            result.status !== undefined ? `HTTP ${result.status}` : result.error
+          }`,
+        );
+      }
+    });
+
+  webhooks.command("show")
+    .description(
+      "show one webhook with its recent delivery attempts (outgoing) or counters (incoming)",
+    )
+    .argument("<id>", "the webhook id (wh_… or in_…)")
+    .option("--json", "print JSON")
+    .action(async (id: string, options: { json?: boolean }) => {
+      const store = await context.store();
+      if (id.startsWith("in_")) {
+        const endpoint = await getIncomingWebhook(store, id);
+        if (!endpoint) {
+          throw new GatewayError(
+            "NOT_FOUND",
+            `No webhook with id ${id}: see toolgate webhooks list`,
+          );
+        }
+        const stats = await readIncomingStats(store, id);
+        if (options.json) context.printJson({ ...publicIncoming(endpoint), stats });
+        else {
+          context.print(`${endpoint.id}  incoming  ${endpoint.path} → ${endpoint.handler}`);
+          context.print(
+            `name: ${endpoint.name}; secret: ${endpoint.secret ? "yes" : "no"}${
+              endpoint.signature_header ? ` (header ${endpoint.signature_header})` : ""
+            }${endpoint.rate_limit_per_s ? `; rate limit ${endpoint.rate_limit_per_s}/s` : ""}`,
+          );
+          context.print(
+            `${stats.received} received, ${stats.rejected} rejected, ${stats.failed} failed; last ${
+              stats.last_received_at ?? "never"
+            }`,
+          );
+        }
+        return;
+      }
+      const webhook = await getOutgoingWebhook(store, id);
+      if (!webhook) {
+        throw new GatewayError("NOT_FOUND", `No webhook with id ${id}: see toolgate webhooks list`);
+      }
+      const attempts = await recentAttempts(store, id);
+      if (options.json) {
+        context.printJson({ ...publicOutgoing(webhook), recent_attempts: attempts });
+        return;
+      }
+      context.print(`${webhook.id}  outgoing  ${webhook.url}`);
+      context.print(
+        `events: ${webhook.events === "*" ? "* (all)" : webhook.events.join(",")}; secret: ${
+          webhook.secret ? "yes" : "no"
+        }`,
+      );
+      if (attempts.length === 0) {
+        context.print("No delivery attempts yet.");
+        return;
+      }
+      context.print(table(
+        ["TIME", "EVENT", "ATTEMPT", "RESULT", "LATENCY"],
+        attempts.map((a) => [
+          a.at,
+          `${a.event_type} ${a.event_id}`,
+          String(a.attempt),
+          a.ok
+            ? `ok ${a.status}`
+            : a.status !== undefined
+            ? `HTTP ${a.status}`
+            : `error: ${a.error}`,
+          `${a.latency_ms} ms`,
+        ]),
+      ));
     });
 }

@@ -532,7 +532,12 @@ export class DeliveryWriter {
 // ---------------------------------------------------------------------------
 // Reads and maintenance
 
-/** Reads the counter bumped when deliveries are queued by another process. */
+/** Signals new pending deliveries to the process that delivers them. */
+export async function bumpDeliveriesVersion(store: Store): Promise<void> {
+  await store.retry(() => store.kv.atomic().sum(deliveriesVersionKey(), 1n).commit());
+}
+
+/** Reads the counter bumped whenever deliveries are queued by another path (replay, CLI). */
 export async function deliveriesVersion(store: Store): Promise<bigint> {
   const entry = await store.retry(() => store.kv.get<Deno.KvU64>(deliveriesVersionKey()));
   return entry.value?.value ?? 0n;

@@ -13,6 +13,7 @@ import {
   type AttemptRecord,
   collectEventIfUnreferenced,
   deleteDeliveryLog,
+  bumpDeliveriesVersion,
   deliveriesVersion,
   DELIVERY_LOG_SIZE,
   type DeliveryLogEntry,
@@ -84,6 +85,14 @@ export interface DispatcherOptions {
   stopTimeoutMs?: number;
   /** Where background failures and dead-lettered deliveries are reported. @default console.error */
   onError?: (error: unknown) => void;
+  /**
+   * `deliver` sends and retries; `record` only persists the deliveries of
+   * this process's events and signals them to the process that delivers
+   * (a running server polls the deliveries version). One-shot CLI commands
+   * use `record`, so only one process per data directory sends.
+   * @default "deliver"
+   */
+  mode?: "deliver" | "record";
 }
 
 /** A running dispatcher. */
@@ -156,6 +165,7 @@ class WebhookDispatcher implements Dispatcher {
   #onError: (error: unknown) => void;
   #disabled: Set<string>;
   #writer: DeliveryWriter;
+  #recordOnly: boolean;
 
   #state: "new" | "running" | "stopping" | "stopped" = "new";
   #stopped: Promise<void> | null = null;
@@ -207,6 +217,7 @@ class WebhookDispatcher implements Dispatcher {
       perWebhookConcurrency = 16,
       stopTimeoutMs = Math.min(config.webhooks.timeout_ms, 5000),
       onError = (error) => console.error("webhook dispatcher:", error),
+      mode = "deliver",
     } = options;
     if (!Number.isInteger(concurrency) || concurrency < 1) {
       throw new RangeError(`Invalid concurrency: ${concurrency} is not a positive integer`);
@@ -233,6 +244,7 @@ class WebhookDispatcher implements Dispatcher {
       config.webhooks.retry_base_ms / 2,
     );
     this.#writer = new DeliveryWriter(store);
+    this.#recordOnly = mode === "record";
     this.#schedule = new Schedule((due) => this.#enqueueReady(due), now);
   }
 
@@ -248,6 +260,7 @@ class WebhookDispatcher implements Dispatcher {
     await this.#refreshRegistrations();
     this.#deliveriesVersion = await deliveriesVersion(this.#store);
     this.#unsubscribe = this.#bus.subscribe((event) => this.#onEvent(event));
+    if (this.#recordOnly) return;
     await this.#scan();
     this.#armPoll();
     // A crash may have come between a DLQ change and its mirror rewrite.
@@ -460,6 +473,10 @@ class WebhookDispatcher implements Dispatcher {
       ...records.map((delivery): DeliveryOp => ({ op: "put_delivery", delivery })),
     ];
     const result = await this.#writer.write(ops);
+    if (this.#recordOnly) {
+      await bumpDeliveriesVersion(this.#store);
+      return;
+    }
     if (this.#state !== "running") return; // Stored: the next start() resumes them.
     const cached: CachedEvent = { event: outbox, versionstamp: result.versionstamps[0], refs: 0 };
     this.#events.set(outbox.id, cached);
