@@ -4,9 +4,10 @@
  * @module
  */
 import type { Command } from "commander";
-import { serveHttp } from "../http/mod.ts";
+import { auditRoutes, type HttpServer, incomingRoutes, serveHttp } from "../http/mod.ts";
 import { serveStdio } from "../mcp/mod.ts";
 import { listIncomingWebhooks } from "../store/mod.ts";
+import { IncomingRouter } from "../webhooks/mod.ts";
 import { VERSION } from "../version.ts";
 import { type CliContext, usage } from "./context.ts";
 import { createRuntime } from "./runtime.ts";
@@ -72,25 +73,45 @@ async function startStdio(context: CliContext): Promise<void> {
 
 async function startHttp(context: CliContext): Promise<void> {
   const runtime = await createRuntime(context, { role: "server" });
-  const server = serveHttp({
+  const log = (message: string) => context.io.stderr(`toolgate: ${message}\n`);
+  const incoming = new IncomingRouter({
+    store: runtime.store,
     gateway: runtime.gateway,
+    audit: runtime.audit,
     config: runtime.config,
-    onListen: ({ url }) => {
-      context.print(`toolgate ${VERSION} listening on ${url} (REST, MCP at ${url}/mcp)`);
-    },
+    log,
   });
+  let signals = 0;
+  let server: HttpServer | undefined;
   const onSignal = () => {
-    context.io.stderr("toolgate: shutting down\n");
-    void server.shutdown();
+    signals++;
+    if (signals > 1) {
+      context.io.stderr("toolgate: second signal: exiting without draining\n");
+      Deno.exit(130);
+    }
+    context.io.stderr("toolgate: shutting down (send the signal again to force)\n");
+    void server?.shutdown();
   };
   Deno.addSignalListener("SIGTERM", onSignal);
   Deno.addSignalListener("SIGINT", onSignal);
   try {
+    await incoming.start();
+    server = serveHttp({
+      gateway: runtime.gateway,
+      config: runtime.config,
+      routes: [auditRoutes(runtime.audit), incomingRoutes(incoming)],
+      isPublicPath: (path) => incoming.match(path) !== undefined,
+      log,
+      onListen: ({ url }) => {
+        context.print(`toolgate ${VERSION} listening on ${url} (REST, MCP at ${url}/mcp)`);
+      },
+    });
     await runtime.gateway.announceStarted("http");
     await server.finished;
   } finally {
     Deno.removeSignalListener("SIGTERM", onSignal);
     Deno.removeSignalListener("SIGINT", onSignal);
+    await incoming.stop();
     await runtime.close();
   }
 }

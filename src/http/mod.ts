@@ -52,3 +52,5 @@ export { isJsonContentType, jsonBody } from "./json_body.ts";
 export type { JsonBodyOptions } from "./json_body.ts";
 export { ToolInfoSchema, ToolListSchema, ToolResultSchema } from "./tools.ts";
 export { HealthSchema } from "./health.ts";
+export { AuditPageSchema, auditRoutes } from "./audit.ts";
+export { incomingRoutes } from "./incoming.ts";

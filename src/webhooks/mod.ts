@@ -30,3 +30,5 @@ export { recentAttempts } from "./delivery_log.ts";
 export { DLQ_FILE, listDlq, purgeDlq, replayDlq, writeDlqMirror } from "./dlq.ts";
 export type { DlqEntry, PurgeDlqOptions, ReplayDlqOptions, ReplayDlqResult } from "./dlq.ts";
 export type { AttemptRecord, DeliveryLogEntry } from "../store/mod.ts";
+export { IncomingRouter } from "./incoming.ts";
+export type { IncomingAuditLog, IncomingRouterOptions } from "./incoming.ts";
