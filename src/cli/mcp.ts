@@ -4,7 +4,13 @@
  * @module
  */
 import type { Command } from "commander";
-import { auditRoutes, type HttpServer, incomingRoutes, serveHttp } from "../http/mod.ts";
+import {
+  auditRoutes,
+  eventsRoutes,
+  type HttpServer,
+  incomingRoutes,
+  serveHttp,
+} from "../http/mod.ts";
 import { serveStdio } from "../mcp/mod.ts";
 import { listIncomingWebhooks } from "../store/mod.ts";
 import { IncomingRouter } from "../webhooks/mod.ts";
@@ -99,7 +105,7 @@ async function startHttp(context: CliContext): Promise<void> {
     server = serveHttp({
       gateway: runtime.gateway,
       config: runtime.config,
-      routes: [auditRoutes(runtime.audit), incomingRoutes(incoming)],
+      routes: [auditRoutes(runtime.audit), eventsRoutes(), incomingRoutes(incoming)],
       isPublicPath: (path) => incoming.match(path) !== undefined,
       log,
       onListen: ({ url }) => {

@@ -54,3 +54,5 @@ export { ToolInfoSchema, ToolListSchema, ToolResultSchema } from "./tools.ts";
 export { HealthSchema } from "./health.ts";
 export { AuditPageSchema, auditRoutes } from "./audit.ts";
 export { incomingRoutes } from "./incoming.ts";
+export { eventsRoutes } from "./events.ts";
+export type { EventsRoutesOptions } from "./events.ts";
