@@ -123,9 +123,10 @@ export function createApp(options: AppOptions): ToolgateApp {
       skip: (path) => path === "/health" || isPublicPath(path),
     }));
   }
+  // Incoming webhook paths enforce `incoming.body_limit_bytes` themselves,
+  // so their rejections are counted and logged per endpoint.
   app.use(bodyLimit({
-    maxBytes: (path) =>
-      isPublicPath(path) ? config.incoming.body_limit_bytes : server.body_limit_bytes,
+    maxBytes: (path) => isPublicPath(path) ? undefined : server.body_limit_bytes,
   }));
   registerHealthRoute(app, { gateway, lifecycle, mcpSessions: () => mcp.size });
   registerToolRoutes(app, gateway);

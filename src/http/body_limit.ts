@@ -10,8 +10,8 @@ import { GatewayError } from "../errors/mod.ts";
 
 /** Options of {@linkcode bodyLimit}. */
 export interface BodyLimitOptions {
-  /** Largest body in bytes, per request path. */
-  maxBytes: (path: string) => number;
+  /** Largest body in bytes, per request path; `undefined` leaves the path unlimited here. */
+  maxBytes: (path: string) => number | undefined;
 }
 
 /**
@@ -43,7 +43,8 @@ export function bodyLimit(options: BodyLimitOptions): MiddlewareHandler {
     return handler;
   };
   return async function bodyLimit(c, next) {
-    if (c.req.raw.body === null) return await next();
-    return await limiter(options.maxBytes(c.req.path))(c, next);
+    const maxBytes = c.req.raw.body === null ? undefined : options.maxBytes(c.req.path);
+    if (maxBytes === undefined) return await next();
+    return await limiter(maxBytes)(c, next);
   };
 }
