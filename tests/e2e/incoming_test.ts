@@ -242,7 +242,10 @@ Deno.test("kill -9 right after a 202: the handler runs after restart, recorded c
     hang = false;
 
     await using second = await startHttpServer({ home: tmp.home });
-    await until(async () => handled === 1 ? true : undefined, "the resumed handler call");
+    await until(
+      () => Promise.resolve(handled === 1 ? true : undefined),
+      "the resumed handler call",
+    );
     const calls = await until(async () => {
       const entries = (await auditEntries(second.url, "&tool=http_request"))
         .filter((e) => e.kind === "tool.call");
