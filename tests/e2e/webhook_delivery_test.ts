@@ -1,0 +1,184 @@
+import { createHmac, timingSafeEqual } from "node:crypto";
+import { Buffer } from "node:buffer";
+import { assert, assertEquals, assertMatch } from "../_asserts.ts";
+import { runCli, tempHome } from "../_helpers.ts";
+import {
+  EVENT_DATA_SCHEMAS,
+  EVENT_TYPES,
+  EventEnvelopeSchema,
+  type EventType,
+} from "../../src/events/mod.ts";
+import { VERSION } from "../../src/version.ts";
+import { startHttpServer } from "./_http_server.ts";
+
+interface Received {
+  headers: Headers;
+  raw: Uint8Array;
+  body: { id: string; type: string; data: Record<string, unknown> };
+}
+
+function receiver(status: () => number = () => 200) {
+  const requests: Received[] = [];
+  const server = Deno.serve(
+    { hostname: "127.0.0.1", port: 0, onListen: () => {} },
+    async (request) => {
+      const raw = new Uint8Array(await request.arrayBuffer());
+      requests.push({
+        headers: request.headers,
+        raw,
+        body: JSON.parse(new TextDecoder().decode(raw)),
+      });
+      return new Response(null, { status: status() });
+    },
+  );
+  return {
+    url: `http://127.0.0.1:${server.addr.port}/hook`,
+    requests,
+    [Symbol.asyncDispose]: () => server.shutdown(),
+  };
+}
+
+async function until(check: () => boolean | Promise<boolean>, what: string, ms = 10_000) {
+  const end = Date.now() + ms;
+  while (!(await check())) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+function post(url: string, tool: string, args: unknown) {
+  return fetch(`${url}/tools/${tool}`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify(args),
+  }).then((r) => r.body?.cancel());
+}
+
+Deno.test("all 8 event types reach a real receiver with the spec's headers, fields and signature", async () => {
+  await using tmp = await tempHome();
+  await using all = receiver();
+  await using filtered = receiver();
+  const addAll = await runCli(["webhooks", "add", "--url", all.url, "--secret", "whsec"], {
+    home: tmp.home,
+  });
+  assertEquals(addAll.code, 0, addAll.stderr);
+  const addFiltered = await runCli(
+    ["webhooks", "add", "--url", filtered.url, "--events", "tool.called"],
+    { home: tmp.home },
+  );
+  assertEquals(addFiltered.code, 0, addFiltered.stderr);
+  await using server = await startHttpServer({
+    home: tmp.home,
+    config: { tools: { circuit_threshold: 1, circuit_reset_ms: 300 } },
+    env: { TOOLGATE_RETRY_BASE_MS: "50" },
+  });
+  await post(server.url, "memory_set", { key: "k", value: 1 });
+  await post(server.url, "http_request", { url: "http://127.0.0.1:9/unreachable" });
+  await until(() => new Set(all.requests.map((r) => r.body.type)).size === 8, "all 8 event types");
+
+  for (const { headers, raw, body } of all.requests) {
+    const envelope = EventEnvelopeSchema.strict().parse(body);
+    EVENT_DATA_SCHEMAS[envelope.type as EventType].strict().parse(envelope.data);
+    assertEquals(headers.get("content-type"), "application/json");
+    assertEquals(headers.get("x-service-event"), envelope.type);
+    assertEquals(headers.get("x-service-delivery"), envelope.id);
+    assertMatch(envelope.id, /^evt_/);
+    assertEquals(headers.get("x-service-version"), VERSION);
+    assertEquals(headers.get("user-agent"), `Service-Webhooks/${VERSION}`);
+    const expected = Buffer.from(
+      "sha256=" + createHmac("sha256", "whsec").update(raw).digest("hex"),
+    );
+    const signature = Buffer.from(headers.get("x-service-signature") ?? "");
+    assert(signature.length === expected.length && timingSafeEqual(signature, expected));
+  }
+  const byType = (type: string) =>
+    all.requests.filter((r) => r.body.type === type).map((r) => r.body.data);
+  assertEquals(byType("server.started")[0].transport, "http");
+  assertEquals(byType("plugin.error")[0], {
+    plugin_name: "slack",
+    error: "Plugin slack is not configured: a required credential is missing",
+    error_code: "PLUGIN_NOT_CONFIGURED",
+    state: "not_configured",
+  });
+  assertEquals(byType("tool.failed")[0].error_code, "PLUGIN_REQUEST_FAILED");
+  assertEquals(byType("circuit.opened")[0].threshold, 1);
+  assertEquals(byType("circuit.closed")[0].tool_name, "http_request");
+  assertEquals(new Set(EVENT_TYPES), new Set(all.requests.map((r) => r.body.type)));
+
+  await until(() => filtered.requests.length >= 1, "the filtered delivery");
+  await new Promise((r) => setTimeout(r, 200));
+  assertEquals(filtered.requests.map((r) => r.body.type), ["tool.called"]);
+  assertEquals(filtered.requests[0].headers.get("x-service-signature"), null);
+});
+
+Deno.test("kill -9 while a delivery waits for a retry: after restart it continues and is delivered", async () => {
+  await using tmp = await tempHome();
+  let failing = true;
+  await using hook = receiver(() => failing ? 500 : 200);
+  const add = await runCli(
+    ["webhooks", "add", "--url", hook.url, "--events", "tool.called"],
+    { home: tmp.home },
+  );
+  const id = add.stdout.trim();
+  const env = { TOOLGATE_RETRY_BASE_MS: "400" };
+  const first = await startHttpServer({ home: tmp.home, env });
+  await post(first.url, "memory_set", { key: "k", value: 1 });
+  // Two attempts recorded (the first try and retry 1), retry 2 is scheduled.
+  await until(async () => {
+    const show = await runCli(["webhooks", "show", id, "--json"], { home: tmp.home });
+    return JSON.parse(show.stdout).recent_attempts.length >= 2;
+  }, "two recorded attempts");
+  await first.stop("SIGKILL");
+  assertEquals(hook.requests.length, 2);
+  failing = false;
+
+  await using second = await startHttpServer({ home: tmp.home, env });
+  await until(() => hook.requests.length >= 3, "the delivery after restart");
+  await new Promise((r) => setTimeout(r, 400));
+  assertEquals(hook.requests.length, 3, "exactly one more attempt after the restart");
+  assertEquals(new Set(hook.requests.map((r) => r.headers.get("x-service-delivery"))).size, 1);
+  const bodies = hook.requests.map((r) => new TextDecoder().decode(r.raw));
+  assertEquals(new Set(bodies).size, 1, "the same bytes on every attempt");
+  const show = JSON.parse(
+    (await runCli(["webhooks", "show", id, "--json"], { home: tmp.home })).stdout,
+  );
+  assertEquals(
+    show.recent_attempts.map((a: { attempt: number; ok: boolean }) => [a.attempt, a.ok]).reverse(),
+    [[1, false], [2, false], [3, true]],
+  );
+  const dlq = JSON.parse((await runCli(["dlq", "list", "--json"], { home: tmp.home })).stdout);
+  assertEquals(dlq, []);
+  await second.stop();
+});
+
+Deno.test("a receiver that always fails lands in the DLQ; dlq replay delivers it once fixed", async () => {
+  await using tmp = await tempHome();
+  let failing = true;
+  await using hook = receiver(() => failing ? 503 : 200);
+  await runCli(["webhooks", "add", "--url", hook.url, "--events", "tool.called"], {
+    home: tmp.home,
+  });
+  await using server = await startHttpServer({
+    home: tmp.home,
+    env: { TOOLGATE_RETRY_BASE_MS: "10" },
+  });
+  await post(server.url, "memory_set", { key: "k", value: 1 });
+  let records: { dlq_id: string; attempts: unknown[]; event: { id: string } }[] = [];
+  await until(async () => {
+    records = JSON.parse((await runCli(["dlq", "list", "--json"], { home: tmp.home })).stdout);
+    return records.length === 1;
+  }, "the DLQ record");
+  assertEquals(records[0].attempts.length, 6);
+  assertEquals(hook.requests.length, 6);
+  const mirror = JSON.parse(await Deno.readTextFile(`${tmp.home}/dlq.json`));
+  assertEquals(mirror.map((r: { dlq_id: string }) => r.dlq_id), [records[0].dlq_id]);
+  failing = false;
+  const replay = await runCli(["dlq", "replay", records[0].dlq_id], { home: tmp.home });
+  assertEquals(replay.code, 0, replay.stderr);
+  await until(() => hook.requests.length === 7, "the replayed delivery");
+  assertEquals(hook.requests[6].body.id, records[0].event.id);
+  await until(async () => {
+    const left = JSON.parse((await runCli(["dlq", "list", "--json"], { home: tmp.home })).stdout);
+    return left.length === 0;
+  }, "the DLQ to empty");
+});
