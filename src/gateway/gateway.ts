@@ -72,6 +72,8 @@ interface HostedPlugin {
   toolNames: string[];
   /** Tools set by `setTools` before the plugin was ready. */
   pendingTools?: ToolDefinition[];
+  /** `initialize()` is running. */
+  initializing?: boolean;
 }
 
 const NO_SECRETS: SecretReader = { get: () => Promise.resolve(undefined) };
@@ -89,6 +91,7 @@ export class Gateway {
   #tools = new Map<string, RegisteredTool>();
   #toolListeners = new Set<() => void>();
   #started = false;
+  #stopped = false;
   #announced = false;
   #definitions: PluginDefinition[];
 
@@ -129,16 +132,99 @@ export class Gateway {
     this.#started = true;
     const disabled = new Set(this.config.plugins.disabled);
     this.#plugins = this.#definitions.map((definition) => this.#host(definition));
+    for (const plugin of this.#plugins) plugin.initializing = true;
     const outcomes = await Promise.all(
       this.#plugins.map((plugin) =>
-        disabled.has(plugin.definition.name)
+        disabled.has(plugin.definition.name) || plugin.definition.disabled
           ? Promise.resolve<PluginOutcome>({ state: "disabled" })
           : this.#initialize(plugin)
       ),
     );
-    for (const [index, plugin] of this.#plugins.entries()) {
-      await this.#settle(plugin, outcomes[index]);
+    const hosted = [...this.#plugins];
+    for (const [index, plugin] of hosted.entries()) {
+      plugin.initializing = false;
+      if (this.#plugins.includes(plugin)) await this.#settle(plugin, outcomes[index]);
+      else await this.#dispose(plugin);
     }
+  }
+
+  /**
+   * Hosts one more plugin while serving (an MCP upstream added with
+   * `toolgate plugins add`): initializes it, registers its tools, emits
+   * `plugin.ready` / `plugin.error` and tells tool-list listeners.
+   *
+   * @returns The plugin's status once settled.
+   * @throws {GatewayError} `CONFLICT` when a plugin of that name is hosted.
+   */
+  async addPlugin(definition: PluginDefinition): Promise<PluginStatus> {
+    if (this.#stopped) {
+      throw new GatewayError(
+        "UNAVAILABLE",
+        `Cannot add plugin ${definition.name}: the gateway stopped`,
+      );
+    }
+    if (this.#plugins.some((p) => p.definition.name === definition.name)) {
+      throw new GatewayError(
+        "CONFLICT",
+        `Cannot add plugin ${definition.name}: a plugin of that name is hosted`,
+      );
+    }
+    if (!this.#started) {
+      this.#definitions = [...this.#definitions, definition];
+      return this.#statusOf(this.#host(definition));
+    }
+    const plugin = this.#host(definition);
+    this.#plugins.push(plugin);
+    plugin.initializing = true;
+    const outcome: PluginOutcome =
+      this.config.plugins.disabled.includes(definition.name) || definition.disabled
+        ? { state: "disabled" }
+        : await this.#initialize(plugin);
+    plugin.initializing = false;
+    if (!this.#plugins.includes(plugin)) {
+      // Removed while it was initializing.
+      await this.#dispose(plugin);
+      return this.#statusOf(plugin);
+    }
+    await this.#settle(plugin, outcome);
+    if (plugin.toolNames.length > 0) this.#notifyTools();
+    return this.#statusOf(plugin);
+  }
+
+  /**
+   * Stops hosting a plugin: its tools go (tool-list listeners are told) and
+   * it is disposed.
+   *
+   * @returns Whether a plugin of that name was hosted.
+   */
+  async removePlugin(name: string): Promise<boolean> {
+    const index = this.#plugins.findIndex((p) => p.definition.name === name);
+    if (index < 0) return false;
+    const [plugin] = this.#plugins.splice(index, 1);
+    const hadTools = plugin.toolNames.length > 0;
+    this.#unregister(plugin);
+    plugin.status.state = "disabled";
+    if (hadTools) this.#notifyTools();
+    // A plugin still initializing is disposed by addPlugin() once that ends.
+    if (!plugin.initializing) await this.#dispose(plugin);
+    return true;
+  }
+
+  async #dispose(plugin: HostedPlugin): Promise<void> {
+    try {
+      await plugin.definition.dispose?.();
+    } catch (error) {
+      this.#log(`plugin ${plugin.definition.name}: dispose failed: ${(error as Error).message}`);
+    }
+  }
+
+  #unregister(plugin: HostedPlugin): void {
+    for (const name of plugin.toolNames) {
+      this.#tools.get(name)?.breaker.dispose();
+      this.#tools.delete(name);
+    }
+    plugin.toolNames = [];
+    plugin.status.tool_count = 0;
   }
 
   #host(definition: PluginDefinition): HostedPlugin {
@@ -221,8 +307,13 @@ export class Gateway {
   }
 
   #register(plugin: HostedPlugin, tools: ToolDefinition[]): void {
+    // A tool that stays keeps its circuit breaker (and so an open circuit).
+    const kept = new Map<string, CircuitBreaker>();
+    const staying = new Set(tools.map((tool) => tool.name));
     for (const name of plugin.toolNames) {
-      this.#tools.get(name)?.breaker.dispose();
+      const breaker = this.#tools.get(name)?.breaker;
+      if (breaker && staying.has(name)) kept.set(name, breaker);
+      else breaker?.dispose();
       this.#tools.delete(name);
     }
     plugin.toolNames = [];
@@ -244,13 +335,15 @@ export class Gateway {
         retries: definition.idempotent ? override.retries ?? 0 : 0,
         breaker: undefined as unknown as CircuitBreaker,
       };
-      registered.breaker = this.#breaker(registered, {
+      registered.breaker = kept.get(definition.name) ?? this.#breaker(registered, {
         threshold: override.circuit_threshold ?? settings.circuit_threshold,
         resetAfterMs: override.circuit_reset_ms ?? settings.circuit_reset_ms,
       });
+      kept.delete(definition.name);
       this.#tools.set(definition.name, registered);
       plugin.toolNames.push(definition.name);
     }
+    for (const breaker of kept.values()) breaker.dispose();
     plugin.status.tool_count = plugin.toolNames.length;
   }
 
@@ -313,9 +406,29 @@ export class Gateway {
     return this.#tools.has(name);
   }
 
-  /** Status of every plugin. */
+  /**
+   * Status of every plugin. A ready proxy plugin whose upstream is down shows
+   * state `reconnecting`; proxy plugins carry `upstream` and `last_error`.
+   */
   listPlugins(): PluginStatus[] {
-    return this.#plugins.map((plugin) => ({ ...plugin.status }));
+    return this.#plugins.map((plugin) => this.#statusOf(plugin));
+  }
+
+  #statusOf(plugin: HostedPlugin): PluginStatus {
+    const status: PluginStatus = { ...plugin.status };
+    let upstream;
+    try {
+      upstream = plugin.definition.upstreamStatus?.();
+    } catch (error) {
+      this.#log(`plugin ${plugin.definition.name}: status failed: ${(error as Error).message}`);
+    }
+    if (!upstream) return status;
+    if (status.state === "ready" && upstream.connection === "reconnecting") {
+      status.state = "reconnecting";
+    }
+    if (upstream.last_error) status.last_error = upstream.last_error;
+    status.upstream = upstream;
+    return status;
   }
 
   /** Tools whose circuit is open, with when they close (ms since the epoch). */
@@ -407,7 +520,9 @@ export class Gateway {
             session_id: sessionId,
           }),
         ]);
-        return { tool: name, plugin, output, latency_ms };
+        return tool.definition.rawResult
+          ? { tool: name, plugin, output, latency_ms, rawResult: true }
+          : { tool: name, plugin, output, latency_ms };
       } catch (thrown) {
         const error = asToolError(name, thrown);
         if (BREAKER_CODES.has(error.code)) tool.breaker.recordFailure();
@@ -506,14 +621,9 @@ export class Gateway {
 
   /** Disposes plugins and breaker timers. */
   async stop(): Promise<void> {
+    this.#stopped = true;
     for (const tool of this.#tools.values()) tool.breaker.dispose();
-    await Promise.all(this.#plugins.map(async (plugin) => {
-      try {
-        await plugin.definition.dispose?.();
-      } catch (error) {
-        this.#log(`plugin ${plugin.definition.name}: dispose failed: ${(error as Error).message}`);
-      }
-    }));
+    await Promise.all(this.#plugins.map((plugin) => this.#dispose(plugin)));
   }
 }
 

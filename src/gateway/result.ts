@@ -6,7 +6,11 @@
 import type { GatewayError } from "../errors/mod.ts";
 import type { CallResult } from "./types.ts";
 
-/** A tool result as clients see it (MCP `CallToolResult` shape). */
+/**
+ * A tool result as clients see it (MCP `CallToolResult` shape). Raw results
+ * of MCP upstream tools may also carry the other MCP content items (`image`,
+ * `audio`, `resource`, `resource_link`) as the upstream sent them.
+ */
 export interface ToolResult {
   [key: string]: unknown;
   content: { type: "text"; text: string }[];
@@ -14,8 +18,18 @@ export interface ToolResult {
   isError?: boolean;
 }
 
-/** The result of a successful call: the output as JSON text and structured content. */
+/**
+ * The result of a successful call: the output as JSON text and structured
+ * content; a raw result (MCP upstream tools) passes its `content` and
+ * `structuredContent` through.
+ */
 export function toToolResult(result: CallResult): ToolResult {
+  if (result.rawResult && Array.isArray(result.output.content)) {
+    const { content, structuredContent } = result.output;
+    const raw: ToolResult = { content: content as ToolResult["content"] };
+    if (isObject(structuredContent)) raw.structuredContent = structuredContent;
+    return raw;
+  }
   return {
     content: [{ type: "text", text: JSON.stringify(result.output) }],
     structuredContent: result.output,
@@ -29,4 +43,8 @@ export function toErrorResult(error: GatewayError): ToolResult {
     structuredContent: { error: error.toJSON() },
     isError: true,
   };
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return value !== null && typeof value === "object" && !Array.isArray(value);
 }

@@ -57,6 +57,12 @@ export interface ToolDefinition {
   /** Per-tool timeout in ms. @default config.tools.timeout_ms */
   timeoutMs?: number;
   /**
+   * The output already is a client-facing tool result (`{content,
+   * structuredContent?}`, e.g. proxied from an MCP upstream): clients get its
+   * content as is instead of the output as JSON text. @default false
+   */
+  rawResult?: boolean;
+  /**
    * Runs the tool with validated arguments.
    *
    * @throws {GatewayError} with a code (e.g. `PLUGIN_REQUEST_FAILED`);
@@ -83,10 +89,54 @@ export interface PluginDefinition {
   dispose?(): void | Promise<void>;
   /** Static tools (dynamic plugins call `context.setTools`). */
   tools: ToolDefinition[];
+  /**
+   * Hosted but not started: state `disabled` (e.g. an MCP upstream turned off
+   * with `toolgate plugins disable`). @default false
+   */
+  disabled?: boolean;
+  /** Live state of the upstream server a proxy plugin connects to (MCP upstreams). */
+  upstreamStatus?(): UpstreamStatus;
 }
 
-/** Lifecycle state of a plugin. */
-export type PluginState = "initializing" | "ready" | "not_configured" | "error" | "disabled";
+/** Connection state of a proxy plugin's upstream server. */
+export type UpstreamConnectionState = "connecting" | "connected" | "reconnecting" | "closed";
+
+/** Live state of the upstream server of a proxy plugin (shown as `upstream`). */
+export interface UpstreamStatus {
+  /** Upstream protocol. */
+  kind: "mcp";
+  /** `stdio` (a child process) or `http` (Streamable HTTP). */
+  transport: "stdio" | "http";
+  /** Where it is declared: `config.json` or `toolgate plugins add`. */
+  source: "config" | "cli";
+  /** Connection state; `reconnecting` while restarts back off. */
+  connection: UpstreamConnectionState;
+  /** Process id of a stdio upstream while it runs. */
+  pid?: number;
+  /** Reconnections after the first connection. */
+  restarts: number;
+  /** The upstream's name and version from its handshake. */
+  server?: { name: string; version: string };
+  /** Last connection or transport error (kept after recovery). */
+  last_error?: string;
+  /** When `last_error` happened (ISO 8601 UTC). */
+  last_error_at?: string;
+  /** When the next reconnection attempt starts (ISO 8601 UTC), while reconnecting. */
+  next_attempt_at?: string;
+}
+
+/**
+ * Lifecycle state of a plugin. `reconnecting`: a ready proxy plugin whose
+ * upstream is down; its tools fail fast with `PLUGIN_REQUEST_FAILED` until it
+ * is back.
+ */
+export type PluginState =
+  | "initializing"
+  | "ready"
+  | "reconnecting"
+  | "not_configured"
+  | "error"
+  | "disabled";
 
 /** A plugin's status as shown by `plugins list` and `/health`. */
 export interface PluginStatus {
@@ -97,6 +147,10 @@ export interface PluginStatus {
   zero_config: boolean;
   error?: string;
   error_code?: string;
+  /** Last runtime error of a proxy plugin's upstream (kept after recovery). */
+  last_error?: string;
+  /** Live state of a proxy plugin's upstream server. */
+  upstream?: UpstreamStatus;
 }
 
 /** A tool as listed to clients. */
@@ -123,6 +177,8 @@ export interface CallResult {
   plugin: string;
   output: ToolOutput;
   latency_ms: number;
+  /** The output is a client-facing tool result (see {@linkcode ToolDefinition.rawResult}). */
+  rawResult?: boolean;
 }
 
 /** Where the pipeline records calls: the audit log. */

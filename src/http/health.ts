@@ -11,15 +11,38 @@ import { errorResponses } from "./errors.ts";
 import type { ServerLifecycle } from "./lifecycle.ts";
 import type { ToolgateApp } from "./types.ts";
 
+/** Live state of an MCP upstream plugin's server. */
+export const UpstreamStatusSchema = z.object({
+  kind: z.literal("mcp"),
+  transport: z.enum(["stdio", "http"]),
+  source: z.enum(["config", "cli"]).openapi({
+    description: "Declared in config.json or added with `toolgate plugins add`",
+  }),
+  connection: z.enum(["connecting", "connected", "reconnecting", "closed"]),
+  pid: z.number().int().optional().openapi({ description: "Process id of a stdio upstream" }),
+  restarts: z.number().int().min(0),
+  server: z.object({ name: z.string(), version: z.string() }).optional(),
+  last_error: z.string().optional(),
+  last_error_at: z.string().optional(),
+  next_attempt_at: z.string().optional(),
+}).openapi("UpstreamStatus");
+
 /** A plugin's state as shown by `/health`. */
 export const PluginStatusSchema = z.object({
   name: z.string(),
   version: z.string(),
-  state: z.enum(["initializing", "ready", "not_configured", "error", "disabled"]),
+  state: z.enum(["initializing", "ready", "reconnecting", "not_configured", "error", "disabled"])
+    .openapi({
+      description: "`reconnecting`: an MCP upstream is down and being restarted with backoff",
+    }),
   tool_count: z.number().int().min(0),
   zero_config: z.boolean(),
   error: z.string().optional(),
   error_code: z.string().optional(),
+  last_error: z.string().optional().openapi({
+    description: "Last connection error of an MCP upstream (kept after recovery)",
+  }),
+  upstream: UpstreamStatusSchema.optional(),
 }).openapi("PluginStatus");
 
 /** A tool whose circuit breaker is open. */
