@@ -16,14 +16,25 @@ const ToolSettingsSchema = z.strictObject({
   circuit_reset_ms: z.number().int().positive().optional(),
 });
 
-const McpUpstreamSchema = z.strictObject({
+/** Pattern of an MCP upstream plugin name (also the prefix of its tools: `<name>__<tool>`). */
+export const UPSTREAM_NAME_PATTERN = /^[a-z0-9][a-z0-9_-]{0,31}$/;
+
+/** An MCP server hosted as a plugin: a stdio `command` or a Streamable HTTP `url`. */
+export const McpUpstreamSchema = z.strictObject({
   kind: z.literal("mcp"),
   command: z.string().min(1).optional(),
   args: z.array(z.string()).default([]),
   env: z.record(z.string(), z.string()).default({}),
-  url: z.url().optional(),
+  url: z.url({ protocol: /^https?$/ }).optional(),
   headers: z.record(z.string(), z.string()).default({}),
   enabled: z.boolean().default(true),
+}).superRefine((upstream, context) => {
+  if ((upstream.command === undefined) === (upstream.url === undefined)) {
+    context.addIssue({
+      code: "custom",
+      message: "expected exactly one of command (stdio) or url (Streamable HTTP)",
+    });
+  }
 });
 
 /** Schema of `config.json`. Unknown keys are rejected. */
@@ -61,7 +72,19 @@ export const ConfigFileSchema = z.strictObject({
     slack: z.strictObject({
       api_base_url: z.url().default("https://slack.com/api"),
     }).prefault({}),
-    upstreams: z.record(z.string(), McpUpstreamSchema).default({}),
+    upstreams: z.record(
+      z.string().regex(
+        UPSTREAM_NAME_PATTERN,
+        "expected a name matching ^[a-z0-9][a-z0-9_-]{0,31}$",
+      ),
+      McpUpstreamSchema,
+    ).default({}),
+    upstream_settings: z.strictObject({
+      connect_timeout_ms: z.number().int().positive().default(15_000),
+      restart_initial_ms: z.number().int().positive().default(500),
+      restart_max_ms: z.number().int().positive().default(30_000),
+      poll_ms: z.number().int().positive().default(500),
+    }).prefault({}),
   }).prefault({}),
 });
 

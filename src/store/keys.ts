@@ -183,3 +183,23 @@ export function incomingJobBodyPrefix(jobId: string): Deno.KvKey {
 export function incomingBodiesPrefix(): Deno.KvKey {
   return ["incoming", "body"];
 }
+
+/** An MCP upstream plugin added with `toolgate plugins add`. */
+export function upstreamKey(name: string): Deno.KvKey {
+  return ["plugins", "upstream", name];
+}
+
+/** Prefix of all MCP upstream plugins added with the CLI. */
+export function upstreamsPrefix(): Deno.KvKey {
+  return ["plugins", "upstream"];
+}
+
+/** Live plugin state published by a running server (read by `plugins list`). */
+export function serverStatusKey(serverId: string): Deno.KvKey {
+  return ["servers", "status", serverId];
+}
+
+/** Prefix of the live states of running servers. */
+export function serverStatusPrefix(): Deno.KvKey {
+  return ["servers", "status"];
+}

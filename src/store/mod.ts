@@ -12,3 +12,4 @@ export * from "./memory.ts";
 export * from "./keychain.ts";
 export * from "./incoming.ts";
 export * from "./audit.ts";
+export * from "./upstreams.ts";

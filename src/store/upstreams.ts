@@ -1,0 +1,207 @@
+/**
+ * MCP upstream plugins added with `toolgate plugins add`, and the live plugin
+ * states that running servers publish for `toolgate plugins list`.
+ *
+ * Every change of an upstream bumps the registrations version, so running
+ * servers (which poll it) pick the change up without a restart. Values of
+ * `env` and `headers` are stored as given: literals, or `keychain:<name>`
+ * references resolved when the upstream connects (the secret itself is never
+ * stored here).
+ *
+ * @module
+ */
+import { z } from "zod";
+import { GatewayError } from "../errors/mod.ts";
+import {
+  registrationsVersionKey,
+  serverStatusKey,
+  serverStatusPrefix,
+  upstreamKey,
+  upstreamsPrefix,
+} from "./keys.ts";
+import type { Store } from "./store.ts";
+
+/** A stored MCP upstream plugin: a stdio `command` or a Streamable HTTP `url`. */
+export const UpstreamRecordSchema = z.strictObject({
+  name: z.string().regex(/^[a-z0-9][a-z0-9_-]{0,31}$/),
+  kind: z.literal("mcp"),
+  command: z.string().min(1).optional(),
+  args: z.array(z.string()).default([]),
+  env: z.record(z.string(), z.string()).default({}),
+  url: z.url({ protocol: /^https?$/ }).optional(),
+  headers: z.record(z.string(), z.string()).default({}),
+  enabled: z.boolean(),
+  created_at: z.string(),
+  updated_at: z.string(),
+});
+
+/** A stored MCP upstream plugin. */
+export type UpstreamRecord = z.infer<typeof UpstreamRecordSchema>;
+
+/** Fields of a new upstream. */
+export type NewUpstream = Omit<UpstreamRecord, "kind" | "created_at" | "updated_at">;
+
+function parseUpstream(value: unknown, name: string): UpstreamRecord {
+  const parsed = UpstreamRecordSchema.safeParse(value);
+  if (!parsed.success) {
+    throw new GatewayError(
+      "STORE_CORRUPT",
+      `Stored upstream ${name} is unreadable: ${parsed.error.issues[0]?.message}`,
+    );
+  }
+  return parsed.data;
+}
+
+/**
+ * Stores a new upstream.
+ *
+ * @throws {GatewayError} `CONFLICT` when an upstream of that name exists.
+ */
+export async function addUpstream(store: Store, input: NewUpstream): Promise<UpstreamRecord> {
+  const now = new Date().toISOString();
+  const record = UpstreamRecordSchema.parse({
+    ...input,
+    kind: "mcp",
+    created_at: now,
+    updated_at: now,
+  });
+  const key = upstreamKey(record.name);
+  await store.retry(async () => {
+    const result = await store.kv.atomic()
+      .check({ key, versionstamp: null })
+      .set(key, record)
+      .sum(registrationsVersionKey(), 1n)
+      .commit();
+    if (!result.ok) {
+      throw new GatewayError(
+        "CONFLICT",
+        `Cannot add plugin ${record.name}: a plugin of that name exists; remove it first`,
+      );
+    }
+  });
+  return record;
+}
+
+/** All stored upstreams, by name. */
+export async function listUpstreams(store: Store): Promise<UpstreamRecord[]> {
+  return await store.retry(async () => {
+    const out: UpstreamRecord[] = [];
+    for await (const entry of store.kv.list({ prefix: upstreamsPrefix() })) {
+      out.push(parseUpstream(entry.value, String(entry.key[2])));
+    }
+    return out;
+  });
+}
+
+/** One stored upstream, or `null`. */
+export async function getUpstream(store: Store, name: string): Promise<UpstreamRecord | null> {
+  const entry = await store.retry(() => store.kv.get(upstreamKey(name)));
+  return entry.value === null ? null : parseUpstream(entry.value, name);
+}
+
+/**
+ * Deletes a stored upstream.
+ *
+ * @returns Whether it existed.
+ */
+export async function removeUpstream(store: Store, name: string): Promise<boolean> {
+  const key = upstreamKey(name);
+  return await store.retry(async () => {
+    // Checked against the read entry; read again when it changed meanwhile.
+    for (;;) {
+      const entry = await store.kv.get(key);
+      if (entry.value === null) return false;
+      const result = await store.kv.atomic()
+        .check(entry)
+        .delete(key)
+        .sum(registrationsVersionKey(), 1n)
+        .commit();
+      if (result.ok) return true;
+    }
+  });
+}
+
+/**
+ * Turns a stored upstream on or off. Always touches `updated_at`, so enabling
+ * an enabled upstream makes running servers restart it (a retry after a
+ * failed start).
+ *
+ * @returns The updated record, or `null` when there is none.
+ */
+export async function setUpstreamEnabled(
+  store: Store,
+  name: string,
+  enabled: boolean,
+): Promise<UpstreamRecord | null> {
+  const key = upstreamKey(name);
+  return await store.retry(async () => {
+    // Checked against the read entry; read again when it changed meanwhile.
+    for (;;) {
+      const entry = await store.kv.get(key);
+      if (entry.value === null) return null;
+      const record = { ...parseUpstream(entry.value, name), enabled };
+      record.updated_at = new Date().toISOString();
+      const result = await store.kv.atomic()
+        .check(entry)
+        .set(key, record)
+        .sum(registrationsVersionKey(), 1n)
+        .commit();
+      if (result.ok) return record;
+    }
+  });
+}
+
+/** The plugin states a running server published. */
+export const ServerStatusSchema = z.strictObject({
+  server_id: z.string(),
+  pid: z.number().int(),
+  transport: z.string(),
+  started_at: z.string(),
+  updated_at: z.string(),
+  plugins: z.array(z.record(z.string(), z.unknown())),
+});
+
+/** The plugin states a running server published. */
+export type ServerStatus = z.infer<typeof ServerStatusSchema>;
+
+/**
+ * Publishes a running server's plugin states; they expire after `ttlMs`
+ * unless published again.
+ */
+export async function putServerStatus(
+  store: Store,
+  status: ServerStatus,
+  ttlMs: number,
+): Promise<void> {
+  const record = ServerStatusSchema.parse(status);
+  await store.retry(() =>
+    store.kv.set(serverStatusKey(record.server_id), record, { expireIn: ttlMs })
+  );
+}
+
+/** Withdraws a server's published states (on shutdown). */
+export async function deleteServerStatus(store: Store, serverId: string): Promise<void> {
+  await store.retry(() => store.kv.delete(serverStatusKey(serverId)));
+}
+
+/**
+ * The states published by running servers, newest first; entries older
+ * than `maxAgeMs` (a server that died without withdrawing) are left out.
+ */
+export async function listServerStatuses(
+  store: Store,
+  maxAgeMs: number,
+  now: number = Date.now(),
+): Promise<ServerStatus[]> {
+  const out: ServerStatus[] = [];
+  await store.retry(async () => {
+    out.length = 0;
+    for await (const entry of store.kv.list({ prefix: serverStatusPrefix() })) {
+      const parsed = ServerStatusSchema.safeParse(entry.value);
+      if (!parsed.success) continue;
+      if (now - Date.parse(parsed.data.updated_at) > maxAgeMs) continue;
+      out.push(parsed.data);
+    }
+  });
+  return out.sort((a, b) => b.updated_at.localeCompare(a.updated_at));
+}
