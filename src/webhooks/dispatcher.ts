@@ -11,9 +11,9 @@ import { GatewayError } from "../errors/mod.ts";
 import type { EventBus, EventEnvelope, EventType } from "../events/mod.ts";
 import {
   type AttemptRecord,
+  bumpDeliveriesVersion,
   collectEventIfUnreferenced,
   deleteDeliveryLog,
-  bumpDeliveriesVersion,
   deliveriesVersion,
   DELIVERY_LOG_SIZE,
   type DeliveryLogEntry,
