@@ -175,9 +175,10 @@ Deno.test("public paths skip the token and the Host check but not the Origin che
   });
   assertEquals(response.status, 202);
   assertEquals(await response.json(), { accepted: "github" });
+  // Public paths enforce incoming.body_limit_bytes in their own handler (the
+  // incoming router counts and logs each rejection), not in the app's middleware.
   const big = await t.app.request("/hooks/github", { method: "POST", body: "x".repeat(17) });
-  assertEquals(big.status, 413, "incoming.body_limit_bytes applies");
-  assertEquals(await code(big), "PAYLOAD_TOO_LARGE");
+  assertEquals(big.status, 202, "the app leaves public paths' body limit to their handler");
   const origin = await t.app.request("/hooks/github", {
     method: "POST",
     headers: { origin: "https://evil.example" },
