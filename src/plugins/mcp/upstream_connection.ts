@@ -1,0 +1,542 @@
+/**
+ * One connection to an MCP upstream (official SDK `Client`): spawns a stdio
+ * server or reaches a Streamable HTTP one, lists its tools (every page),
+ * follows `notifications/tools/list_changed`, calls tools, and restarts a
+ * dead upstream with exponential backoff while its calls fail fast.
+ *
+ * @module
+ */
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import {
+  ErrorCode,
+  McpError,
+  ToolListChangedNotificationSchema,
+} from "@modelcontextprotocol/sdk/types.js";
+import { GatewayError } from "../../errors/mod.ts";
+import type { ToolOutput, UpstreamConnectionState, UpstreamStatus } from "../../gateway/mod.ts";
+import { VERSION } from "../../version.ts";
+import { describeFetchError } from "../_fetch_error.ts";
+import { resolveValues } from "./_values.ts";
+import type { UpstreamSettings, UpstreamSpec } from "./upstream_spec.ts";
+
+/** Most `tools/list` pages read from one upstream. */
+const MAX_TOOL_PAGES = 100;
+
+/** Longest upstream error text carried in a message. */
+const MAX_ERROR_TEXT = 2000;
+
+/** A tool as an upstream lists it (the fields the gateway uses). */
+export interface UpstreamTool {
+  name: string;
+  title?: string;
+  description?: string;
+  inputSchema: Record<string, unknown>;
+  annotations?: { idempotentHint?: boolean };
+}
+
+/** One item of an upstream tool result's `content`. */
+interface ContentItem {
+  type: string;
+  text?: string;
+}
+
+/** What `tools/call` returns (the fields the gateway uses). */
+interface UpstreamCallResult {
+  content?: ContentItem[];
+  structuredContent?: Record<string, unknown>;
+  isError?: boolean;
+}
+
+/** Options of {@linkcode UpstreamConnection}. */
+export interface UpstreamConnectionOptions {
+  /** The upstream. */
+  spec: UpstreamSpec;
+  /** Connect timeout and restart backoff. */
+  settings: UpstreamSettings;
+  /** Reads a keychain entry by its full name (for `keychain:` references). */
+  resolveSecret: (name: string) => Promise<string | undefined>;
+  /** Log sink (stderr); the upstream's own stderr lines come here too. */
+  log: (message: string) => void;
+  /** Told about a changed tool list (after `list_changed` or a restart). */
+  onToolsChanged: (tools: UpstreamTool[]) => void;
+  /** Clock. @default Date.now */
+  now?: () => number;
+}
+
+interface Live {
+  client: Client;
+  transport: StdioClientTransport | StreamableHTTPClientTransport;
+  generation: number;
+}
+
+/** A connection to one MCP upstream that restarts itself. */
+export class UpstreamConnection {
+  #spec: UpstreamSpec;
+  #settings: UpstreamSettings;
+  #resolveSecret: (name: string) => Promise<string | undefined>;
+  #log: (message: string) => void;
+  #onToolsChanged: (tools: UpstreamTool[]) => void;
+  #now: () => number;
+  #live: Live | undefined;
+  #state: UpstreamConnectionState = "connecting";
+  #generation = 0;
+  #tools: UpstreamTool[] = [];
+  #fingerprint = "";
+  #server: { name: string; version: string } | undefined;
+  #restarts = 0;
+  #attempt = 0;
+  #connectedAt = 0;
+  #lastError: string | undefined;
+  #lastErrorAt: number | undefined;
+  #nextAttemptAt: number | undefined;
+  #timer: ReturnType<typeof setTimeout> | undefined;
+  #refreshing: Promise<void> | undefined;
+  #refreshAgain = false;
+  #closed = false;
+  #connecting: AbortController | undefined;
+
+  /** @param options The upstream, timing, secrets, log and tool-change listener. */
+  constructor(options: UpstreamConnectionOptions) {
+    const { spec, settings, resolveSecret, log, onToolsChanged, now = Date.now } = options;
+    this.#spec = spec;
+    this.#settings = settings;
+    this.#resolveSecret = resolveSecret;
+    this.#log = log;
+    this.#onToolsChanged = onToolsChanged;
+    this.#now = now;
+  }
+
+  /** `stdio` or `http`. */
+  get transport(): "stdio" | "http" {
+    return this.#spec.command !== undefined ? "stdio" : "http";
+  }
+
+  /** The upstream's tools as last listed. */
+  get tools(): UpstreamTool[] {
+    return this.#tools;
+  }
+
+  /**
+   * Connects for the first time and lists the tools.
+   *
+   * @throws {GatewayError} `PLUGIN_NOT_CONFIGURED` when a keychain reference
+   * is not set; `PLUGIN_INIT_FAILED` when the process cannot start, the
+   * handshake fails or the connect timeout passes.
+   */
+  async start(): Promise<UpstreamTool[]> {
+    try {
+      const { live, tools } = await this.#connect();
+      this.#adopt(live, tools);
+      return tools;
+    } catch (error) {
+      const failure = this.#connectError(error);
+      this.#state = "closed";
+      this.#recordError(failure.message);
+      throw failure;
+    }
+  }
+
+  /** Live state for `plugins list` and `/health`. */
+  status(): UpstreamStatus {
+    const status: UpstreamStatus = {
+      kind: "mcp",
+      transport: this.transport,
+      source: this.#spec.source,
+      connection: this.#state,
+      restarts: this.#restarts,
+    };
+    const pid = this.#live?.transport instanceof StdioClientTransport
+      ? this.#live.transport.pid
+      : null;
+    if (pid !== null && pid !== undefined && this.#state === "connected") status.pid = pid;
+    if (this.#server) status.server = { ...this.#server };
+    if (this.#lastError !== undefined) {
+      status.last_error = this.#lastError;
+      status.last_error_at = new Date(this.#lastErrorAt!).toISOString();
+    }
+    if (this.#state === "reconnecting" && this.#nextAttemptAt !== undefined) {
+      status.next_attempt_at = new Date(this.#nextAttemptAt).toISOString();
+    }
+    return status;
+  }
+
+  /**
+   * Calls an upstream tool.
+   *
+   * @returns `{content, structuredContent?}` as the upstream sent them.
+   * @throws {GatewayError} `PLUGIN_REQUEST_FAILED` when the upstream is down,
+   * unreachable or answers `isError`; `TOOL_TIMEOUT`; `TOOL_INPUT_INVALID`
+   * when the upstream rejects the arguments.
+   */
+  async callTool(
+    tool: string,
+    args: Record<string, unknown>,
+    signal: AbortSignal,
+    timeoutMs: number,
+  ): Promise<ToolOutput> {
+    const live = this.#live;
+    if (!live || this.#state !== "connected") throw this.#unavailable(tool);
+    let result: UpstreamCallResult;
+    try {
+      result = await live.client.callTool(
+        { name: tool, arguments: args },
+        undefined,
+        { signal, timeout: timeoutMs },
+      ) as UpstreamCallResult;
+    } catch (error) {
+      throw this.#callError(tool, error, signal, live);
+    }
+    const content = Array.isArray(result.content) ? result.content : [];
+    if (result.isError) {
+      const text = content
+        .map((item) => item.type === "text" ? item.text : `[${item.type}]`)
+        .join("\n")
+        .trim();
+      throw new GatewayError(
+        "PLUGIN_REQUEST_FAILED",
+        `Upstream tool ${this.#spec.name}/${tool} failed: ${
+          truncate(text || "it returned isError without text")
+        }`,
+        { details: { plugin: this.#spec.name, upstream_tool: tool, content } },
+      );
+    }
+    const output: ToolOutput = { content };
+    if (result.structuredContent) output.structuredContent = result.structuredContent;
+    return output;
+  }
+
+  /** Closes the connection (a stdio upstream's process ends) and stops restarting. */
+  async close(): Promise<void> {
+    this.#closed = true;
+    this.#state = "closed";
+    clearTimeout(this.#timer);
+    this.#timer = undefined;
+    this.#connecting?.abort(new Error("the plugin is shutting down"));
+    const live = this.#live;
+    this.#live = undefined;
+    if (live) await closeLive(live);
+    await this.#refreshing;
+  }
+
+  async #connect(): Promise<{ live: Live; tools: UpstreamTool[] }> {
+    const generation = ++this.#generation;
+    const controller = new AbortController();
+    this.#connecting = controller;
+    const timeoutMs = this.#settings.connectTimeoutMs;
+    const timer = setTimeout(
+      () => controller.abort(new Error(`no answer within ${timeoutMs} ms`)),
+      timeoutMs,
+    );
+    const client = new Client({ name: "toolgate", version: VERSION }, { capabilities: {} });
+    let live: Live | undefined;
+    try {
+      const transport = await this.#transport();
+      live = { client, transport, generation };
+      const current = live;
+      client.setNotificationHandler(ToolListChangedNotificationSchema, () => {
+        if (this.#live === current) void this.#refresh();
+      });
+      client.onclose = () => this.#lost(current, "connection closed");
+      client.onerror = (error: Error) => {
+        if (this.#live === current) this.#log(`transport error: ${error.message}`);
+      };
+      const options = { signal: controller.signal, timeout: timeoutMs };
+      await abortable(client.connect(transport, options), controller.signal);
+      const tools = await abortable(listAllTools(client, options), controller.signal);
+      return { live, tools };
+    } catch (error) {
+      if (live) await closeLive(live, true);
+      throw controller.signal.aborted ? controller.signal.reason : error;
+    } finally {
+      clearTimeout(timer);
+      if (this.#connecting === controller) this.#connecting = undefined;
+    }
+  }
+
+  async #transport(): Promise<StdioClientTransport | StreamableHTTPClientTransport> {
+    const spec = this.#spec;
+    if (spec.command !== undefined) {
+      const env = await resolveValues(spec.env, "env", this.#resolveSecret);
+      const transport = new StdioClientTransport({
+        command: spec.command,
+        args: spec.args,
+        env,
+        stderr: "pipe",
+      });
+      this.#pipeStderr(transport);
+      return transport;
+    }
+    const headers = await resolveValues(spec.headers, "header", this.#resolveSecret);
+    return new StreamableHTTPClientTransport(new URL(spec.url!), { requestInit: { headers } });
+  }
+
+  /** Forwards the upstream's stderr, line by line, to our log (never our stdout). */
+  #pipeStderr(transport: StdioClientTransport): void {
+    const stream = transport.stderr;
+    if (!stream) return;
+    const decoder = new TextDecoder();
+    let pending = "";
+    stream.on("data", (chunk: Uint8Array) => {
+      pending += decoder.decode(chunk, { stream: true });
+      const lines = pending.split("\n");
+      pending = lines.pop() ?? "";
+      for (const line of lines) {
+        const text = line.trimEnd();
+        if (text) this.#log(truncate(text));
+      }
+      if (pending.length > MAX_ERROR_TEXT) {
+        this.#log(truncate(pending));
+        pending = "";
+      }
+    });
+  }
+
+  #adopt(live: Live, tools: UpstreamTool[]): void {
+    this.#live = live;
+    this.#state = "connected";
+    this.#connectedAt = this.#now();
+    this.#nextAttemptAt = undefined;
+    const version = live.client.getServerVersion();
+    if (version) this.#server = { name: version.name, version: version.version };
+    this.#tools = tools;
+    this.#fingerprint = toolsFingerprint(tools);
+  }
+
+  /** The live connection ended by itself (process exit, transport closed). */
+  #lost(live: Live, reason: string): void {
+    if (this.#closed || this.#live !== live) return;
+    this.#live = undefined;
+    const pid = live.transport instanceof StdioClientTransport ? "the upstream process exited" : "";
+    this.#recordError(pid ? `${pid} (${reason})` : reason);
+    void closeLive(live);
+    this.#scheduleRestart();
+  }
+
+  #scheduleRestart(): void {
+    if (this.#closed) return;
+    this.#state = "reconnecting";
+    const now = this.#now();
+    // A connection that stayed up a while resets the backoff; a crash loop does not.
+    if (this.#connectedAt > 0 && now - this.#connectedAt >= this.#settings.restartMaxMs) {
+      this.#attempt = 0;
+    }
+    this.#connectedAt = 0;
+    const delay = Math.min(
+      this.#settings.restartInitialMs * 2 ** this.#attempt,
+      this.#settings.restartMaxMs,
+    );
+    this.#attempt++;
+    this.#nextAttemptAt = now + delay;
+    this.#log(`${this.#lastError ?? "connection lost"}; reconnecting in ${delay} ms`);
+    clearTimeout(this.#timer);
+    this.#timer = setTimeout(() => void this.#reconnect(), delay);
+  }
+
+  async #reconnect(): Promise<void> {
+    this.#timer = undefined;
+    if (this.#closed) return;
+    try {
+      const { live, tools } = await this.#connect();
+      if (this.#closed) {
+        await closeLive(live);
+        return;
+      }
+      const changed = toolsFingerprint(tools) !== this.#fingerprint;
+      this.#adopt(live, tools);
+      this.#restarts++;
+      this.#log(`reconnected (restart ${this.#restarts}), ${tools.length} tools`);
+      if (changed) this.#onToolsChanged(tools);
+    } catch (error) {
+      if (this.#closed) return;
+      this.#recordError(this.#connectError(error).message);
+      this.#scheduleRestart();
+    }
+  }
+
+  /** Re-lists the tools after `notifications/tools/list_changed` (coalesced). */
+  async #refresh(): Promise<void> {
+    if (this.#refreshing) {
+      this.#refreshAgain = true;
+      return await this.#refreshing;
+    }
+    this.#refreshing = (async () => {
+      do {
+        this.#refreshAgain = false;
+        const live = this.#live;
+        if (!live || this.#closed) return;
+        try {
+          const tools = await listAllTools(live.client, {
+            timeout: this.#settings.connectTimeoutMs,
+          });
+          if (this.#live !== live) return;
+          const fingerprint = toolsFingerprint(tools);
+          if (fingerprint === this.#fingerprint) continue;
+          this.#tools = tools;
+          this.#fingerprint = fingerprint;
+          this.#log(`tool list changed: ${tools.length} tools`);
+          this.#onToolsChanged(tools);
+        } catch (error) {
+          this.#log(`listing tools after list_changed failed: ${errorText(error)}`);
+        }
+      } while (this.#refreshAgain);
+    })();
+    try {
+      await this.#refreshing;
+    } finally {
+      this.#refreshing = undefined;
+    }
+  }
+
+  #recordError(message: string): void {
+    this.#lastError = message;
+    this.#lastErrorAt = this.#now();
+  }
+
+  #unavailable(tool: string): GatewayError {
+    const next = this.#nextAttemptAt === undefined
+      ? ""
+      : `; next reconnection attempt in ${Math.max(0, this.#nextAttemptAt - this.#now())} ms`;
+    return new GatewayError(
+      "PLUGIN_REQUEST_FAILED",
+      `Upstream ${this.#spec.name} is unavailable: ${this.#lastError ?? this.#state}${next}`,
+      { details: { plugin: this.#spec.name, upstream_tool: tool, connection: this.#state } },
+    );
+  }
+
+  #connectError(error: unknown): GatewayError {
+    if (error instanceof GatewayError) return error;
+    const how = this.#spec.command !== undefined
+      ? `cannot run ${this.#spec.command}`
+      : `cannot reach ${safeUrl(this.#spec.url!)}`;
+    return new GatewayError("PLUGIN_INIT_FAILED", `MCP upstream ${how}: ${errorText(error)}`, {
+      cause: error,
+    });
+  }
+
+  #callError(tool: string, error: unknown, signal: AbortSignal, live: Live): GatewayError {
+    if (error instanceof GatewayError) return error;
+    if (signal.aborted && signal.reason instanceof GatewayError) return signal.reason;
+    const name = this.#spec.name;
+    const details = { plugin: name, upstream_tool: tool };
+    if (isMcpError(error)) {
+      if (error.code === ErrorCode.RequestTimeout) {
+        return new GatewayError(
+          "TOOL_TIMEOUT",
+          `Upstream tool ${name}/${tool} timed out: ${error.message}`,
+          { details },
+        );
+      }
+      if (error.code === ErrorCode.InvalidParams && !/structured content/i.test(error.message)) {
+        return new GatewayError(
+          "TOOL_INPUT_INVALID",
+          `Invalid arguments for ${name}${"__"}${tool}: the upstream rejected them: ${
+            truncate(error.message)
+          }`,
+          { details },
+        );
+      }
+      if (error.code === ErrorCode.ConnectionClosed) {
+        return new GatewayError(
+          "PLUGIN_REQUEST_FAILED",
+          `Upstream ${name} is unavailable: ${this.#lastError ?? "connection closed"}`,
+          { details },
+        );
+      }
+      return new GatewayError(
+        "PLUGIN_REQUEST_FAILED",
+        `Upstream tool ${name}/${tool} failed: ${truncate(error.message)}`,
+        { details },
+      );
+    }
+    // Transport failure: an HTTP upstream went away or lost our session.
+    const reason = this.#spec.url !== undefined
+      ? describeFetchError(error, new URL(this.#spec.url))
+      : errorText(error);
+    if (this.#spec.url !== undefined) this.#lost(live, reason);
+    return new GatewayError(
+      "PLUGIN_REQUEST_FAILED",
+      `Upstream ${name} request failed: ${truncate(reason)}`,
+      { details, cause: error },
+    );
+  }
+}
+
+/** Lists every page of an upstream's tools. */
+async function listAllTools(
+  client: Client,
+  options: { signal?: AbortSignal; timeout: number },
+): Promise<UpstreamTool[]> {
+  const tools: UpstreamTool[] = [];
+  let cursor: string | undefined;
+  for (let page = 0; page < MAX_TOOL_PAGES; page++) {
+    const result = await client.listTools(cursor === undefined ? {} : { cursor }, options) as {
+      tools: UpstreamTool[];
+      nextCursor?: string;
+    };
+    tools.push(...result.tools);
+    cursor = result.nextCursor;
+    if (!cursor) return tools;
+  }
+  throw new Error(`tools/list returned more than ${MAX_TOOL_PAGES} pages`);
+}
+
+/**
+ * Closes a connection: a stdio upstream gets its stdin closed and, if it
+ * does not exit, SIGTERM then SIGKILL (the SDK's sequence); with `force`,
+ * SIGTERM right away (a failed or stuck start).
+ */
+async function closeLive(live: Live, force = false): Promise<void> {
+  live.client.onclose = undefined;
+  const pid = live.transport instanceof StdioClientTransport ? live.transport.pid : null;
+  if (force && pid !== null) {
+    try {
+      Deno.kill(pid, "SIGTERM");
+    } catch {
+      // Already gone.
+    }
+  }
+  try {
+    if (live.transport instanceof StreamableHTTPClientTransport && live.transport.sessionId) {
+      await live.transport.terminateSession().catch(() => {
+        // The server may be gone already; the session expires there.
+      });
+    }
+    await live.client.close();
+  } catch {
+    // Closing a dead connection: nothing left to release.
+  }
+}
+
+function isMcpError(error: unknown): error is Error & { code: number } {
+  return error instanceof McpError && typeof (error as { code?: unknown }).code === "number";
+}
+
+function abortable<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) return Promise.reject(signal.reason);
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(signal.reason);
+    signal.addEventListener("abort", onAbort, { once: true });
+    promise.then(resolve, reject).finally(() => signal.removeEventListener("abort", onAbort));
+  });
+}
+
+function toolsFingerprint(tools: UpstreamTool[]): string {
+  return JSON.stringify(tools.map((tool) => [tool.name, tool.description, tool.inputSchema]));
+}
+
+function errorText(error: unknown): string {
+  const message = error instanceof Error ? error.message : String(error);
+  return message.replace(/\s+/g, " ").trim() || "unknown error";
+}
+
+function truncate(text: string): string {
+  return text.length <= MAX_ERROR_TEXT ? text : `${text.slice(0, MAX_ERROR_TEXT - 1)}…`;
+}
+
+/** The URL without credentials, query or fragment (they may carry secrets). */
+function safeUrl(url: string): string {
+  const parsed = new URL(url);
+  return `${parsed.protocol}//${parsed.host}${parsed.pathname}`;
+}

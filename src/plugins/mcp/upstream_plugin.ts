@@ -1,0 +1,135 @@
+/**
+ * An MCP server hosted as a plugin: its tools are offered as
+ * `<plugin>__<tool>` with the upstream's description and JSON Schema, and
+ * every call goes through the gateway's pipeline to `tools/call` upstream.
+ *
+ * @module
+ */
+import type {
+  PluginContext,
+  PluginDefinition,
+  ToolDefinition,
+  UpstreamStatus,
+} from "../../gateway/mod.ts";
+import { VERSION } from "../../version.ts";
+import { argumentsSchema, createAjv } from "./_input_schema.ts";
+import { hasKeychainReferences } from "./_values.ts";
+import { UpstreamConnection, type UpstreamTool } from "./upstream_connection.ts";
+import { TOOL_NAME_SEPARATOR, type UpstreamSettings, type UpstreamSpec } from "./upstream_spec.ts";
+
+/** Options of {@linkcode mcpUpstreamPlugin}. */
+export interface McpUpstreamPluginOptions {
+  /** Connect timeout and restart backoff. */
+  settings: UpstreamSettings;
+  /** Reads a keychain entry by its full name (for `keychain:` references). @default none set */
+  resolveSecret?: (name: string) => Promise<string | undefined>;
+}
+
+/** Extra time the upstream request gets beyond the gateway's tool timeout, in ms. */
+const TIMEOUT_MARGIN_MS = 1000;
+
+/**
+ * The gateway's name of an upstream tool: `<plugin>__<tool>`, with
+ * characters outside `A-Z a-z 0-9 _ . -` replaced by `_`.
+ */
+export function upstreamToolName(plugin: string, tool: string): string {
+  return `${plugin}${TOOL_NAME_SEPARATOR}${tool.replace(/[^A-Za-z0-9_.-]/g, "_")}`;
+}
+
+/**
+ * A plugin definition for one MCP upstream. Initializing it connects (within
+ * `settings.connectTimeoutMs`) and registers the upstream's tools; disposing
+ * it closes the connection and ends a stdio upstream's process.
+ *
+ * @example
+ * ```ts
+ * const plugin = mcpUpstreamPlugin(
+ *   { name: "everything", source: "config", command: "npx",
+ *     args: ["-y", "@modelcontextprotocol/server-everything"], env: {}, headers: {},
+ *     enabled: true },
+ *   { settings: { connectTimeoutMs: 15_000, restartInitialMs: 500, restartMaxMs: 30_000 } },
+ * );
+ * ```
+ */
+export function mcpUpstreamPlugin(
+  spec: UpstreamSpec,
+  options: McpUpstreamPluginOptions,
+): PluginDefinition {
+  const { settings, resolveSecret = () => Promise.resolve(undefined) } = options;
+  let connection: UpstreamConnection | undefined;
+  const transport = spec.command !== undefined ? "stdio" : "http";
+  const initialStatus: UpstreamStatus = {
+    kind: "mcp",
+    transport,
+    source: spec.source,
+    connection: spec.enabled ? "connecting" : "closed",
+    restarts: 0,
+  };
+  return {
+    name: spec.name,
+    version: VERSION,
+    description: spec.command !== undefined
+      ? `MCP server (stdio): ${spec.command}`
+      : `MCP server (Streamable HTTP): ${new URL(spec.url!).host}`,
+    zeroConfig: !hasKeychainReferences(spec.env, spec.headers),
+    disabled: !spec.enabled,
+    tools: [],
+    async initialize(context: PluginContext) {
+      const ajv = createAjv();
+      const toDefinitions = (tools: UpstreamTool[]) =>
+        toolDefinitions(spec.name, tools, ajv, context, () => connection!);
+      connection = new UpstreamConnection({
+        spec,
+        settings,
+        resolveSecret,
+        log: context.log,
+        onToolsChanged: (tools) => context.setTools(toDefinitions(tools)),
+      });
+      const tools = await connection.start();
+      context.setTools(toDefinitions(tools));
+    },
+    async dispose() {
+      await connection?.close();
+    },
+    upstreamStatus: () => connection?.status() ?? { ...initialStatus },
+  };
+}
+
+function toolDefinitions(
+  plugin: string,
+  tools: UpstreamTool[],
+  ajv: ReturnType<typeof createAjv>,
+  context: PluginContext,
+  connection: () => UpstreamConnection,
+): ToolDefinition[] {
+  const out: ToolDefinition[] = [];
+  const seen = new Set<string>();
+  for (const tool of tools) {
+    const name = upstreamToolName(plugin, tool.name);
+    if (seen.has(name)) {
+      context.log(`tool ${tool.name} skipped: its name ${name} is taken by another of its tools`);
+      continue;
+    }
+    seen.add(name);
+    const inputJsonSchema = { ...tool.inputSchema } as Record<string, unknown>;
+    out.push({
+      name,
+      description: tool.description ?? tool.title ?? `Tool ${tool.name} of MCP server ${plugin}`,
+      input: argumentsSchema(
+        ajv,
+        inputJsonSchema,
+        (message) => context.log(`tool ${tool.name}: ${message}`),
+      ),
+      inputJsonSchema,
+      idempotent: tool.annotations?.idempotentHint === true,
+      rawResult: true,
+      execute(args, call) {
+        const tools = call.config.tools;
+        const timeoutMs = (tools.overrides[name]?.timeout_ms ?? tools.timeout_ms) +
+          TIMEOUT_MARGIN_MS;
+        return connection().callTool(tool.name, args, call.signal, timeoutMs);
+      },
+    });
+  }
+  return out;
+}

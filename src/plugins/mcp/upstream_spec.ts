@@ -1,0 +1,151 @@
+/**
+ * What an MCP upstream plugin is made from: its declaration in
+ * `config.json` (`plugins.upstreams.<name>`) or a registration added with
+ * `toolgate plugins add`, merged into one list of {@linkcode UpstreamSpec}.
+ *
+ * @module
+ */
+import { type Config, UPSTREAM_NAME_PATTERN } from "../../config/mod.ts";
+import type { UpstreamRecord } from "../../store/mod.ts";
+
+export { UPSTREAM_NAME_PATTERN };
+
+/** Separator between the plugin name and the upstream tool name: `<plugin>__<tool>`. */
+export const TOOL_NAME_SEPARATOR = "__";
+
+/** An MCP server to host as a plugin. */
+export interface UpstreamSpec {
+  /** Plugin name, also the prefix of its tools. */
+  name: string;
+  /** Where it is declared. */
+  source: "config" | "cli";
+  /** Command of a stdio upstream. */
+  command?: string;
+  /** Arguments of the command. */
+  args: string[];
+  /** Extra environment of the command (literals or `keychain:<name>`). */
+  env: Record<string, string>;
+  /** Endpoint of a Streamable HTTP upstream. */
+  url?: string;
+  /** Extra request headers of an HTTP upstream (literals or `keychain:<name>`). */
+  headers: Record<string, string>;
+  /** `false`: hosted with state `disabled`. */
+  enabled: boolean;
+  /** Changes whenever the registration does (CLI upstreams: `updated_at`). */
+  revision?: string;
+}
+
+/** Connection timing of upstreams (`plugins.upstream_settings`). */
+export interface UpstreamSettings {
+  /** Bound on spawning or reaching the upstream, its handshake and tool listing, in ms. */
+  connectTimeoutMs: number;
+  /** First delay before restarting a dead upstream, in ms; doubles per failure. */
+  restartInitialMs: number;
+  /** Longest delay between restarts, in ms. */
+  restartMaxMs: number;
+}
+
+/** The upstream settings of a configuration. */
+export function upstreamSettings(config: Config): UpstreamSettings {
+  const settings = config.plugins.upstream_settings;
+  return {
+    connectTimeoutMs: settings.connect_timeout_ms,
+    restartInitialMs: settings.restart_initial_ms,
+    restartMaxMs: settings.restart_max_ms,
+  };
+}
+
+/**
+ * Why `name` cannot name an upstream plugin, or `undefined` when it can.
+ *
+ * @param reserved Names taken by built-in plugins.
+ */
+export function upstreamNameProblem(name: string, reserved: Iterable<string>): string | undefined {
+  if (!UPSTREAM_NAME_PATTERN.test(name)) {
+    return `expected 1-32 characters: lower-case letters, digits, "_" or "-", starting with a letter or digit`;
+  }
+  if (name.includes(TOOL_NAME_SEPARATOR)) {
+    return `"${TOOL_NAME_SEPARATOR}" separates plugin and tool names`;
+  }
+  for (const taken of reserved) {
+    if (taken === name) return `${name} is a built-in plugin`;
+  }
+  return undefined;
+}
+
+/** Options of {@linkcode upstreamSpecs}. */
+export interface UpstreamSpecsOptions {
+  /** `plugins.upstreams` of this configuration come first. */
+  config: Config;
+  /** Registrations stored by `toolgate plugins add`. */
+  records: UpstreamRecord[];
+  /** Names of the built-in plugins. */
+  reserved: Iterable<string>;
+  /** Told about registrations that are skipped. */
+  log?: (message: string) => void;
+}
+
+/**
+ * The upstreams to host: `config.json` declarations, then CLI registrations
+ * whose names are free (a clash is skipped and logged).
+ */
+export function upstreamSpecs(options: UpstreamSpecsOptions): UpstreamSpec[] {
+  const { config, records, reserved, log = () => {} } = options;
+  const specs: UpstreamSpec[] = [];
+  const taken = new Set(reserved);
+  for (const [name, upstream] of Object.entries(config.plugins.upstreams)) {
+    const problem = upstreamNameProblem(name, taken);
+    if (problem) {
+      log(`upstream ${name} in config.json skipped: ${problem}`);
+      continue;
+    }
+    taken.add(name);
+    specs.push({
+      name,
+      source: "config",
+      command: upstream.command,
+      args: [...upstream.args],
+      env: { ...upstream.env },
+      url: upstream.url,
+      headers: { ...upstream.headers },
+      enabled: upstream.enabled,
+    });
+  }
+  for (const record of records) {
+    if (taken.has(record.name)) {
+      log(
+        `upstream ${record.name} added with toolgate plugins add skipped: the name is taken by ${
+          record.name in config.plugins.upstreams ? "config.json" : "a built-in plugin"
+        }`,
+      );
+      continue;
+    }
+    taken.add(record.name);
+    specs.push({
+      name: record.name,
+      source: "cli",
+      command: record.command,
+      args: [...record.args],
+      env: { ...record.env },
+      url: record.url,
+      headers: { ...record.headers },
+      enabled: record.enabled,
+      revision: record.updated_at,
+    });
+  }
+  return specs;
+}
+
+/** A stable text that changes whenever anything about the spec does. */
+export function specFingerprint(spec: UpstreamSpec): string {
+  return JSON.stringify([
+    spec.source,
+    spec.command,
+    spec.args,
+    spec.env,
+    spec.url,
+    spec.headers,
+    spec.enabled,
+    spec.revision,
+  ]);
+}

@@ -1,0 +1,131 @@
+/**
+ * Keeps a running server's upstream plugins in step with the registrations
+ * made by `toolgate plugins add|remove|enable|disable`: polls the
+ * registrations version and adds, removes or restarts upstream plugins live.
+ *
+ * @module
+ */
+import type { Config } from "../../config/mod.ts";
+import type { Gateway, PluginDefinition } from "../../gateway/mod.ts";
+import { listUpstreams, type Store } from "../../store/mod.ts";
+import { specFingerprint, type UpstreamSpec, upstreamSpecs } from "./upstream_spec.ts";
+
+/** Options of {@linkcode UpstreamSync}. */
+export interface UpstreamSyncOptions {
+  /** The gateway hosting the upstream plugins. */
+  gateway: Gateway;
+  /** The data directory's store. */
+  store: Store;
+  /** The resolved configuration (its `plugins.upstreams` come first). */
+  config: Config;
+  /** Names of the built-in plugins. */
+  reserved: Iterable<string>;
+  /** The upstreams hosted at start. */
+  hosted: UpstreamSpec[];
+  /** Makes the plugin of an upstream. */
+  plugin: (spec: UpstreamSpec) => PluginDefinition;
+  /** Polling interval, in ms. @default config.plugins.upstream_settings.poll_ms */
+  pollMs?: number;
+  /** Log sink. @default none */
+  log?: (message: string) => void;
+}
+
+/** Adds, removes and restarts upstream plugins as their registrations change. */
+export class UpstreamSync {
+  #gateway: Gateway;
+  #store: Store;
+  #config: Config;
+  #reserved: string[];
+  #plugin: (spec: UpstreamSpec) => PluginDefinition;
+  #pollMs: number;
+  #log: (message: string) => void;
+  #hosted = new Map<string, string>();
+  #version: bigint | undefined;
+  #timer: ReturnType<typeof setTimeout> | undefined;
+  #running: Promise<void> | undefined;
+  #stopped = false;
+
+  /** @param options Gateway, store, configuration and the upstreams hosted at start. */
+  constructor(options: UpstreamSyncOptions) {
+    const { gateway, store, config, reserved, hosted, plugin, log = () => {} } = options;
+    const pollMs = options.pollMs ?? config.plugins.upstream_settings.poll_ms;
+    if (!(pollMs > 0)) throw new RangeError(`Invalid pollMs: ${pollMs} is not positive`);
+    this.#gateway = gateway;
+    this.#store = store;
+    this.#config = config;
+    this.#reserved = [...reserved];
+    this.#plugin = plugin;
+    this.#pollMs = pollMs;
+    this.#log = log;
+    for (const spec of hosted) this.#hosted.set(spec.name, specFingerprint(spec));
+  }
+
+  /**
+   * Starts polling.
+   *
+   * @param version The registrations version the hosted upstreams were read at.
+   */
+  start(version: bigint): void {
+    this.#version = version;
+    this.#schedule();
+  }
+
+  #schedule(): void {
+    if (this.#stopped) return;
+    this.#timer = setTimeout(() => {
+      this.#running = this.#tick().finally(() => {
+        this.#running = undefined;
+        this.#schedule();
+      });
+    }, this.#pollMs);
+  }
+
+  async #tick(): Promise<void> {
+    try {
+      const version = await this.#store.registrationsVersion();
+      if (version === this.#version) return;
+      await this.sync();
+      this.#version = version;
+    } catch (error) {
+      this.#log(`upstream plugins: sync failed: ${(error as Error).message}`);
+    }
+  }
+
+  /** Reads the registrations now and applies every change. */
+  async sync(): Promise<void> {
+    const specs = upstreamSpecs({
+      config: this.#config,
+      records: await listUpstreams(this.#store),
+      reserved: this.#reserved,
+    });
+    const wanted = new Map(specs.map((spec) => [spec.name, spec]));
+    for (const [name, fingerprint] of [...this.#hosted]) {
+      if (this.#stopped) return;
+      const spec = wanted.get(name);
+      if (spec && specFingerprint(spec) === fingerprint) continue;
+      this.#hosted.delete(name);
+      await this.#gateway.removePlugin(name);
+      this.#log(`upstream plugin ${name} ${spec ? "changed: restarting it" : "removed"}`);
+    }
+    for (const spec of specs) {
+      if (this.#stopped) return;
+      if (this.#hosted.has(spec.name)) continue;
+      this.#hosted.set(spec.name, specFingerprint(spec));
+      try {
+        const status = await this.#gateway.addPlugin(this.#plugin(spec));
+        this.#log(`upstream plugin ${spec.name} added: ${status.state}`);
+      } catch (error) {
+        this.#hosted.delete(spec.name);
+        this.#log(`upstream plugin ${spec.name}: cannot add it: ${(error as Error).message}`);
+      }
+    }
+  }
+
+  /** Stops polling and waits for a sync in progress. */
+  async stop(): Promise<void> {
+    this.#stopped = true;
+    clearTimeout(this.#timer);
+    this.#timer = undefined;
+    await this.#running;
+  }
+}

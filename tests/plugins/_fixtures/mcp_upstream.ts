@@ -1,0 +1,188 @@
+/**
+ * A small MCP server used as an upstream by the tests (official SDK, low-level
+ * `Server`): `deno run -A tests/plugins/_fixtures/mcp_upstream.ts [stdio|http]`.
+ *
+ * Tools (listed 2 per page, so clients must follow `nextCursor`):
+ * - `echo {text}` → text `echo: <text>`
+ * - `add {a, b}` → text and `structuredContent: {sum}`
+ * - `fail {message}` → `isError: true` with the message
+ * - `env {name}` → the value of an environment variable (or `(unset)`)
+ * - `pid` → the process id
+ * - `sleep {ms}` → answers after `ms`
+ * - `add_tool {name}` → offers one more tool (`<name>`, echoing) and sends
+ *   `notifications/tools/list_changed`
+ *
+ * `PID_FILE` (env): the process id is written there at start. In `http`
+ * mode it serves Streamable HTTP on 127.0.0.1, port 0, and prints
+ * `listening on http://127.0.0.1:<port>/mcp` on stdout.
+ *
+ * @module
+ */
+import { Server } from "@modelcontextprotocol/sdk/server/index.js";
+import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
+import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js";
+import {
+  CallToolRequestSchema,
+  ErrorCode,
+  ListToolsRequestSchema,
+  McpError,
+} from "@modelcontextprotocol/sdk/types.js";
+
+interface FixtureTool {
+  name: string;
+  description: string;
+  inputSchema: Record<string, unknown>;
+}
+
+const PAGE_SIZE = 2;
+
+const baseTools: FixtureTool[] = [
+  {
+    name: "echo",
+    description: "Echoes the text",
+    inputSchema: {
+      $schema: "http://json-schema.org/draft-07/schema#",
+      type: "object",
+      properties: { text: { type: "string", minLength: 1 } },
+      required: ["text"],
+      additionalProperties: false,
+    },
+  },
+  {
+    name: "add",
+    description: "Adds two numbers",
+    inputSchema: {
+      type: "object",
+      properties: { a: { type: "number" }, b: { type: "number" } },
+      required: ["a", "b"],
+    },
+  },
+  {
+    name: "fail",
+    description: "Always fails with the message",
+    inputSchema: { type: "object", properties: { message: { type: "string" } } },
+  },
+  {
+    name: "env",
+    description: "Reads an environment variable",
+    inputSchema: { type: "object", properties: { name: { type: "string" } }, required: ["name"] },
+  },
+  { name: "pid", description: "The process id", inputSchema: { type: "object" } },
+  {
+    name: "sleep",
+    description: "Answers after ms milliseconds",
+    inputSchema: { type: "object", properties: { ms: { type: "number" } }, required: ["ms"] },
+  },
+  {
+    name: "add_tool",
+    description: "Offers one more tool",
+    inputSchema: {
+      type: "object",
+      properties: { name: { type: "string", pattern: "^[a-z_]+$" } },
+      required: ["name"],
+    },
+  },
+];
+
+const extraTools: FixtureTool[] = [];
+const servers = new Set<Server>();
+
+function text(value: string) {
+  return { content: [{ type: "text", text: value }] };
+}
+
+function createServer(): Server {
+  const server = new Server(
+    { name: "fixture-upstream", version: "3.1.4" },
+    { capabilities: { tools: { listChanged: true } } },
+  );
+  server.setRequestHandler(ListToolsRequestSchema, (request: { params?: { cursor?: string } }) => {
+    const all = [...baseTools, ...extraTools];
+    const start = Number(request.params?.cursor ?? 0);
+    const next = start + PAGE_SIZE;
+    return {
+      tools: all.slice(start, next),
+      ...(next < all.length ? { nextCursor: String(next) } : {}),
+    };
+  });
+  server.setRequestHandler(
+    CallToolRequestSchema,
+    async (request: { params: { name: string; arguments?: Record<string, unknown> } }) => {
+      const args = request.params.arguments ?? {};
+      switch (request.params.name) {
+        case "echo":
+          return text(`echo: ${args.text}`);
+        case "add": {
+          const sum = Number(args.a) + Number(args.b);
+          return { ...text(`sum: ${sum}`), structuredContent: { sum } };
+        }
+        case "fail":
+          return { ...text(String(args.message ?? "failed")), isError: true };
+        case "env":
+          return text(Deno.env.get(String(args.name)) ?? "(unset)");
+        case "pid":
+          return text(String(Deno.pid));
+        case "sleep":
+          await new Promise((resolve) => setTimeout(resolve, Number(args.ms)));
+          return text("slept");
+        case "add_tool": {
+          const name = String(args.name);
+          extraTools.push({
+            name,
+            description: `Added at run time: ${name}`,
+            inputSchema: { type: "object" },
+          });
+          for (const each of servers) await each.sendToolListChanged().catch(() => {});
+          return text(`added ${name}`);
+        }
+        default: {
+          if (extraTools.some((tool) => tool.name === request.params.name)) {
+            return text(`${request.params.name}: ${JSON.stringify(args)}`);
+          }
+          throw new McpError(ErrorCode.InvalidParams, `Unknown tool: ${request.params.name}`);
+        }
+      }
+    },
+  );
+  servers.add(server);
+  server.onclose = () => servers.delete(server);
+  return server;
+}
+
+async function serveStdio(): Promise<void> {
+  const server = createServer();
+  await server.connect(new StdioServerTransport());
+  console.error("fixture upstream ready on stdio");
+}
+
+function serveHttp(): void {
+  const sessions = new Map<string, WebStandardStreamableHTTPServerTransport>();
+  const httpServer = Deno.serve({
+    hostname: "127.0.0.1",
+    port: 0,
+    onListen: ({ port }) => console.log(`listening on http://127.0.0.1:${port}/mcp`),
+  }, async (request) => {
+    const id = request.headers.get("mcp-session-id");
+    if (id !== null) {
+      const transport = sessions.get(id);
+      if (!transport) return new Response("unknown session", { status: 404 });
+      return await transport.handleRequest(request);
+    }
+    const transport: WebStandardStreamableHTTPServerTransport =
+      new WebStandardStreamableHTTPServerTransport({
+        sessionIdGenerator: () => crypto.randomUUID(),
+        onsessioninitialized: (sessionId: string) => void sessions.set(sessionId, transport),
+      });
+    transport.onclose = () => {
+      if (transport.sessionId) sessions.delete(transport.sessionId);
+    };
+    await createServer().connect(transport);
+    return await transport.handleRequest(request);
+  });
+  Deno.addSignalListener("SIGTERM", () => void httpServer.shutdown().then(() => Deno.exit(0)));
+}
+
+const pidFile = Deno.env.get("PID_FILE");
+if (pidFile) Deno.writeTextFileSync(pidFile, String(Deno.pid));
+if (Deno.args[0] === "http") serveHttp();
+else await serveStdio();
