@@ -1,4 +1,4 @@
-import { type EventEnvelope } from "../../src/events/mod.ts";
+import type { EventEnvelope } from "../../src/events/mod.ts";
 import { toToolResult } from "../../src/gateway/mod.ts";
 import {
   mcpUpstreamPlugin,
