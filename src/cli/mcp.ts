@@ -55,7 +55,7 @@ export function registerMcp(program: Command, context: CliContext): void {
 }
 
 async function startStdio(context: CliContext): Promise<void> {
-  const runtime = await createRuntime(context, { role: "server" });
+  const runtime = await createRuntime(context, { role: "server", transport: "stdio" });
   const incoming = await listIncomingWebhooks(runtime.store);
   if (incoming.length) {
     context.warn(
@@ -67,7 +67,7 @@ async function startStdio(context: CliContext): Promise<void> {
   Deno.addSignalListener("SIGTERM", onSignal);
   Deno.addSignalListener("SIGINT", onSignal);
   try {
-    const serving = serveStdio(runtime.gateway, stop.signal);
+    const serving = serveStdio(runtime.gateway, { signal: stop.signal });
     await runtime.gateway.announceStarted("stdio");
     await serving;
   } finally {
@@ -78,7 +78,7 @@ async function startStdio(context: CliContext): Promise<void> {
 }
 
 async function startHttp(context: CliContext): Promise<void> {
-  const runtime = await createRuntime(context, { role: "server" });
+  const runtime = await createRuntime(context, { role: "server", transport: "http" });
   const log = (message: string) => context.io.stderr(`toolgate: ${message}\n`);
   const incoming = new IncomingRouter({
     store: runtime.store,

@@ -72,7 +72,7 @@ Deno.test("the official MCP client over stdio lists the built-in tools and calls
   }
 });
 
-Deno.test("stdout of the stdio transport carries only JSON-RPC lines", async () => {
+Deno.test("stdout carries only JSON-RPC lines, and requests sent before stdin closes are all answered", async () => {
   await using tmp = await tempHome();
   const child = new Deno.Command(Deno.execPath(), {
     args: ["run", "-A", "--unstable-kv", MAIN, "mcp", "start"],
