@@ -303,3 +303,38 @@ Deno.test("1,000 concurrent POSTs: every accepted one is audited and handled, ch
   assertEquals(verify.code, 0, verify.stderr);
   assertMatch(verify.stdout, new RegExp(`intact: ${entries.length} entries`));
 });
+
+Deno.test("endpoints created and removed by the CLI while the server runs are served within a second", async () => {
+  await using tmp = await tempHome();
+  await using server = await startHttpServer({ home: tmp.home });
+  const post = () =>
+    fetch(`${server.url}/hooks/live`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ key: "live", value: 1 }),
+    });
+  const before = await post();
+  assertEquals(before.status, 404);
+  await before.body?.cancel();
+  const id = await create(tmp.home, [
+    "--name",
+    "live",
+    "--url",
+    "/hooks/live",
+    "--handler",
+    "memory_set",
+  ]);
+  const created = Date.now();
+  await until(async () => {
+    const response = await post();
+    await response.body?.cancel();
+    return response.status === 202 ? true : undefined;
+  }, "the new endpoint");
+  assert(Date.now() - created < 1500, `took ${Date.now() - created} ms`);
+  assertEquals((await runCli(["webhooks", "remove", id], { home: tmp.home })).code, 0);
+  await until(async () => {
+    const response = await post();
+    await response.body?.cancel();
+    return response.status === 404 ? true : undefined;
+  }, "the endpoint to go");
+});

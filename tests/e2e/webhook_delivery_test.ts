@@ -182,3 +182,25 @@ Deno.test("a receiver that always fails lands in the DLQ; dlq replay delivers it
     return left.length === 0;
   }, "the DLQ to empty");
 });
+
+Deno.test("webhooks added and removed by the CLI while the server runs take effect within a second", async () => {
+  await using tmp = await tempHome();
+  await using hook = receiver();
+  await using server = await startHttpServer({ home: tmp.home });
+  const add = await runCli(["webhooks", "add", "--url", hook.url, "--events", "tool.called"], {
+    home: tmp.home,
+  });
+  const id = add.stdout.trim();
+  const added = Date.now();
+  await until(async () => {
+    await post(server.url, "memory_set", { key: "k", value: 1 });
+    return hook.requests.length > 0;
+  }, "the first delivery");
+  assert(Date.now() - added < 1500, `took ${Date.now() - added} ms`);
+  assertEquals((await runCli(["webhooks", "remove", id], { home: tmp.home })).code, 0);
+  await new Promise((r) => setTimeout(r, 1000));
+  const before = hook.requests.length;
+  await post(server.url, "memory_set", { key: "k", value: 2 });
+  await new Promise((r) => setTimeout(r, 300));
+  assertEquals(hook.requests.length, before, "no delivery after removal");
+});

@@ -1,0 +1,58 @@
+import { assertEquals, assertMatch, assertRejects } from "../_asserts.ts";
+import { runCli, tempHome } from "../_helpers.ts";
+import { loadConfig } from "../../src/config/mod.ts";
+import { GatewayError } from "../../src/errors/mod.ts";
+
+Deno.test("loadConfig() applies defaults, then the file, then environment overrides", async () => {
+  await using tmp = await tempHome();
+  await Deno.writeTextFile(
+    `${tmp.home}/config.json`,
+    JSON.stringify({ server: { port: 9000 }, tools: { circuit_threshold: 2 } }),
+  );
+  const config = await loadConfig({
+    env: { TOOLGATE_HOME: tmp.home, TOOLGATE_PORT: "9100", TOOLGATE_RETRY_BASE_MS: "5" },
+  });
+  assertEquals(config.server.port, 9100);
+  assertEquals(config.server.host, "127.0.0.1");
+  assertEquals(config.tools.circuit_threshold, 2);
+  assertEquals(config.tools.circuit_reset_ms, 30_000);
+  assertEquals(config.webhooks.retry_base_ms, 5);
+  assertEquals(Object.isFrozen(config.server), true);
+});
+
+Deno.test("loadConfig() names every unknown key and bad value with its path", async () => {
+  await using tmp = await tempHome();
+  await Deno.writeTextFile(
+    `${tmp.home}/config.json`,
+    JSON.stringify({ server: { port: "x", hots: "a" }, tools: { timeout_ms: -1 } }),
+  );
+  const error = await assertRejects(
+    () => loadConfig({ env: { TOOLGATE_HOME: tmp.home } }),
+    GatewayError,
+  );
+  assertEquals((error as GatewayError).code, "CONFIG_INVALID");
+  assertMatch(error.message, /server\.port/);
+  assertMatch(error.message, /hots/);
+  assertMatch(error.message, /tools\.timeout_ms/);
+});
+
+Deno.test("loadConfig() rejects a bad environment value naming the variable", async () => {
+  await using tmp = await tempHome();
+  const error = await assertRejects(
+    () => loadConfig({ env: { TOOLGATE_HOME: tmp.home, TOOLGATE_RETRY_BASE_MS: "soon" } }),
+    GatewayError,
+  );
+  assertMatch(error.message, /TOOLGATE_RETRY_BASE_MS: "soon"/);
+});
+
+Deno.test("an invalid config.json stops start-up with exit 1 and one line naming the key", async () => {
+  await using tmp = await tempHome();
+  await Deno.writeTextFile(`${tmp.home}/config.json`, JSON.stringify({ tools: { bogus: 1 } }));
+  const run = await runCli(["mcp", "start"], { home: tmp.home });
+  assertEquals(run.code, 1);
+  assertMatch(run.stderr, /^toolgate: Invalid config\.json: tools: Unrecognized key: "bogus"\n$/);
+  await Deno.writeTextFile(`${tmp.home}/config.json`, "{not json");
+  const broken = await runCli(["tools", "list"], { home: tmp.home });
+  assertEquals(broken.code, 1);
+  assertMatch(broken.stderr, /config\.json: not JSON/);
+});
