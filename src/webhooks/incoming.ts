@@ -7,6 +7,7 @@
  *
  * @module
  */
+import type { AuditLog } from "../audit/mod.ts";
 import type { Config } from "../config/mod.ts";
 import { GatewayError } from "../errors/mod.ts";
 import type { Gateway } from "../gateway/mod.ts";
@@ -26,17 +27,8 @@ import {
 } from "../store/mod.ts";
 import { verifySignature } from "./signer.ts";
 
-/** The audit log as the router needs it. */
-export interface IncomingAuditLog {
-  /** Appends durably; resolves with the entry once committed. */
-  append(entry: {
-    kind: string;
-    tool: string;
-    session_id?: string;
-    input: unknown;
-    outcome: Record<string, unknown>;
-  }): Promise<{ seq: number }>;
-}
+/** The audit log as the router needs it: appends that resolve with the committed entry. */
+export type IncomingAuditLog = Pick<AuditLog, "append">;
 
 /** Options of {@linkcode IncomingRouter}. */
 export interface IncomingRouterOptions {
