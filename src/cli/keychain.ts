@@ -13,6 +13,8 @@ import {
   validateSecretName,
 } from "../keychain/mod.ts";
 import { builtinPlugins } from "../plugins/mod.ts";
+import { keychainReference } from "../plugins/mcp/mod.ts";
+import { listUpstreams } from "../store/mod.ts";
 import { type CliContext, table, usage } from "./context.ts";
 
 async function openKeychain(context: CliContext): Promise<Keychain> {
@@ -52,11 +54,21 @@ export function registerKeychain(program: Command, context: CliContext): void {
       }
       const config = await context.config();
       const plugin = name.slice(0, name.indexOf("."));
+      const upstreams = [
+        ...Object.values(config.plugins.upstreams),
+        ...await listUpstreams(await context.store()),
+      ];
       const known = [
         ...builtinPlugins().map((p) => p.name),
         ...Object.keys(config.plugins.upstreams),
+        ...upstreams.flatMap((upstream) => "name" in upstream ? [upstream.name] : []),
       ];
-      if (!known.includes(plugin)) {
+      // MCP upstreams may name any entry in their env/headers (keychain:<name>).
+      const referenced = upstreams.some((upstream) =>
+        [...Object.values(upstream.env), ...Object.values(upstream.headers)]
+          .some((value) => keychainReference(value) === name)
+      );
+      if (!known.includes(plugin) && !referenced) {
         context.warn(`no plugin named ${plugin} is installed (known: ${known.join(", ")})`);
       }
       const envName = secretEnvName(name);

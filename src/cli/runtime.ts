@@ -9,8 +9,15 @@ import type { Config } from "../config/mod.ts";
 import { EventBus } from "../events/mod.ts";
 import { Gateway } from "../gateway/mod.ts";
 import { createKeychain, secretReaderFor } from "../keychain/mod.ts";
-import { builtinPlugins } from "../plugins/mod.ts";
-import type { Store } from "../store/mod.ts";
+import { builtinPlugins, ServerStatusPublisher } from "../plugins/mod.ts";
+import {
+  mcpUpstreamPlugin,
+  upstreamSettings,
+  type UpstreamSpec,
+  upstreamSpecs,
+  UpstreamSync,
+} from "../plugins/mcp/mod.ts";
+import { listUpstreams, type Store } from "../store/mod.ts";
 import { createDispatcher, type Dispatcher } from "../webhooks/mod.ts";
 import type { CliContext } from "./context.ts";
 
@@ -37,6 +44,16 @@ export interface RuntimeOptions {
    * this process. @default "oneshot"
    */
   role?: "server" | "oneshot";
+  /**
+   * The server's transport (`stdio`, `http`), shown with the plugin states it
+   * publishes for `toolgate plugins list`. @default "unknown"
+   */
+  transport?: string;
+  /**
+   * Which MCP upstreams to start (one-shot commands start only those they
+   * need). @default all
+   */
+  upstreams?: (name: string) => boolean;
 }
 
 /** Builds and starts the gateway for this process. */
@@ -47,6 +64,8 @@ export async function createRuntime(
   const {
     log = (message: string) => context.io.stderr(`toolgate: ${message}\n`),
     role = "oneshot",
+    transport = "unknown",
+    upstreams: wantUpstream = () => true,
   } = options;
   const config = await context.config();
   const store = await context.store();
@@ -63,11 +82,26 @@ export async function createRuntime(
   });
   const audit = createAuditLog({ store, bus });
   const keychain = createKeychain({ store, dataDir: config.dataDir, env: config.env });
+  // MCP upstreams: config.json, then `toolgate plugins add` registrations.
+  const builtins = builtinPlugins();
+  const reserved = builtins.map((plugin) => plugin.name);
+  const upstreamsVersion = await store.registrationsVersion();
+  const upstreams = upstreamSpecs({
+    config,
+    records: await listUpstreams(store),
+    reserved,
+    log,
+  }).filter((spec) => wantUpstream(spec.name));
+  const upstreamPlugin = (spec: UpstreamSpec) =>
+    mcpUpstreamPlugin(spec, {
+      settings: upstreamSettings(config),
+      resolveSecret: (name) => keychain.get(name),
+    });
   const gateway = new Gateway({
     config,
     store,
     bus,
-    plugins: builtinPlugins(),
+    plugins: [...builtins, ...upstreams.map(upstreamPlugin)],
     audit,
     log,
     secrets: (plugin) => secretReaderFor(keychain, plugin),
@@ -77,6 +111,24 @@ export async function createRuntime(
   if (role === "server") await dispatcher.start();
   await gateway.start();
   if (role === "oneshot") await dispatcher.start();
+  // A server follows `toolgate plugins add|remove|enable|disable` live and
+  // publishes its plugin states for `toolgate plugins list`.
+  let sync: UpstreamSync | undefined;
+  let publisher: ServerStatusPublisher | undefined;
+  if (role === "server") {
+    sync = new UpstreamSync({
+      gateway,
+      store,
+      config,
+      reserved,
+      hosted: upstreams,
+      plugin: upstreamPlugin,
+      log,
+    });
+    sync.start(upstreamsVersion);
+    publisher = new ServerStatusPublisher({ gateway, store, transport, log });
+    await publisher.start();
+  }
   return {
     config,
     store,
@@ -85,6 +137,8 @@ export async function createRuntime(
     audit,
     dispatcher,
     close: async () => {
+      await sync?.stop();
+      await publisher?.stop();
       await gateway.stop();
       await audit.close();
       await dispatcher.stop();

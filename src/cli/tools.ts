@@ -12,9 +12,17 @@ import { builtinPlugins } from "../plugins/mod.ts";
 import { type CliContext, table, usage } from "./context.ts";
 import { createRuntime, type Runtime } from "./runtime.ts";
 
-/** Starts the gateway quietly (plugin state shows in `plugins list`), unless `verbose`. */
-export function startQuietRuntime(context: CliContext, verbose = false): Promise<Runtime> {
+/**
+ * Starts the gateway quietly (plugin state shows in `plugins list`), unless
+ * `verbose`; `upstreams` picks the MCP upstreams to start (default all).
+ */
+export function startQuietRuntime(
+  context: CliContext,
+  verbose = false,
+  upstreams?: (name: string) => boolean,
+): Promise<Runtime> {
   return createRuntime(context, {
+    upstreams,
     log: (message) => {
       if (verbose || context.io.env.TOOLGATE_DEBUG) context.io.stderr(`toolgate: ${message}\n`);
     },
@@ -45,17 +53,22 @@ export function parseToolArgs(raw: string): Record<string, unknown> {
  * that plugin's error code (e.g. `PLUGIN_NOT_CONFIGURED`).
  */
 function unavailableTool(gateway: Gateway, name: string): GatewayError | undefined {
-  const owner = builtinPlugins().find((plugin) => plugin.tools.some((t) => t.name === name));
-  if (!owner) return undefined;
+  const builtin = builtinPlugins().find((plugin) => plugin.tools.some((t) => t.name === name));
+  // MCP upstream tools are named <plugin>__<tool>.
+  const owner = builtin ?? { name: name.slice(0, Math.max(0, name.indexOf("__"))) };
+  if (!owner.name) return undefined;
   const status = gateway.listPlugins().find((plugin) => plugin.name === owner.name);
   if (!status || status.state === "ready") return undefined;
-  const code = status.error_code === "PLUGIN_NOT_CONFIGURED"
-    ? "PLUGIN_NOT_CONFIGURED"
+  const code = status.error_code === "PLUGIN_NOT_CONFIGURED" ||
+      status.error_code === "PLUGIN_INIT_FAILED"
+    ? status.error_code
     : "TOOL_NOT_FOUND";
   const why = status.state === "disabled"
-    ? `plugin ${owner.name} is disabled in config (plugins.disabled)`
+    ? builtin
+      ? `plugin ${owner.name} is disabled in config (plugins.disabled)`
+      : `plugin ${owner.name} is disabled (toolgate plugins enable ${owner.name})`
     : status.error ?? `plugin ${owner.name} is ${status.state}`;
-  const hint = code === "PLUGIN_NOT_CONFIGURED"
+  const hint = code === "PLUGIN_NOT_CONFIGURED" && builtin
     ? `; store its credentials with toolgate keychain set ${owner.name}.<key>, then retry`
     : "";
   return new GatewayError(code, `Tool ${name} is unavailable: ${why}${hint}`, {
@@ -116,7 +129,11 @@ export function registerTools(program: Command, context: CliContext): void {
     .action(async (name: string, options: { args: string; json?: boolean; verbose?: boolean }) => {
       const raw = options.args === "-" ? await context.io.readStdin() : options.args;
       const args = parseToolArgs(raw);
-      const runtime = await startQuietRuntime(context, options.verbose);
+      const runtime = await startQuietRuntime(
+        context,
+        options.verbose,
+        (plugin) => name.startsWith(`${plugin}__`),
+      );
       try {
         if (!runtime.gateway.hasTool(name)) {
           const unavailable = unavailableTool(runtime.gateway, name);

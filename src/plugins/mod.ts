@@ -1,6 +1,7 @@
 /**
  * The built-in plugins, one folder each: `http` (HTTP requests), `memory` (a
  * persistent key/value notebook) and `slack` (needs `slack.bot_token`).
+ * MCP servers hosted as plugins live in `./mcp/mod.ts`.
  *
  * @module
  */
@@ -12,6 +13,8 @@ import { slackPlugin } from "./slack/mod.ts";
 export { httpPlugin } from "./http/mod.ts";
 export { memoryPlugin } from "./memory/mod.ts";
 export { slackPlugin } from "./slack/mod.ts";
+export { SERVER_STATUS_MAX_AGE_MS, ServerStatusPublisher } from "./server_status.ts";
+export type { ServerStatusPublisherOptions } from "./server_status.ts";
 
 /** The built-in plugins, in the order they are hosted. */
 export function builtinPlugins(): PluginDefinition[] {
