@@ -64,11 +64,14 @@ for await (const _ of Deno.stdin.readable) { /* runs until stdin closes */ }
 await Promise.all(servers.map((s) => s.shutdown()));
 `;
 
-interface Receivers extends AsyncDisposable {
+/** Local webhook receivers (204 to every POST) in a child process. */
+export interface Receivers extends AsyncDisposable {
+  /** One URL per receiver. */
   urls: string[];
 }
 
-async function startReceivers(count: number): Promise<Receivers> {
+/** Starts `count` receivers on loopback, port 0, in one child process. */
+export async function startReceivers(count: number): Promise<Receivers> {
   const child = new Deno.Command(Deno.execPath(), {
     args: ["eval", RECEIVER_SCRIPT, String(count)],
     stdin: "piped",

@@ -1,0 +1,495 @@
+/**
+ * MCP scenarios, toolgate against the official SDK's bare server
+ * (`_bare_mcp.ts`, the same `memory_get` tool reading the same kind of KV
+ * file) in the same run:
+ *
+ * - stdio: sequential `tools/call` from one client — calls/s, p50, p99.
+ * - Streamable HTTP: `tools/call` from concurrent sessions through toolgate's
+ *   `/mcp`, the bare SDK `WebStandardStreamableHTTPServerTransport`, and
+ *   `supergateway` (npm) wrapping the bare stdio server in stateful mode.
+ * - Cold start of `toolgate mcp start` (stdio) to the `initialize` reply,
+ *   and idle RSS after it, against the bare SDK stdio server.
+ *
+ * The clients are raw JSON-RPC (stdio lines; `fetch` for HTTP) in this
+ * process, the same for every server.
+ *
+ * Run alone: `deno run -A scripts/bench/mcp.ts [--quick|--smoke]` prints JSON.
+ *
+ * @module
+ */
+
+import type { BenchMode } from "./http_server.ts";
+import { modeFromArgs } from "./http_server.ts";
+import {
+  benchFile,
+  MAIN,
+  ROOT,
+  settles,
+  spawnReady,
+  startPortScript,
+  startToolgateHttp,
+  tempDir,
+} from "./_proc.ts";
+import { latency, rate, ratio, round3 } from "./_stats.ts";
+
+/** Options of the MCP scenarios. */
+export interface McpBenchOptions {
+  /** `full`, `quick` or `smoke`. */
+  mode: BenchMode;
+}
+
+/** Calls per second and latency of one MCP server. */
+export interface McpThroughput {
+  calls_per_s: number;
+  p50_ms: number;
+  p99_ms: number;
+  calls: number;
+}
+
+/** Figures of {@linkcode benchMcpStdio}. */
+export interface McpStdioBenchResult {
+  toolgate: McpThroughput;
+  bare_sdk: McpThroughput;
+  ratio: number;
+}
+
+/** Figures of {@linkcode benchMcpHttp}. */
+export interface McpHttpBenchResult {
+  /** Sessions calling at once, each sequentially. */
+  sessions: number;
+  toolgate: McpThroughput;
+  bare_sdk: McpThroughput;
+  /** `null` when supergateway could not be started (reason in `supergateway_error`). */
+  supergateway: McpThroughput | null;
+  supergateway_error?: string;
+  vs_bare_sdk: number;
+  /** `toolgate / supergateway`; 0 when it did not run. */
+  vs_supergateway: number;
+}
+
+/** Figures of {@linkcode benchStartup}. */
+export interface StartupBenchResult {
+  runs: number;
+  /** Median time from spawn to the `initialize` reply, in ms. */
+  toolgate_cold_start_ms: number;
+  bare_sdk_cold_start_ms: number;
+  cold_start_ratio: number;
+  /** Resident set size, MiB, 1 s after `initialize` and one `tools/list`. */
+  toolgate_idle_rss_mib: number;
+  bare_sdk_idle_rss_mib: number;
+  rss_ratio: number;
+}
+
+const PROTOCOL = "2025-06-18";
+const INITIALIZE = {
+  jsonrpc: "2.0",
+  id: 0,
+  method: "initialize",
+  params: {
+    protocolVersion: PROTOCOL,
+    capabilities: {},
+    clientInfo: { name: "bench", version: "1" },
+  },
+};
+const INITIALIZED = { jsonrpc: "2.0", method: "notifications/initialized" };
+const KEY = "bench/missing-key";
+
+function callRequest(id: number) {
+  return {
+    jsonrpc: "2.0",
+    id,
+    method: "tools/call",
+    params: { name: "memory_get", arguments: { key: KEY } },
+  };
+}
+
+function seconds(mode: BenchMode): { durationMs: number; warmupMs: number } {
+  return {
+    durationMs: mode === "full" ? 6000 : mode === "quick" ? 2500 : 600,
+    warmupMs: mode === "full" ? 1000 : mode === "quick" ? 500 : 200,
+  };
+}
+
+const encoder = new TextEncoder();
+
+/** A JSON-RPC line client over a child's stdin/stdout. */
+class StdioClient {
+  #writer: WritableStreamDefaultWriter<Uint8Array>;
+  #lines: ReadableStreamDefaultReader<string>;
+  #buffer = "";
+
+  constructor(child: Deno.ChildProcess) {
+    this.#writer = child.stdin.getWriter();
+    this.#lines = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
+  }
+
+  async send(message: unknown): Promise<void> {
+    await this.#writer.write(encoder.encode(JSON.stringify(message) + "\n"));
+  }
+
+  /** Reads lines until the response with `id`. */
+  async response(id: number): Promise<Record<string, unknown>> {
+    for (;;) {
+      let newline: number;
+      while ((newline = this.#buffer.indexOf("\n")) >= 0) {
+        const line = this.#buffer.slice(0, newline);
+        this.#buffer = this.#buffer.slice(newline + 1);
+        if (!line.trim()) continue;
+        const message = JSON.parse(line) as Record<string, unknown>;
+        if (message.id === id) {
+          if (message.error) throw new Error(`JSON-RPC error: ${JSON.stringify(message.error)}`);
+          return message;
+        }
+      }
+      const { done, value } = await this.#lines.read();
+      if (done) throw new Error("The server closed stdout");
+      this.#buffer += value;
+    }
+  }
+
+  async request(message: { id: number; [key: string]: unknown }): Promise<Record<string, unknown>> {
+    await this.send(message);
+    return await this.response(message.id);
+  }
+
+  async close(): Promise<void> {
+    await this.#writer.close().catch(() => {});
+    await this.#lines.cancel().catch(() => {});
+  }
+}
+
+interface StdioServer {
+  args: string[];
+  env: Record<string, string>;
+}
+
+function toolgateStdio(home: string): StdioServer {
+  return {
+    args: ["run", "-A", MAIN, "mcp", "start"],
+    env: { TOOLGATE_HOME: home, TOOLGATE_KEYCHAIN: "file" },
+  };
+}
+
+function bareStdio(dir: string): StdioServer {
+  return { args: ["run", "-A", benchFile("_bare_mcp.ts"), "stdio", `${dir}/bare.kv`], env: {} };
+}
+
+function spawnStdio(server: StdioServer): Deno.ChildProcess {
+  return new Deno.Command(Deno.execPath(), {
+    args: server.args,
+    cwd: ROOT,
+    env: { NO_COLOR: "1", ...server.env },
+    stdin: "piped",
+    stdout: "piped",
+    stderr: "null",
+  }).spawn();
+}
+
+async function stopChild(child: Deno.ChildProcess, client: StdioClient): Promise<void> {
+  await client.close();
+  if (!await settles(child.status, 5000)) {
+    try {
+      child.kill("SIGKILL");
+    } catch { /* exited */ }
+    await child.status;
+  }
+}
+
+function assertToolResult(message: Record<string, unknown>): void {
+  const result = message.result as { content?: { text?: string }[]; isError?: boolean } | undefined;
+  if (!result?.content?.[0]?.text || result.isError) {
+    throw new Error(`Unexpected tools/call reply: ${JSON.stringify(message).slice(0, 300)}`);
+  }
+}
+
+async function sequentialStdio(server: StdioServer, mode: BenchMode): Promise<McpThroughput> {
+  const child = spawnStdio(server);
+  const client = new StdioClient(child);
+  try {
+    await client.request(INITIALIZE);
+    await client.send(INITIALIZED);
+    const { durationMs, warmupMs } = seconds(mode);
+    const samples: number[] = [];
+    let id = 1;
+    const warmEnd = performance.now() + warmupMs;
+    while (performance.now() < warmEnd) assertToolResult(await client.request(callRequest(id++)));
+    const start = performance.now();
+    const end = start + durationMs;
+    for (;;) {
+      const sent = performance.now();
+      if (sent >= end) break;
+      assertToolResult(await client.request(callRequest(id++)));
+      samples.push(performance.now() - sent);
+    }
+    return {
+      calls_per_s: rate(samples.length, performance.now() - start),
+      ...latency(samples),
+      calls: samples.length,
+    };
+  } finally {
+    await stopChild(child, client);
+  }
+}
+
+/** Sequential `tools/call` over stdio: toolgate against the bare SDK server. */
+export async function benchMcpStdio({ mode }: McpBenchOptions): Promise<McpStdioBenchResult> {
+  await using dir = await tempDir("mcp-stdio");
+  const bare_sdk = await sequentialStdio(bareStdio(dir.path), mode);
+  const toolgate = await sequentialStdio(toolgateStdio(dir.path), mode);
+  return { toolgate, bare_sdk, ratio: ratio(toolgate.calls_per_s, bare_sdk.calls_per_s) };
+}
+
+// --- Streamable HTTP -----------------------------------------------------------
+
+const ACCEPT = "application/json, text/event-stream";
+
+/** Reads the JSON-RPC message with `id` from a JSON or SSE response body. */
+async function rpcReply(response: Response, id: number): Promise<Record<string, unknown>> {
+  if (!response.ok) {
+    throw new Error(`HTTP ${response.status}: ${(await response.text()).slice(0, 300)}`);
+  }
+  const type = response.headers.get("content-type") ?? "";
+  const text = await response.text();
+  const candidates = type.includes("text/event-stream")
+    ? text.split("\n").filter((l) => l.startsWith("data:")).map((l) => l.slice(5).trim())
+    : [text];
+  for (const candidate of candidates) {
+    if (!candidate) continue;
+    const message = JSON.parse(candidate) as Record<string, unknown>;
+    if (message.id === id) return message;
+  }
+  throw new Error(`No reply with id ${id} in: ${text.slice(0, 300)}`);
+}
+
+async function httpSession(endpoint: string): Promise<{ headers: Record<string, string> }> {
+  const response = await fetch(endpoint, {
+    method: "POST",
+    headers: { "content-type": "application/json", accept: ACCEPT },
+    body: JSON.stringify(INITIALIZE),
+  });
+  const sessionId = response.headers.get("mcp-session-id");
+  await rpcReply(response, 0);
+  if (!sessionId) throw new Error(`No Mcp-Session-Id from ${endpoint}`);
+  const headers = {
+    "content-type": "application/json",
+    accept: ACCEPT,
+    "mcp-session-id": sessionId,
+    "mcp-protocol-version": PROTOCOL,
+  };
+  const initialized = await fetch(endpoint, {
+    method: "POST",
+    headers,
+    body: JSON.stringify(INITIALIZED),
+  });
+  await initialized.body?.cancel();
+  return { headers };
+}
+
+async function httpCalls(
+  endpoint: string,
+  sessions: number,
+  mode: BenchMode,
+): Promise<McpThroughput> {
+  const opened = await Promise.all(Array.from({ length: sessions }, () => httpSession(endpoint)));
+  const { durationMs, warmupMs } = seconds(mode);
+  const samples: number[] = [];
+  const measureFrom = performance.now() + warmupMs;
+  const end = measureFrom + durationMs;
+  let id = 1;
+  await Promise.all(opened.map(async ({ headers }) => {
+    for (;;) {
+      const sent = performance.now();
+      if (sent >= end) break;
+      const callId = id++;
+      const response = await fetch(endpoint, {
+        method: "POST",
+        headers,
+        body: JSON.stringify(callRequest(callId)),
+      });
+      assertToolResult(await rpcReply(response, callId));
+      if (sent >= measureFrom) samples.push(performance.now() - sent);
+    }
+  }));
+  await Promise.all(opened.map(async ({ headers }) => {
+    const response = await fetch(endpoint, { method: "DELETE", headers });
+    await response.body?.cancel();
+  }));
+  return {
+    calls_per_s: rate(samples.length, durationMs),
+    ...latency(samples),
+    calls: samples.length,
+  };
+}
+
+/** The `supergateway` npm package, pinned. */
+export const SUPERGATEWAY = "npm:supergateway@4.0.0";
+
+async function supergateway(
+  dir: string,
+  sessions: number,
+  mode: BenchMode,
+): Promise<McpThroughput> {
+  const port = freePort();
+  const stdioCommand = [Deno.execPath(), ...bareStdio(dir).args].map((a) => `'${a}'`).join(" ");
+  // supergateway is a Node program; Deno's npm support runs it (faster than
+  // `npx` on Node 20 here, and without a second package cache).
+  await using _gateway = await spawnReady({
+    args: [
+      "run",
+      "-A",
+      SUPERGATEWAY,
+      "--stdio",
+      stdioCommand,
+      "--outputTransport",
+      "streamableHttp",
+      "--stateful",
+      "--port",
+      String(port),
+      "--logLevel",
+      "none",
+    ],
+    stopSignal: "SIGTERM",
+    // supergateway logs nothing at this level: do not wait for a line, wait for the port.
+    ready: () => /^/.exec(""),
+  });
+  await waitForPort(port, 60_000);
+  return await httpCalls(`http://127.0.0.1:${port}/mcp`, sessions, mode);
+}
+
+function freePort(): number {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const { port } = listener.addr as Deno.NetAddr;
+  listener.close();
+  return port;
+}
+
+async function waitForPort(port: number, timeoutMs: number): Promise<void> {
+  const deadline = performance.now() + timeoutMs;
+  while (performance.now() < deadline) {
+    try {
+      const conn = await Deno.connect({ hostname: "127.0.0.1", port });
+      conn.close();
+      return;
+    } catch {
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  }
+  throw new Error(`Nothing listened on port ${port} within ${timeoutMs} ms`);
+}
+
+/** `tools/call` over Streamable HTTP from concurrent sessions. */
+export async function benchMcpHttp({ mode }: McpBenchOptions): Promise<McpHttpBenchResult> {
+  const sessions = 8;
+  await using dir = await tempDir("mcp-http");
+  let bare_sdk: McpThroughput;
+  {
+    await using bare = await startPortScript([
+      "run",
+      "-A",
+      benchFile("_bare_mcp.ts"),
+      "http",
+      `${dir.path}/bare.kv`,
+    ]);
+    bare_sdk = await httpCalls(`${bare.url}/mcp`, sessions, mode);
+  }
+  let toolgate: McpThroughput;
+  {
+    await using home = await tempDir("mcp-http-home");
+    await using server = await startToolgateHttp(home.path);
+    toolgate = await httpCalls(`${server.url}/mcp`, sessions, mode);
+  }
+  let peer: McpThroughput | null = null;
+  let supergateway_error: string | undefined;
+  try {
+    peer = await supergateway(dir.path, sessions, mode);
+  } catch (error) {
+    supergateway_error = (error as Error).message.slice(0, 500);
+  }
+  return {
+    sessions,
+    toolgate,
+    bare_sdk,
+    supergateway: peer,
+    ...(supergateway_error ? { supergateway_error } : {}),
+    vs_bare_sdk: ratio(toolgate.calls_per_s, bare_sdk.calls_per_s),
+    vs_supergateway: peer ? ratio(toolgate.calls_per_s, peer.calls_per_s) : 0,
+  };
+}
+
+// --- Cold start and RSS ----------------------------------------------------------
+
+async function rssMib(pid: number): Promise<number> {
+  const status = await Deno.readTextFile(`/proc/${pid}/status`);
+  const kib = Number(/VmRSS:\s+(\d+) kB/.exec(status)?.[1] ?? NaN);
+  return round3(kib / 1024);
+}
+
+async function coldStart(
+  server: StdioServer,
+  measureRss: boolean,
+): Promise<{ ms: number; rss: number }> {
+  const started = performance.now();
+  const child = spawnStdio(server);
+  const client = new StdioClient(child);
+  try {
+    await client.request(INITIALIZE);
+    const ms = performance.now() - started;
+    let rss = 0;
+    if (measureRss) {
+      await client.send(INITIALIZED);
+      await client.request({ jsonrpc: "2.0", id: 1, method: "tools/list" });
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+      rss = await rssMib(child.pid);
+    }
+    return { ms, rss };
+  } finally {
+    await stopChild(child, client);
+  }
+}
+
+function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return round3(sorted[Math.floor(sorted.length / 2)]);
+}
+
+/** Cold start to the `initialize` reply, and idle RSS, of both stdio servers. */
+export async function benchStartup({ mode }: McpBenchOptions): Promise<StartupBenchResult> {
+  const runs = mode === "full" ? 9 : mode === "quick" ? 5 : 2;
+  await using dir = await tempDir("startup");
+  const toolgate = toolgateStdio(dir.path);
+  const bare = bareStdio(dir.path);
+  // First runs fill the module cache and create the data files; not counted.
+  await coldStart(toolgate, false);
+  await coldStart(bare, false);
+  const times = { toolgate: [] as number[], bare: [] as number[] };
+  for (let i = 0; i < runs; i++) {
+    times.toolgate.push((await coldStart(toolgate, false)).ms);
+    times.bare.push((await coldStart(bare, false)).ms);
+  }
+  const toolgateRss = (await coldStart(toolgate, true)).rss;
+  const bareRss = (await coldStart(bare, true)).rss;
+  const toolgateMs = median(times.toolgate);
+  const bareMs = median(times.bare);
+  return {
+    runs,
+    toolgate_cold_start_ms: toolgateMs,
+    bare_sdk_cold_start_ms: bareMs,
+    cold_start_ratio: ratio(toolgateMs, bareMs),
+    toolgate_idle_rss_mib: toolgateRss,
+    bare_sdk_idle_rss_mib: bareRss,
+    rss_ratio: ratio(toolgateRss, bareRss),
+  };
+}
+
+if (import.meta.main) {
+  const mode = modeFromArgs(Deno.args);
+  console.log(JSON.stringify(
+    {
+      stdio: await benchMcpStdio({ mode }),
+      http: await benchMcpHttp({ mode }),
+      startup: await benchStartup({ mode }),
+    },
+    null,
+    2,
+  ));
+}
