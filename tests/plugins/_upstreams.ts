@@ -68,10 +68,11 @@ export interface HttpFixture extends AsyncDisposable {
   kill(): Promise<void>;
 }
 
-/** Starts the fixture upstream in `http` mode and waits for its address. */
-export async function startHttpFixture(): Promise<HttpFixture> {
+/** Starts the fixture upstream in `http` mode (on `port`, default any) and waits for its address. */
+export async function startHttpFixture(port = 0): Promise<HttpFixture> {
   const child = new Deno.Command(Deno.execPath(), {
     args: ["run", "-A", "--config", `${ROOT}deno.json`, FIXTURE, "http"],
+    env: { PORT: String(port) },
     stdin: "null",
     stdout: "piped",
     stderr: "inherit",

@@ -55,6 +55,7 @@ Deno.test("a stdio upstream's tools are offered as <plugin>__<tool> from every p
     "fix__fail",
     "fix__env",
     "fix__pid",
+    "fix__header",
     "fix__sleep",
     "fix__add_tool",
   ]);
@@ -64,7 +65,7 @@ Deno.test("a stdio upstream's tools are offered as <plugin>__<tool> from every p
   assertEquals(echo.inputSchema.required, ["text"]);
   const [status] = gw.gateway.listPlugins();
   assertEquals(status.state, "ready");
-  assertEquals(status.tool_count, 7);
+  assertEquals(status.tool_count, 8);
   assertEquals(status.upstream?.connection, "connected");
   assertEquals(status.upstream?.transport, "stdio");
   assertEquals(status.upstream?.server, { name: "fixture-upstream", version: "3.1.4" });
@@ -72,7 +73,7 @@ Deno.test("a stdio upstream's tools are offered as <plugin>__<tool> from every p
   const ready = ofType(gw.events, "plugin.ready");
   assertEquals(ready, [{
     plugin_name: "fix",
-    tool_count: 7,
+    tool_count: 8,
     zero_config: true,
     version: ready[0].version,
   }]);
@@ -225,7 +226,7 @@ Deno.test("a killed upstream fails fast, opens its circuit, restarts with backof
   await waitFor(() => ofType(gw.events, "circuit.closed").length > 0, "circuit.closed");
   const echo = await gw.gateway.call("fix__echo", { text: "back" });
   assertEquals(texts(echo.output), ["echo: back"]);
-  assertEquals(after.tool_count, 7);
+  assertEquals(after.tool_count, 8);
 });
 
 Deno.test("notifications/tools/list_changed from an upstream re-lists its tools and tells the gateway's listeners", async () => {
@@ -238,13 +239,13 @@ Deno.test("notifications/tools/list_changed from an upstream re-lists its tools 
     assertEquals(changes, 1);
     const extra = await gw.gateway.call("fix__extra", { x: 1 });
     assertEquals(texts(extra.output), ['extra: {"x":1}']);
-    assertEquals(gw.gateway.listPlugins()[0].tool_count, 8);
+    assertEquals(gw.gateway.listPlugins()[0].tool_count, 9);
   } finally {
     unsubscribe();
   }
 });
 
-Deno.test("a Streamable HTTP upstream is listed and called; when it goes away calls fail with PLUGIN_REQUEST_FAILED", async () => {
+Deno.test("a Streamable HTTP upstream gets keychain headers; when it goes away calls fail with PLUGIN_REQUEST_FAILED until it is back", async () => {
   await using fixture = await startHttpFixture();
   await using gw = await pluginGateway([
     upstream(
@@ -266,7 +267,9 @@ Deno.test("a Streamable HTTP upstream is listed and called; when it goes away ca
     "http",
     undefined,
   ]);
-  assertEquals(gw.gateway.listTools().length, 7);
+  assertEquals(gw.gateway.listTools().length, 8);
+  const header = await gw.gateway.call("remote__header", { name: "X-Api-Key" });
+  assertEquals(texts(header.output), ["k-1"]);
   const sum = await gw.gateway.call("remote__add", { a: 20, b: 22 });
   assertEquals(sum.output.structuredContent, { sum: 42 });
 
@@ -278,6 +281,17 @@ Deno.test("a Streamable HTTP upstream is listed and called; when it goes away ca
   assertMatch(error.message, /^Upstream remote request failed: /);
   assertEquals(gw.gateway.listPlugins()[0].state, "reconnecting");
   await expectCode(() => gw.gateway.call("remote__echo", { text: "x" }), "PLUGIN_REQUEST_FAILED");
+
+  // The server comes back on the same address: a new session is initialized.
+  await using again = await startHttpFixture(Number(new URL(fixture.url).port));
+  await waitFor(
+    () => gw.gateway.listPlugins()[0].upstream?.connection === "connected",
+    "the HTTP upstream to reconnect",
+  );
+  assertEquals(gw.gateway.listPlugins()[0].upstream?.restarts, 1);
+  const echo = await gw.gateway.call("remote__echo", { text: "again" });
+  assertEquals(texts(echo.output), ["echo: again"]);
+  assert(again.pid !== fixture.pid);
 });
 
 Deno.test("removing an upstream plugin ends its process and withdraws its tools", async () => {
@@ -286,7 +300,7 @@ Deno.test("removing an upstream plugin ends its process and withdraws its tools"
   const unsubscribe = gw.gateway.onToolsChanged(() => changes++);
   try {
     const status = await gw.gateway.addPlugin(upstream(stdioSpec("fix", fixtureCommand())));
-    assertEquals([status.state, status.tool_count, changes], ["ready", 7, 1]);
+    assertEquals([status.state, status.tool_count, changes], ["ready", 8, 1]);
     const pid = status.upstream!.pid!;
     assert(gw.gateway.hasTool("fix__echo"));
     assertEquals(await gw.gateway.removePlugin("fix"), true);

@@ -8,12 +8,13 @@
  * - `fail {message}` → `isError: true` with the message
  * - `env {name}` → the value of an environment variable (or `(unset)`)
  * - `pid` → the process id
+ * - `header {name}` → a request header (Streamable HTTP), or `(unset)`
  * - `sleep {ms}` → answers after `ms`
  * - `add_tool {name}` → offers one more tool (`<name>`, echoing) and sends
  *   `notifications/tools/list_changed`
  *
  * `PID_FILE` (env): the process id is written there at start. In `http`
- * mode it serves Streamable HTTP on 127.0.0.1, port 0, and prints
+ * mode it serves Streamable HTTP on 127.0.0.1, port `PORT` (env; default 0), and prints
  * `listening on http://127.0.0.1:<port>/mcp` on stdout.
  *
  * @module
@@ -69,6 +70,11 @@ const baseTools: FixtureTool[] = [
   },
   { name: "pid", description: "The process id", inputSchema: { type: "object" } },
   {
+    name: "header",
+    description: "Reads a request header (Streamable HTTP only)",
+    inputSchema: { type: "object", properties: { name: { type: "string" } }, required: ["name"] },
+  },
+  {
     name: "sleep",
     description: "Answers after ms milliseconds",
     inputSchema: { type: "object", properties: { ms: { type: "number" } }, required: ["ms"] },
@@ -107,7 +113,10 @@ function createServer(): Server {
   });
   server.setRequestHandler(
     CallToolRequestSchema,
-    async (request: { params: { name: string; arguments?: Record<string, unknown> } }) => {
+    async (
+      request: { params: { name: string; arguments?: Record<string, unknown> } },
+      extra: { requestInfo?: { headers: Record<string, string | string[] | undefined> } },
+    ) => {
       const args = request.params.arguments ?? {};
       switch (request.params.name) {
         case "echo":
@@ -122,6 +131,10 @@ function createServer(): Server {
           return text(Deno.env.get(String(args.name)) ?? "(unset)");
         case "pid":
           return text(String(Deno.pid));
+        case "header":
+          return text(
+            String(extra.requestInfo?.headers[String(args.name).toLowerCase()] ?? "(unset)"),
+          );
         case "sleep":
           await new Promise((resolve) => setTimeout(resolve, Number(args.ms)));
           return text("slept");
@@ -159,7 +172,7 @@ function serveHttp(): void {
   const sessions = new Map<string, WebStandardStreamableHTTPServerTransport>();
   const httpServer = Deno.serve({
     hostname: "127.0.0.1",
-    port: 0,
+    port: Number(Deno.env.get("PORT") ?? 0),
     onListen: ({ port }) => console.log(`listening on http://127.0.0.1:${port}/mcp`),
   }, async (request) => {
     const id = request.headers.get("mcp-session-id");
