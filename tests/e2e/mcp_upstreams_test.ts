@@ -104,7 +104,7 @@ Deno.test("upstream MCP servers behind the real HTTP server: REST, MCP HTTP, aud
     config: {
       tools: { overrides: { fix__echo: { circuit_threshold: 2, circuit_reset_ms: 1500 } } },
       plugins: {
-        upstream_settings: { restart_initial_ms: 1000, poll_ms: 200 },
+        upstream_settings: { connect_timeout_ms: 60_000, restart_initial_ms: 1000, poll_ms: 200 },
         upstreams: {
           everything: upstreamConfig(npmCommand(EVERYTHING_PACKAGE, "stdio")),
           fix: upstreamConfig(fixtureCommand()),

@@ -20,7 +20,7 @@ import {
 } from "./_upstreams.ts";
 
 const SETTINGS: UpstreamSettings = {
-  connectTimeoutMs: 20_000,
+  connectTimeoutMs: 60_000,
   restartInitialMs: 300,
   restartMaxMs: 2_000,
 };
