@@ -358,3 +358,17 @@ Deno.test("the reference servers from npm (everything, memory) are hosted and ca
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+Deno.test("an upstream call past the tool timeout fails with TOOL_TIMEOUT and the connection stays usable", async () => {
+  await using gw = await pluginGateway(
+    [upstream(stdioSpec("fix", fixtureCommand()))],
+    { file: { tools: { overrides: { fix__sleep: { timeout_ms: 200 } } } } },
+  );
+  const started = Date.now();
+  const error = await expectCode(() => gw.gateway.call("fix__sleep", { ms: 5000 }), "TOOL_TIMEOUT");
+  assertEquals(error.message, "Tool fix__sleep timed out after 200 ms");
+  assert(Date.now() - started < 2000, "the timeout did not end the call");
+  const echo = await gw.gateway.call("fix__echo", { text: "still here" });
+  assertEquals(texts(echo.output), ["echo: still here"]);
+  assertEquals(gw.gateway.listPlugins()[0].upstream?.connection, "connected");
+});

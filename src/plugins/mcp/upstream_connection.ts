@@ -308,8 +308,8 @@ export class UpstreamConnection {
   #lost(live: Live, reason: string): void {
     if (this.#closed || this.#live !== live) return;
     this.#live = undefined;
-    const pid = live.transport instanceof StdioClientTransport ? "the upstream process exited" : "";
-    this.#recordError(pid ? `${pid} (${reason})` : reason);
+    const exited = live.transport instanceof StdioClientTransport;
+    this.#recordError(exited ? `the upstream process exited (${reason})` : reason);
     void closeLive(live);
     this.#scheduleRestart();
   }
@@ -417,9 +417,17 @@ export class UpstreamConnection {
 
   #callError(tool: string, error: unknown, signal: AbortSignal, live: Live): GatewayError {
     if (error instanceof GatewayError) return error;
-    if (signal.aborted && signal.reason instanceof GatewayError) return signal.reason;
     const name = this.#spec.name;
     const details = { plugin: name, upstream_tool: tool };
+    if (signal.aborted) {
+      // The gateway's timeout (its reason is TOOL_TIMEOUT) or the caller went away.
+      if (signal.reason instanceof GatewayError) return signal.reason;
+      return new GatewayError(
+        "PLUGIN_REQUEST_FAILED",
+        `Call to upstream tool ${name}/${tool} was cancelled: the caller went away`,
+        { details },
+      );
+    }
     if (isMcpError(error)) {
       if (error.code === ErrorCode.RequestTimeout) {
         return new GatewayError(
