@@ -290,11 +290,22 @@ Deno.test("upstream MCP servers behind the real HTTP server: REST, MCP HTTP, aud
   await waitFor(() => !isAlive(restartedPid), "the upstream processes to end with the server");
 });
 
-Deno.test("MCP stdio: upstream tools are listed and called, and an upstream's list_changed reaches the client", async () => {
+Deno.test("MCP stdio: fixture, everything and memory upstream tools are listed and called; an upstream's list_changed reaches the client", async () => {
   await using tmp = await tempHome();
   await Deno.writeTextFile(
     `${tmp.home}/config.json`,
-    JSON.stringify({ plugins: { upstreams: { fix: upstreamConfig(fixtureCommand()) } } }),
+    JSON.stringify({
+      plugins: {
+        upstream_settings: { connect_timeout_ms: 60_000 },
+        upstreams: {
+          fix: upstreamConfig(fixtureCommand()),
+          everything: upstreamConfig(npmCommand(EVERYTHING_PACKAGE, "stdio")),
+          kg: upstreamConfig(npmCommand(MEMORY_PACKAGE), {
+            MEMORY_FILE_PATH: `${tmp.home}/graph.jsonl`,
+          }),
+        },
+      },
+    }),
   );
   const transport = new StdioClientTransport({
     command: Deno.execPath(),
@@ -318,6 +329,18 @@ Deno.test("MCP stdio: upstream tools are listed and called, and an upstream's li
     assert(tools.some((tool) => tool.name === "fix__echo"), JSON.stringify(tools));
     const echo = await client.callTool({ name: "fix__echo", arguments: { text: "stdio" } });
     assertEquals(echo.content, [{ type: "text", text: "echo: stdio" }]);
+    const everything = await client.callTool({
+      name: "everything__echo",
+      arguments: { message: "via stdio" },
+    });
+    assertEquals(everything.content, [{ type: "text", text: "Echo: via stdio" }]);
+    const entities = await client.callTool({
+      name: "kg__create_entities",
+      arguments: { entities: [{ name: "a", entityType: "t", observations: ["seen over stdio"] }] },
+    });
+    assert(!entities.isError, JSON.stringify(entities));
+    const graph = await client.callTool({ name: "kg__read_graph", arguments: {} });
+    assertStringIncludes(JSON.stringify(graph.content), "seen over stdio");
     const bad = await client.callTool({ name: "fix__echo", arguments: {} });
     assertEquals(bad.isError, true);
     assertMatch(
