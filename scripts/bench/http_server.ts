@@ -197,7 +197,7 @@ async function pacedCalls(webhooks: string[], mode: BenchMode, callsPerS: number
 export async function benchWebhookLatency(
   { mode }: HttpServerBenchOptions,
 ): Promise<WebhookLatencyBenchResult> {
-  const callsPerS = 200;
+  const callsPerS = 50;
   await using receivers = await startReceivers(10);
   const none = await pacedCalls([], mode, callsPerS);
   const ten = await pacedCalls(receivers.urls, mode, callsPerS);

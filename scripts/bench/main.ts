@@ -270,8 +270,29 @@ async function upstreamScenario(): Promise<Scenario | null> {
   return {
     name: "mcp_upstream",
     run: (mode) => run({ quick: mode !== "full" }),
-    figures: (result: unknown) => numericFigures("mcp_upstream", result),
+    figures: (result: unknown) => upstreamFigures(result),
   };
+}
+
+interface UpstreamResult {
+  direct?: { calls_per_s: number; p50_ms: number };
+  via_gateway?: { calls_per_s: number; p50_ms: number };
+}
+
+/** Figures of the MCP upstream scenario: through toolgate against the upstream directly. */
+function upstreamFigures(result: unknown): Figure[] {
+  const { direct, via_gateway } = result as UpstreamResult;
+  if (!direct || !via_gateway) return numericFigures("mcp_upstream", result);
+  return [
+    figure(
+      "mcp_upstream",
+      "calls/s via toolgate",
+      via_gateway.calls_per_s,
+      "upstream direct",
+      direct.calls_per_s,
+    ),
+    figure("mcp_upstream", "p50 ms", via_gateway.p50_ms, "upstream direct", direct.p50_ms),
+  ];
 }
 
 /** Figures for a result of unknown shape: each numeric field, no baseline. */

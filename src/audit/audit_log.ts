@@ -5,12 +5,20 @@
  * @module
  */
 import { GatewayError } from "../errors/mod.ts";
-import type { EventBus } from "../events/mod.ts";
+import {
+  createEnvelope,
+  type EventBus,
+  type EventData,
+  type EventEnvelope,
+  type EventType,
+} from "../events/mod.ts";
 import {
   AUDIT_COMMIT_MAX_BYTES,
   AUDIT_COMMIT_MAX_MUTATIONS,
   auditEntryCost,
   commitAuditEntries,
+  type DeliveryOp,
+  deliveryOpsCost,
   readAuditChainState,
   readAuditHead,
   readAuditRecord,
@@ -54,12 +62,56 @@ const LOCKED = /database is (locked|busy)/i;
 /** Bytes counted for the head record in a commit. */
 const HEAD_BYTES = 200;
 
+/** Most key bytes of one commit (Deno KV allows 81 920). */
+const COMMIT_MAX_KEY_BYTES = 70_000;
+
+/** Key bytes counted per stored entry part. */
+const PART_KEY_BYTES = 40;
+
+/** An event committed with an entry: its outbox records ride in the entry's commit. */
+export type AuditAttachedEvent = {
+  [T in EventType]: { type: T; data: EventData<T> };
+}[EventType];
+
+/** Options of {@linkcode AuditLog.append}. */
+export interface AuditAppendOptions {
+  /**
+   * Events to emit once the entry is committed, before its `audit.written`
+   * (the gateway attaches `tool.called`). Their webhook deliveries are
+   * written in the entry's commit when an outbox is set. @default []
+   */
+  events?: readonly AuditAttachedEvent[];
+}
+
+/**
+ * Writes webhook deliveries of events in the audit log's commits: the
+ * dispatcher's {@linkcode AuditOutbox.stage}.
+ */
+export interface AuditOutbox {
+  /**
+   * Outbox ops for `events`, or `undefined` when no webhook wants them.
+   * `committed` is called once the commit that carried `ops` succeeded.
+   */
+  stage(events: readonly EventEnvelope<EventType>[]): {
+    ops: DeliveryOp[];
+    bumpVersion: boolean;
+    committed(versionstamp: string): void;
+  } | undefined;
+}
+
 /** Options of {@linkcode createAuditLog}. */
 export interface AuditLogOptions {
   /** The store holding the log. The log never closes it. */
   store: Store;
   /** Bus on which `audit.written` is emitted after each entry is committed. @default none */
   bus?: EventBus;
+  /**
+   * Where the webhook deliveries of `audit.written` and attached events are
+   * staged, so that they are written in the entry's own commit instead of a
+   * commit per event (needs `bus`). @default none: the bus's subscribers
+   * persist them
+   */
+  outbox?: AuditOutbox;
   /** Clock, in milliseconds since the epoch. @default Date.now */
   now?: () => number;
 }
@@ -100,8 +152,17 @@ export interface AuditPage {
 
 interface Pending {
   prepared: PreparedEntry;
+  events: readonly AuditAttachedEvent[];
   resolve(entry: AuditEntry): void;
   reject(error: unknown): void;
+}
+
+/** What one commit wrote. */
+interface Written {
+  sealed: SealedEntry[];
+  /** Per sealed entry: its attached events, then its `audit.written`. */
+  envelopes: EventEnvelope<EventType>[][];
+  committed: (() => void) | undefined;
 }
 
 /** What the appender knows of the stored chain. */
@@ -179,6 +240,7 @@ function decodeStored(record: AuditRecord): AuditEntry {
 export class AuditLog {
   #store: Store;
   #bus: EventBus | undefined;
+  #outbox: AuditOutbox | undefined;
   #now: () => number;
   #queue: Pending[] = [];
   #draining: Promise<void> | null = null;
@@ -189,10 +251,19 @@ export class AuditLog {
 
   /** @param options Store, bus and clock. */
   constructor(options: AuditLogOptions) {
-    const { store, bus, now = Date.now } = options;
+    const { store, bus, outbox, now = Date.now } = options;
     this.#store = store;
     this.#bus = bus;
+    this.#outbox = bus ? outbox : undefined;
     this.#now = now;
+  }
+
+  /**
+   * Whether {@linkcode AuditLog.append} emits the events attached to an entry
+   * (on the log's bus), so the caller need not emit them itself.
+   */
+  get publishesEvents(): boolean {
+    return this.#bus !== undefined;
   }
 
   /**
@@ -217,8 +288,9 @@ export class AuditLog {
    * entry.seq; // 1
    * ```
    */
-  append(input: AuditAppendInput): Promise<AuditEntry> {
+  append(input: AuditAppendInput, options: AuditAppendOptions = {}): Promise<AuditEntry> {
     if (this.#closed) {
+      for (const event of options.events ?? []) this.#track(this.#emitAttached(event));
       return Promise.reject(
         new GatewayError("UNAVAILABLE", "Cannot write audit entry: the audit log is closed"),
       );
@@ -227,10 +299,11 @@ export class AuditLog {
     try {
       prepared = prepareEntry(input);
     } catch (error) {
+      for (const event of options.events ?? []) this.#track(this.#emitAttached(event));
       return Promise.reject(error);
     }
     return new Promise<AuditEntry>((resolve, reject) => {
-      this.#queue.push({ prepared, resolve, reject });
+      this.#queue.push({ prepared, events: options.events ?? [], resolve, reject });
       this.#draining ??= this.#drain();
     });
   }
@@ -396,10 +469,9 @@ export class AuditLog {
   }
 
   async #commitBatch(batch: Pending[]): Promise<void> {
-    let sealed: SealedEntry[];
-    let firstIntact: boolean;
+    let written: Written;
     try {
-      ({ sealed, firstIntact } = await this.#write(batch.map((pending) => pending.prepared)));
+      written = await this.#write(batch);
     } catch (error) {
       this.#chain = null;
       const failure = error instanceof GatewayError
@@ -413,45 +485,101 @@ export class AuditLog {
         : new GatewayError("INTERNAL", "Cannot write audit entry: the store failed", {
           cause: error,
         });
-      for (const pending of batch) pending.reject(failure);
+      for (const pending of batch) {
+        // The call happened even if its entry could not be written: its events still go out.
+        for (const event of pending.events) this.#track(this.#emitAttached(event));
+        pending.reject(failure);
+      }
       return;
     }
+    const { sealed, envelopes, committed } = written;
+    // Entries that did not fit this commit go first in the next one.
+    if (sealed.length < batch.length) this.#queue.unshift(...batch.slice(sealed.length));
+    committed?.();
     for (const [index, { entry }] of sealed.entries()) {
       const pending = batch[index];
       if (!this.#bus) {
         pending.resolve(entry);
         continue;
       }
-      const emitted = this.#bus.emit("audit.written", {
+      const bus = this.#bus;
+      // The bus never rejects (listener errors are reported by the bus); either
+      // way the entry is committed, so the append succeeds.
+      const emitted = Promise.all(envelopes[index].map((envelope) => bus.publish(envelope)));
+      this.#track(emitted.then(() => pending.resolve(entry), () => pending.resolve(entry)));
+    }
+  }
+
+  #emitAttached(event: AuditAttachedEvent): Promise<unknown> {
+    return this.#bus?.emit(event.type, event.data as never) ?? Promise.resolve();
+  }
+
+  #track(work: Promise<unknown>): void {
+    const settled = work.then(() => {}, () => {});
+    this.#emitting.add(settled);
+    settled.then(() => this.#emitting.delete(settled));
+  }
+
+  /** Envelopes of a sealed entry: its attached events, then its `audit.written`. */
+  #envelopes(
+    pending: Pending,
+    entry: AuditEntry,
+    intact: boolean,
+    now: number,
+  ): EventEnvelope<EventType>[] {
+    const bus = this.#bus;
+    if (!bus) return [];
+    const out: EventEnvelope<EventType>[] = [];
+    for (const event of pending.events) {
+      if (bus.isEnabled(event.type)) {
+        out.push(createEnvelope(event.type, event.data as never, now) as EventEnvelope<EventType>);
+      }
+    }
+    if (bus.isEnabled("audit.written")) {
+      out.push(createEnvelope("audit.written", {
         seq: entry.seq,
         entry_hash: entry.entry_hash,
         previous_hash: entry.previous_hash,
         tool: entry.tool,
-        chain_intact: index === 0 ? firstIntact : true,
-      });
-      // The bus never rejects (listener errors are reported by the bus); either
-      // way the entry is committed, so the append succeeds.
-      const settled = emitted.then(() => pending.resolve(entry), () => pending.resolve(entry));
-      this.#emitting.add(settled);
-      settled.then(() => this.#emitting.delete(settled));
+        chain_intact: intact,
+      }, now) as EventEnvelope<EventType>);
     }
+    return out;
   }
 
-  /** Seals the batch on the current head and commits it, retrying lost races. */
-  async #write(
-    prepared: PreparedEntry[],
-  ): Promise<{ sealed: SealedEntry[]; firstIntact: boolean }> {
+  /**
+   * Seals the batch on the current head and commits it, with the outbox
+   * records of its events, retrying lost races. A batch whose records do not
+   * fit one commit is cut: only the first entries are written (at least one).
+   */
+  async #write(batch: Pending[]): Promise<Written> {
     for (let attempt = 1;; attempt++) {
       const chain = this.#chain ?? await this.#readChain();
       const timestampMs = Math.max(this.#now(), chain.timestampMs);
       const timestamp = new Date(timestampMs).toISOString();
       let seq = chain.seq;
       let hash = chain.hash;
-      const sealed = prepared.map((entry) => {
-        const result = sealEntry(entry, ++seq, hash, timestamp);
+      let sealed = batch.map((pending) => {
+        const result = sealEntry(pending.prepared, ++seq, hash, timestamp);
         hash = result.entry.entry_hash;
         return result;
       });
+      const eventTime = this.#bus?.now() ?? Date.now();
+      let envelopes = sealed.map(({ entry }, index) =>
+        this.#envelopes(batch[index], entry, index === 0 ? chain.intact : true, eventTime)
+      );
+      let staged = this.#outbox?.stage(envelopes.flat());
+      while (staged && !this.#fits(sealed, staged.ops)) {
+        if (sealed.length === 1) {
+          staged = undefined; // Too many deliveries for one commit: the bus's subscribers write them.
+          break;
+        }
+        const keep = Math.ceil(sealed.length / 2);
+        sealed = sealed.slice(0, keep);
+        envelopes = envelopes.slice(0, keep);
+        staged = this.#outbox?.stage(envelopes.flat());
+      }
+      const last = sealed[sealed.length - 1].entry;
       const versionstamp = await commitAuditEntries(
         this.#store,
         {
@@ -460,20 +588,26 @@ export class AuditLog {
           tailVersionstamps: chain.tailVersionstamps,
         },
         sealed.map(({ entry, bytes }) => ({ seq: entry.seq, bytes })),
-        { seq, hash, timestamp },
+        { seq: last.seq, hash: last.entry_hash, timestamp },
+        staged && { ops: staged.ops, bumpVersion: staged.bumpVersion },
       );
       if (versionstamp !== null) {
         const lastParts = auditEntryCost(sealed[sealed.length - 1].bytes.length).mutations;
         this.#chain = {
           headVersionstamp: versionstamp,
-          seq,
-          hash,
+          seq: last.seq,
+          hash: last.entry_hash,
           timestampMs,
           tailVersionstamps: new Array<string>(lastParts).fill(versionstamp),
           intact: true,
         };
-        this.#lastSeq = seq;
-        return { sealed, firstIntact: chain.intact };
+        this.#lastSeq = last.seq;
+        const done = staged;
+        return {
+          sealed,
+          envelopes,
+          committed: done && (() => done.committed(versionstamp)),
+        };
       }
       // Another writer committed first: re-read the head and re-seal.
       this.#chain = null;
@@ -485,6 +619,22 @@ export class AuditLog {
       }
       if (attempt > 2) await sleep(Math.random() * Math.min(attempt, 20));
     }
+  }
+
+  /** Whether the entries and the delivery ops fit one KV commit. */
+  #fits(sealed: readonly SealedEntry[], ops: readonly DeliveryOp[]): boolean {
+    const extra = deliveryOpsCost(ops);
+    let mutations = 1 + extra.mutations;
+    let bytes = HEAD_BYTES + extra.bytes;
+    let keyBytes = PART_KEY_BYTES + extra.keyBytes;
+    for (const { bytes: entryBytes } of sealed) {
+      const cost = auditEntryCost(entryBytes.length);
+      mutations += cost.mutations;
+      bytes += cost.bytes;
+      keyBytes += cost.mutations * PART_KEY_BYTES;
+    }
+    return mutations <= AUDIT_COMMIT_MAX_MUTATIONS && bytes <= AUDIT_COMMIT_MAX_BYTES &&
+      keyBytes <= COMMIT_MAX_KEY_BYTES;
   }
 
   async #readChain(): Promise<ChainState> {

@@ -42,10 +42,13 @@ export {
   MAX_LIST_SCAN,
 } from "./audit_log.ts";
 export type {
+  AuditAppendOptions,
+  AuditAttachedEvent,
   AuditEntriesOptions,
   AuditHeadInfo,
   AuditListOptions,
   AuditLogOptions,
+  AuditOutbox,
   AuditPage,
 } from "./audit_log.ts";
 export {

@@ -89,6 +89,24 @@ export class CliContext {
   }
 }
 
+/**
+ * Reports a failed command on stderr, one line, and returns its exit code:
+ * a {@linkcode GatewayError}'s own, else 1 (`internal error`, with the stack
+ * when `TOOLGATE_DEBUG` is set).
+ */
+export function reportFailure(context: CliContext, error: unknown): number {
+  if (error instanceof GatewayError) {
+    context.io.stderr(`toolgate: ${error.message}\n`);
+    return error.exitCode;
+  }
+  const message = error instanceof Error ? error.message : String(error);
+  context.io.stderr(`toolgate: internal error: ${message}\n`);
+  if (context.io.env.TOOLGATE_DEBUG && error instanceof Error) {
+    context.io.stderr(`${error.stack}\n`);
+  }
+  return 1;
+}
+
 /** A usage error (exit 2) naming the flag and what is accepted. */
 export function usage(message: string): GatewayError {
   return new GatewayError("USAGE", message);

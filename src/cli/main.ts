@@ -5,9 +5,8 @@
  * @module
  */
 import { Command, CommanderError } from "commander";
-import { GatewayError } from "../errors/mod.ts";
 import { VERSION } from "../version.ts";
-import { CliContext, type CliIo, processIo } from "./context.ts";
+import { CliContext, type CliIo, processIo, reportFailure } from "./context.ts";
 import { registerWebhooks } from "./webhooks.ts";
 import { registerMcp } from "./mcp.ts";
 import { registerKeychain } from "./keychain.ts";
@@ -68,14 +67,5 @@ function reportError(context: CliContext, error: unknown): number {
     }
     return 2;
   }
-  if (error instanceof GatewayError) {
-    context.io.stderr(`toolgate: ${error.message}\n`);
-    return error.exitCode;
-  }
-  const message = error instanceof Error ? error.message : String(error);
-  context.io.stderr(`toolgate: internal error: ${message}\n`);
-  if (context.io.env.TOOLGATE_DEBUG && error instanceof Error) {
-    context.io.stderr(`${error.stack}\n`);
-  }
-  return 1;
+  return reportFailure(context, error);
 }

@@ -4,13 +4,7 @@
  * @module
  */
 import type { Command } from "commander";
-import {
-  auditRoutes,
-  eventsRoutes,
-  type HttpServer,
-  incomingRoutes,
-  serveHttp,
-} from "../http/mod.ts";
+import type { HttpServer } from "../http/mod.ts";
 import { serveStdio } from "../mcp/mod.ts";
 import { listIncomingWebhooks } from "../store/mod.ts";
 import { IncomingRouter } from "../webhooks/mod.ts";
@@ -54,7 +48,12 @@ export function registerMcp(program: Command, context: CliContext): void {
     });
 }
 
-async function startStdio(context: CliContext): Promise<void> {
+/**
+ * Serves MCP on stdin/stdout until stdin closes or a signal arrives. Loads
+ * nothing of the HTTP transport (Hono, OpenAPI), so an MCP host gets its
+ * `initialize` reply sooner.
+ */
+export async function startStdio(context: CliContext): Promise<void> {
   const runtime = await createRuntime(context, { role: "server", transport: "stdio" });
   const incoming = await listIncomingWebhooks(runtime.store);
   if (incoming.length) {
@@ -78,6 +77,8 @@ async function startStdio(context: CliContext): Promise<void> {
 }
 
 async function startHttp(context: CliContext): Promise<void> {
+  // Loaded here, not at the top: the stdio transport never needs it.
+  const { auditRoutes, eventsRoutes, incomingRoutes, serveHttp } = await import("../http/mod.ts");
   const runtime = await createRuntime(context, { role: "server", transport: "http" });
   const log = (message: string) => context.io.stderr(`toolgate: ${message}\n`);
   const incoming = new IncomingRouter({

@@ -10,13 +10,15 @@ import { EventBus } from "../events/mod.ts";
 import { Gateway } from "../gateway/mod.ts";
 import { createKeychain, secretReaderFor } from "../keychain/mod.ts";
 import { builtinPlugins, ServerStatusPublisher } from "../plugins/mod.ts";
+// Not the folder's mod.ts: the upstream plugin (MCP SDK client, ajv) loads
+// only when an upstream is hosted, keeping it off the stdio start-up path.
+import type { McpUpstreamPluginOptions } from "../plugins/mcp/upstream_plugin.ts";
 import {
-  mcpUpstreamPlugin,
   upstreamSettings,
   type UpstreamSpec,
   upstreamSpecs,
-  UpstreamSync,
-} from "../plugins/mcp/mod.ts";
+} from "../plugins/mcp/upstream_spec.ts";
+import { UpstreamSync } from "../plugins/mcp/upstream_sync.ts";
 import { listUpstreams, type Store } from "../store/mod.ts";
 import { createDispatcher, type Dispatcher } from "../webhooks/mod.ts";
 import type { CliContext } from "./context.ts";
@@ -56,6 +58,15 @@ export interface RuntimeOptions {
   upstreams?: (name: string) => boolean;
 }
 
+type UpstreamPluginModule = typeof import("../plugins/mcp/upstream_plugin.ts");
+
+/** How long after start-up a server loads the MCP upstream plugin when none is hosted yet. */
+const UPSTREAM_LOAD_DELAY_MS = 100;
+
+function loadUpstreamPlugin(): Promise<UpstreamPluginModule> {
+  return import("../plugins/mcp/upstream_plugin.ts");
+}
+
 /** Builds and starts the gateway for this process. */
 export async function createRuntime(
   context: CliContext,
@@ -80,7 +91,8 @@ export async function createRuntime(
     mode: role === "server" ? "deliver" : "record",
     onError: (error) => log(`webhooks: ${(error as Error).message}`),
   });
-  const audit = createAuditLog({ store, bus });
+  // The deliveries of `tool.called` and `audit.written` ride in the entry's commit.
+  const audit = createAuditLog({ store, bus, outbox: dispatcher });
   const keychain = createKeychain({ store, dataDir: config.dataDir, env: config.env });
   // MCP upstreams: config.json, then `toolgate plugins add` registrations.
   const builtins = builtinPlugins();
@@ -92,11 +104,17 @@ export async function createRuntime(
     reserved,
     log,
   }).filter((spec) => wantUpstream(spec.name));
-  const upstreamPlugin = (spec: UpstreamSpec) =>
-    mcpUpstreamPlugin(spec, {
+  let upstreamModule: UpstreamPluginModule | undefined = upstreams.length
+    ? await loadUpstreamPlugin()
+    : undefined;
+  const upstreamPlugin = (spec: UpstreamSpec) => {
+    if (!upstreamModule) throw new Error("The MCP upstream plugin is still loading");
+    const options: McpUpstreamPluginOptions = {
       settings: upstreamSettings(config),
       resolveSecret: (name) => keychain.get(name),
-    });
+    };
+    return upstreamModule.mcpUpstreamPlugin(spec, options);
+  };
   const gateway = new Gateway({
     config,
     store,
@@ -114,7 +132,10 @@ export async function createRuntime(
   // A server follows `toolgate plugins add|remove|enable|disable` live and
   // publishes its plugin states for `toolgate plugins list`.
   let sync: UpstreamSync | undefined;
+  let syncStarting: Promise<void> | undefined;
+  let closed = false;
   let publisher: ServerStatusPublisher | undefined;
+  let publisherStarting: Promise<void> | undefined;
   if (role === "server") {
     sync = new UpstreamSync({
       gateway,
@@ -125,9 +146,20 @@ export async function createRuntime(
       plugin: upstreamPlugin,
       log,
     });
-    sync.start(upstreamsVersion);
+    // Upstreams added later need the plugin module: load it off the path to
+    // the first reply, then start following registrations.
+    const following = sync;
+    syncStarting = (async () => {
+      if (!upstreamModule) {
+        await new Promise((resolve) => setTimeout(resolve, UPSTREAM_LOAD_DELAY_MS));
+        if (closed) return;
+        upstreamModule = await loadUpstreamPlugin();
+      }
+      if (!closed) following.start(upstreamsVersion);
+    })();
     publisher = new ServerStatusPublisher({ gateway, store, transport, log });
-    await publisher.start();
+    // Published in the background: nothing on the path to serving waits for this commit.
+    publisherStarting = publisher.start();
   }
   return {
     config,
@@ -137,7 +169,10 @@ export async function createRuntime(
     audit,
     dispatcher,
     close: async () => {
+      closed = true;
+      await syncStarting;
       await sync?.stop();
+      await publisherStarting;
       await publisher?.stop();
       await gateway.stop();
       await audit.close();

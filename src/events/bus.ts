@@ -81,6 +81,18 @@ export class EventBus {
   ): Promise<EventEnvelope<T> | undefined> {
     if (this.#disabled.has(type)) return undefined;
     const envelope = createEnvelope(type, data, this.#now());
+    await this.publish(envelope);
+    return envelope;
+  }
+
+  /**
+   * Emits an envelope built beforehand (with {@linkcode createEnvelope} and
+   * this bus's {@linkcode EventBus.now}), e.g. one whose deliveries were
+   * written in the same commit as an audit entry. Resolves like
+   * {@linkcode EventBus.emit}; never rejects. A disabled type is dropped.
+   */
+  async publish(envelope: EventEnvelope<EventType>): Promise<void> {
+    if (this.#disabled.has(envelope.type)) return;
     const pending: Promise<void>[] = [];
     for (const listener of this.#listeners) {
       try {
@@ -91,6 +103,10 @@ export class EventBus {
       }
     }
     if (pending.length) await Promise.all(pending);
-    return envelope;
+  }
+
+  /** The bus's clock, in ms since the epoch (for envelopes built beforehand). */
+  now(): number {
+    return this.#now();
   }
 }

@@ -503,23 +503,27 @@ export class Gateway {
         tool.breaker.recordSuccess();
         const latency_ms = Math.max(0, Math.round(this.#now() - started));
         const redactedInput = redact(input);
-        await Promise.all([
-          this.#audit?.append({
-            kind: "tool.call",
-            tool: name,
-            session_id: sessionId,
-            input: redactedInput,
-            outcome: { ok: true, latency_ms, source: options.source ?? "api" },
-          }),
-          this.bus.emit("tool.called", {
-            tool_name: name,
-            plugin,
-            input: redactedInput,
-            output: redact(output),
-            latency_ms,
-            session_id: sessionId,
-          }),
-        ]);
+        const entry = {
+          kind: "tool.call",
+          tool: name,
+          session_id: sessionId,
+          input: redactedInput,
+          outcome: { ok: true, latency_ms, source: options.source ?? "api" },
+        };
+        const called = {
+          tool_name: name,
+          plugin,
+          input: redactedInput,
+          output: redact(output),
+          latency_ms,
+          session_id: sessionId,
+        };
+        if (this.#audit?.publishesEvents) {
+          // One commit holds the entry and the webhook deliveries of both events.
+          await this.#audit.append(entry, { events: [{ type: "tool.called", data: called }] });
+        } else {
+          await Promise.all([this.#audit?.append(entry), this.bus.emit("tool.called", called)]);
+        }
         return tool.definition.rawResult
           ? { tool: name, plugin, output, latency_ms, rawResult: true }
           : { tool: name, plugin, output, latency_ms };

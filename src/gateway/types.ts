@@ -6,6 +6,7 @@
  */
 import type { z } from "zod";
 import type { Config } from "../config/mod.ts";
+import type { EventData } from "../events/mod.ts";
 import type { Store } from "../store/mod.ts";
 
 /** Reads a plugin's credentials (keychain, then `TOOLGATE_SECRET_<PLUGIN>_<KEY>`). */
@@ -183,12 +184,21 @@ export interface CallResult {
 
 /** Where the pipeline records calls: the audit log. */
 export interface AuditSink {
-  /** Appends durably; resolves once committed. */
-  append(entry: {
-    kind: string;
-    tool: string;
-    session_id?: string;
-    input: unknown;
-    outcome: Record<string, unknown>;
-  }): Promise<unknown>;
+  /**
+   * Appends durably; resolves once committed. A sink that
+   * {@linkcode AuditSink.publishesEvents} also emits `options.events` once
+   * the entry is committed (their webhook deliveries in the same commit).
+   */
+  append(
+    entry: {
+      kind: string;
+      tool: string;
+      session_id?: string;
+      input: unknown;
+      outcome: Record<string, unknown>;
+    },
+    options?: { events?: readonly { type: "tool.called"; data: EventData<"tool.called"> }[] },
+  ): Promise<unknown>;
+  /** Whether `append` emits the attached events itself. @default false */
+  readonly publishesEvents?: boolean;
 }

@@ -14,6 +14,7 @@
 import { z } from "zod";
 import { GatewayError } from "../errors/mod.ts";
 import { auditEntriesPrefix, auditEntryKey, auditEntryPartKey, auditHeadKey } from "./keys.ts";
+import { applyDeliveryOps, type DeliveryOp } from "./deliveries.ts";
 import type { Store } from "./store.ts";
 
 /** Largest part of an entry's bytes stored under one key. */
@@ -72,6 +73,14 @@ export interface AuditCommitGuard {
   tailSeq: number;
   /** Versionstamps of that entry's parts (empty: expect it absent). */
   tailVersionstamps: readonly string[];
+}
+
+/** Delivery records written in the same commit as a batch of entries. */
+export interface AuditCommitOutbox {
+  /** Plain delivery ops (events and their pending deliveries). */
+  ops: readonly DeliveryOp[];
+  /** Whether to bump the deliveries version (a recording process signals the server). */
+  bumpVersion: boolean;
 }
 
 /** One entry to write. */
@@ -193,7 +202,9 @@ export async function readAuditChainState(store: Store, hintSeq = 0): Promise<Au
 /**
  * Writes `entries` and the new `head` in one atomic commit, provided the head
  * and the entry it points at are unchanged since they were read and nothing
- * is stored at the first new seq. Retries "database is locked".
+ * is stored at the first new seq. Delivery records in `outbox` are written in
+ * the same commit (sized by the caller with `deliveryOpsCost`). Retries
+ * "database is locked".
  *
  * @returns The commit's versionstamp, or `null` when a check failed (another
  * writer appended first: re-read and try again).
@@ -205,6 +216,7 @@ export async function commitAuditEntries(
   guard: AuditCommitGuard,
   entries: readonly AuditEntryWrite[],
   head: AuditHead,
+  outbox?: AuditCommitOutbox,
 ): Promise<string | null> {
   if (!entries.length) throw new GatewayError("INTERNAL", "Cannot commit an empty audit batch");
   let mutations = 1;
@@ -239,6 +251,7 @@ export async function commitAuditEntries(
       }
     }
     op = op.set(auditHeadKey(), head);
+    if (outbox) applyDeliveryOps(op, outbox.ops, outbox.bumpVersion);
     const result = await op.commit();
     return result.ok ? result.versionstamp : null;
   });

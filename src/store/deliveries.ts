@@ -377,6 +377,42 @@ function buildUnit(ops: readonly DeliveryOp[]): Omit<Unit, "resolve" | "reject">
   return { plain, guarded, ops: ops.length, cost };
 }
 
+/**
+ * KV cost of writing `ops` inside another commit (the audit log's): what
+ * they add to its mutation count, key bytes and bytes.
+ *
+ * @throws {GatewayError} `INTERNAL` when `ops` holds a guarded op
+ * (`collect_event`), which only {@linkcode DeliveryWriter} commits.
+ */
+export function deliveryOpsCost(
+  ops: readonly DeliveryOp[],
+): { mutations: number; keyBytes: number; bytes: number } {
+  const unit = buildUnit(ops);
+  if (unit.guarded.length) {
+    throw new GatewayError("INTERNAL", "Cannot write a collect_event op inside another commit");
+  }
+  const { mutations, keyBytes, bytes } = unit.cost;
+  return { mutations, keyBytes, bytes };
+}
+
+/**
+ * Adds `ops` (no `collect_event`) to an atomic operation of this store, and
+ * bumps the deliveries version when `bumpVersion` is set: how deliveries
+ * ride in the audit log's commit. For modules of `src/store` only.
+ */
+export function applyDeliveryOps(
+  atomic: Deno.AtomicOperation,
+  ops: readonly DeliveryOp[],
+  bumpVersion: boolean,
+): void {
+  const unit = buildUnit(ops);
+  if (unit.guarded.length) {
+    throw new GatewayError("INTERNAL", "Cannot write a collect_event op inside another commit");
+  }
+  apply(atomic, unit.plain);
+  if (bumpVersion) atomic.sum(deliveriesVersionKey(), 1n);
+}
+
 function apply(atomic: Deno.AtomicOperation, mutations: readonly Mutation[]): void {
   for (const m of mutations) {
     if (m.type === "set") atomic.set(m.key, m.value);
@@ -394,9 +430,18 @@ export class DeliveryWriter {
   #queue: Unit[] = [];
   #running: Promise<void> | null = null;
 
-  /** @param store The store to write to. */
-  constructor(store: Store) {
+  #lingerMs: number;
+
+  /**
+   * @param store The store to write to.
+   * @param options `lingerMs`: how long a commit waits for more units to
+   * join it (fewer, larger commits for writes nobody waits on). @default 0
+   */
+  constructor(store: Store, options: { lingerMs?: number } = {}) {
+    const { lingerMs = 0 } = options;
+    if (!(lingerMs >= 0)) throw new RangeError(`Invalid lingerMs: ${lingerMs} is not 0 or more`);
     this.#store = store;
+    this.#lingerMs = lingerMs;
   }
 
   /** Units waiting to be committed. */
@@ -425,7 +470,11 @@ export class DeliveryWriter {
 
   #kick(): void {
     if (this.#running) return;
-    this.#running = this.#drain().finally(() => {
+    const linger = this.#lingerMs;
+    const drain = linger > 0
+      ? new Promise<void>((resolve) => setTimeout(resolve, linger)).then(() => this.#drain())
+      : this.#drain();
+    this.#running = drain.finally(() => {
       this.#running = null;
       if (this.#queue.length) this.#kick();
     });

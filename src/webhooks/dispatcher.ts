@@ -47,6 +47,13 @@ export const MAX_RETRIES = 5;
  */
 export const MAX_REGISTRATION_AGE_MS = 50;
 
+/**
+ * How long the record of an attempt's outcome waits for others to share its
+ * commit, in ms: at 20 deliveries per tool call this turns 20 commits into
+ * one or two, which keeps the KV free for the tool calls themselves.
+ */
+export const OUTCOME_LINGER_MS = 10;
+
 /** Largest jitter added to a retry delay, as a fraction of it. */
 export const RETRY_JITTER = 0.1;
 
@@ -105,6 +112,27 @@ export interface Dispatcher {
   whenIdle(): Promise<void>;
   /** Deliveries pending in memory (scheduled, running or being recorded). */
   readonly pending: number;
+  /**
+   * Prepares the outbox records of events another writer commits (the audit
+   * log puts `tool.called` and `audit.written` deliveries in the commit of
+   * the entry), so an event costs no commit of its own. Call
+   * `committed(versionstamp)` once that commit succeeded, then emit the same
+   * envelopes on the bus (the dispatcher skips them there). Nothing happens
+   * when the commit fails or `committed` is never called.
+   *
+   * @returns `undefined` when no registered webhook wants any of the events.
+   */
+  stage(events: readonly EventEnvelope<EventType>[]): StagedDeliveries | undefined;
+}
+
+/** Outbox records of events, to be written in someone else's commit. */
+export interface StagedDeliveries {
+  /** Plain delivery ops: each event and its pending deliveries. */
+  ops: DeliveryOp[];
+  /** Whether the commit must bump the deliveries version (record mode). */
+  bumpVersion: boolean;
+  /** Tells the dispatcher the commit succeeded, with its versionstamp. */
+  committed(versionstamp: string): void;
 }
 
 interface Hook {
@@ -118,6 +146,12 @@ interface CachedEvent {
   versionstamp: string;
   /** Deliveries in memory that use it. */
   refs: number;
+}
+
+interface BuiltEvent {
+  outbox: OutboxEvent;
+  records: DeliveryRecord[];
+  ops: DeliveryOp[];
 }
 
 interface Pending {
@@ -165,6 +199,8 @@ class WebhookDispatcher implements Dispatcher {
   #onError: (error: unknown) => void;
   #disabled: Set<string>;
   #writer: DeliveryWriter;
+  /** Attempt outcomes: nobody waits on them, so they are committed in fewer, larger commits. */
+  #outcomes: DeliveryWriter;
   #recordOnly: boolean;
 
   #state: "new" | "running" | "stopping" | "stopped" = "new";
@@ -186,6 +222,8 @@ class WebhookDispatcher implements Dispatcher {
   #deliveriesVersion = 0n;
 
   #events = new Map<string, CachedEvent>();
+  /** Ids of events whose records stage() had written, until the bus brings them. */
+  #staged = new Set<string>();
   #known = new Map<string, Pending>();
   #scanning = false;
   #tombstones = new Map<string, string>();
@@ -244,6 +282,7 @@ class WebhookDispatcher implements Dispatcher {
       config.webhooks.retry_base_ms / 2,
     );
     this.#writer = new DeliveryWriter(store);
+    this.#outcomes = new DeliveryWriter(store, { lingerMs: OUTCOME_LINGER_MS });
     this.#recordOnly = mode === "record";
     this.#schedule = new Schedule((due) => this.#enqueueReady(due), now);
   }
@@ -317,6 +356,7 @@ class WebhookDispatcher implements Dispatcher {
     }
     while (this.#tasks.size) await Promise.all(this.#tasks);
     await this.#writer.flush();
+    await this.#outcomes.flush();
     this.#state = "stopped";
     this.#known.clear();
     this.#events.clear();
@@ -437,12 +477,19 @@ class WebhookDispatcher implements Dispatcher {
 
   // --- Intake ---------------------------------------------------------------
 
-  #onEvent(event: EventEnvelope<EventType>): Promise<void> | undefined {
-    if (this.#state !== "running" || this.#disabled.has(event.type)) return undefined;
+  #targets(type: string): Hook[] {
     const targets: Hook[] = [];
+    if (this.#state !== "running" || this.#disabled.has(type)) return targets;
     for (const hook of this.#hooks.values()) {
-      if (matches(hook.record, event.type)) targets.push(hook);
+      if (matches(hook.record, type)) targets.push(hook);
     }
+    return targets;
+  }
+
+  #onEvent(event: EventEnvelope<EventType>): Promise<void> | undefined {
+    // Already written in another commit by stage().
+    if (this.#staged.delete(event.id)) return undefined;
+    const targets = this.#targets(event.type);
     if (!targets.length) return undefined;
     const persisted = this.#persistEvent(event, targets);
     // The bus reports a failure of the returned promise; this copy only lets stop() wait.
@@ -450,7 +497,34 @@ class WebhookDispatcher implements Dispatcher {
     return persisted;
   }
 
-  async #persistEvent(event: EventEnvelope<EventType>, targets: Hook[]): Promise<void> {
+  stage(events: readonly EventEnvelope<EventType>[]): StagedDeliveries | undefined {
+    const built: BuiltEvent[] = [];
+    for (const event of events) {
+      const targets = this.#targets(event.type);
+      if (targets.length) built.push(this.#build(event, targets));
+    }
+    if (!built.length) return undefined;
+    return {
+      ops: built.flatMap((b) => b.ops),
+      bumpVersion: this.#recordOnly,
+      committed: (versionstamp) => {
+        for (const b of built) this.#staged.add(b.outbox.id);
+        // Scheduled on the next turn, so the reply to the call that committed
+        // them goes out before their first attempts start.
+        this.#background(
+          new Promise<void>((resolve) =>
+            setTimeout(() => {
+              for (const b of built) this.#adoptEvent(b, () => versionstamp);
+              resolve();
+            }, 0)
+          ),
+        );
+      },
+    };
+  }
+
+  /** The outbox records of one event: its body and a pending delivery per target. */
+  #build(event: EventEnvelope<EventType>, targets: Hook[]): BuiltEvent {
     const outbox: OutboxEvent = {
       id: event.id,
       type: event.type,
@@ -472,15 +546,25 @@ class WebhookDispatcher implements Dispatcher {
       { op: "put_event", event: outbox },
       ...records.map((delivery): DeliveryOp => ({ op: "put_delivery", delivery })),
     ];
-    const result = await this.#writer.write(ops);
+    return { outbox, records, ops };
+  }
+
+  /** Schedules the deliveries of a stored event (`versionstamp(i)`: of op `i`). */
+  #adoptEvent(built: BuiltEvent, versionstamp: (op: number) => string): void {
+    if (this.#recordOnly || this.#state !== "running") return; // Stored: a start() resumes them.
+    const cached: CachedEvent = { event: built.outbox, versionstamp: versionstamp(0), refs: 0 };
+    this.#events.set(built.outbox.id, cached);
+    built.records.forEach((record, i) => this.#adopt(record, versionstamp(i + 1), cached));
+  }
+
+  async #persistEvent(event: EventEnvelope<EventType>, targets: Hook[]): Promise<void> {
+    const built = this.#build(event, targets);
+    const result = await this.#writer.write(built.ops);
     if (this.#recordOnly) {
       await bumpDeliveriesVersion(this.#store);
       return;
     }
-    if (this.#state !== "running") return; // Stored: the next start() resumes them.
-    const cached: CachedEvent = { event: outbox, versionstamp: result.versionstamps[0], refs: 0 };
-    this.#events.set(outbox.id, cached);
-    records.forEach((record, i) => this.#adopt(record, result.versionstamps[i + 1], cached));
+    this.#adoptEvent(built, (i) => result.versionstamps[i]);
   }
 
   #adopt(record: DeliveryRecord, versionstamp: string, event: CachedEvent): void {
@@ -657,7 +741,7 @@ class WebhookDispatcher implements Dispatcher {
         next_attempt_at: next,
         attempts: [...record.attempts, attempt],
       };
-      const written = await this.#writer.write([
+      const written = await this.#outcomes.write([
         { op: "put_delivery", delivery: updated },
         ...await this.#logOps(updated, attempt, false),
       ]);
@@ -744,7 +828,7 @@ class WebhookDispatcher implements Dispatcher {
     }
     let collected: boolean;
     try {
-      ({ collected } = await this.#writer.write(ops));
+      ({ collected } = await this.#outcomes.write(ops));
     } catch (error) {
       event.refs++;
       if (!this.#events.has(record.event_id)) this.#events.set(record.event_id, event);

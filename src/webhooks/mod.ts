@@ -21,7 +21,12 @@
  */
 export { importSigningKey, SIGNATURE_PREFIX, signPayload, verifySignature } from "./signer.ts";
 export { createDispatcher, MAX_RETRIES, RETRY_JITTER, retryDelayMs } from "./dispatcher.ts";
-export type { Dispatcher, DispatcherConfig, DispatcherOptions } from "./dispatcher.ts";
+export type {
+  Dispatcher,
+  DispatcherConfig,
+  DispatcherOptions,
+  StagedDeliveries,
+} from "./dispatcher.ts";
 export { deliveryHeaders } from "./_send.ts";
 export type { FetchLike } from "./_send.ts";
 export { testWebhook } from "./test_webhook.ts";

@@ -39,6 +39,11 @@ Deno.test({
       assertEquals(run.code, 0, `bench --smoke failed:\n${stdout}\n${stderr}`);
       const results = JSON.parse(await Deno.readTextFile(out)) as BenchResults;
       assertEquals(results.mode, "smoke");
+      const upstream = await Deno.stat(`${ROOT}scripts/bench/mcp_upstream.ts`).then(
+        () => true,
+        () => false,
+      );
+      if (upstream) SCENARIOS.push("mcp_upstream");
       for (const name of SCENARIOS) {
         const scenario = results.scenarios[name];
         assert(scenario, `scenario ${name} did not run`);
