@@ -35,7 +35,10 @@ export interface StdioConnectionOptions {
   command: string;
   /** Its arguments, e.g. `["mcp", "start"]`. @default [] */
   args?: string[];
-  /** Extra environment (merged over a safe default set such as `PATH` and `HOME`). */
+  /**
+   * Environment of the child: this process's environment with these
+   * variables set over it (so `TOOLGATE_HOME`, `TOOLGATE_SECRET_*` pass on).
+   */
   env?: Record<string, string>;
   /** Working directory of the child. @default the current one */
   cwd?: string;
@@ -102,6 +105,17 @@ const EVENT_NAMES: ReadonlySet<string> = new Set<string>([
 
 function joinUrl(base: string | URL, path: string): string {
   return `${String(base).replace(/\/+$/, "")}/${path}`;
+}
+
+/** This process's environment (Node's `process.env`, also in Deno), strings only. */
+function inheritedEnv(): Record<string, string> {
+  const source = (globalThis as { process?: { env?: Record<string, string | undefined> } })
+    .process?.env ?? {};
+  const env: Record<string, string> = {};
+  for (const [name, value] of Object.entries(source)) {
+    if (typeof value === "string") env[name] = value;
+  }
+  return env;
 }
 
 function isHttp(
@@ -259,7 +273,7 @@ export class ToolgateClient {
       transport = new StdioClientTransport({
         command: stdio.command,
         args: stdio.args ?? [],
-        env: stdio.env,
+        env: { ...inheritedEnv(), ...stdio.env },
         cwd: stdio.cwd,
         stderr: stdio.stderr ?? "inherit",
       });

@@ -1,5 +1,9 @@
-import { ReconnectingEventStream, type SseMessage, SseParser } from "../../sdk/typescript/mod.ts";
-import { ToolgateError } from "../../sdk/typescript/mod.ts";
+import {
+  ReconnectingEventStream,
+  type SseMessage,
+  SseParser,
+  type ToolgateError,
+} from "../../sdk/typescript/mod.ts";
 import { assert, assertEquals } from "../_asserts.ts";
 import { Collector } from "./_collector.ts";
 
