@@ -247,6 +247,17 @@ export class ToolgateClient {
   }
 
   /**
+   * The MCP session id over HTTP (`Mcp-Session-Id`; also the `session_id`
+   * of this client's calls in `tool.called` events and the audit log).
+   */
+  get sessionId(): string | undefined {
+    const transport = this.#transport;
+    return transport instanceof StreamableHTTPClientTransport
+      ? (transport as { sessionId?: string }).sessionId
+      : undefined;
+  }
+
+  /**
    * Connects: starts the server (stdio) or opens an MCP session (HTTP), and
    * opens the event stream when handlers are registered. Idempotent.
    *

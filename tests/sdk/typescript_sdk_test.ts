@@ -198,6 +198,24 @@ Deno.test("TS SDK over HTTP: token, calls, events from other transports, signed 
   assert(!await verifySignature(secret, delivery.body, null));
   assert(!await verifySignature(secret, delivery.body, header!.replace("sha256=", "sha1=")));
 
+  // The server forgets the session (as after idle expiry): the client opens a new one.
+  const session = client.sessionId;
+  assertMatch(session ?? "", /^[0-9a-f-]{36}$/);
+  const ended = await fetch(`${url}/mcp`, {
+    method: "DELETE",
+    headers: { authorization: `Bearer ${token}`, "mcp-session-id": session! },
+  });
+  assertEquals(ended.status, 200);
+  await ended.body?.cancel();
+  const renewed = await client.callTool("memory_get", { key: "k" });
+  assertEquals(renewed.structuredContent?.value, [1, 2]);
+  assert(client.sessionId !== undefined && client.sessionId !== session);
+  const mine = await complete.until(
+    "tool.complete of this client's renewed session",
+    (event) => event.data.ok && event.data.session_id === client.sessionId,
+  );
+  assertEquals(mine.data.tool, "memory_get");
+
   const health = async () =>
     (await (await fetch(`${url}/health`)).json() as { mcp_sessions: number }).mcp_sessions;
   assertEquals(await health(), 1);

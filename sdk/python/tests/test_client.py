@@ -153,8 +153,8 @@ def test_http_calls_errors_and_session_renewal(server: Server) -> None:
                 "PLUGIN_REQUEST_FAILED",
             )
             # The server forgets the session (as after idle expiry): the client opens a new one.
-            transport = c._transport
-            session = getattr(transport, "session_id")
+            session = c.session_id
+            assert session is not None
             async with httpx.AsyncClient() as raw:
                 ended = await raw.delete(
                     f"{server.url}/mcp",
@@ -163,7 +163,7 @@ def test_http_calls_errors_and_session_renewal(server: Server) -> None:
                 assert ended.status_code == 200
             got = await c.call_tool("memory_get", key="k")
             assert got.structured_content is not None and got.structured_content["value"] == [1, 2]
-            assert getattr(transport, "session_id") not in (None, session)
+            assert c.session_id not in (None, session)
         health = httpx.get(f"{server.url}/health").json()
         assert health["mcp_sessions"] == 0, "closing the client ends its MCP session"
 
@@ -195,7 +195,7 @@ def test_http_events_from_calls_made_through_another_transport(server: Server) -
             loop = asyncio.get_running_loop()
             response = await loop.run_in_executor(None, rest_call, server, "memory_get", {"key": "k"})
             assert response.status_code == 200
-            ok = await until("tool.complete of memory_get", complete, lambda e: e.data["tool"] == "memory_get")
+            ok = await until("tool.complete of memory_get", complete, lambda e: bool(e.data["tool"] == "memory_get"))
             assert ok.type == "tool.complete" and ok.data["ok"] is True
             assert ok.data["latency_ms"] >= 0 and ok.id.startswith("evt_")
             assert ok.data["output"] == {"key": "k", "found": False}
@@ -225,7 +225,7 @@ def test_http_events_from_calls_made_through_another_transport(server: Server) -
             await until(
                 "the second memory_get",
                 complete,
-                lambda e: e.data["tool"] == "memory_get" and e.data["input"] == {"key": "again"},
+                lambda e: bool(e.data["tool"] == "memory_get" and e.data["input"] == {"key": "again"}),
             )
             assert len(everything) == seen, "an unsubscribed handler gets nothing"
         assert errors == []

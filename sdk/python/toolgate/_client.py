@@ -157,6 +157,14 @@ class Client:
         """Whether :meth:`connect` succeeded and :meth:`close` did not follow."""
         return self._connected
 
+    @property
+    def session_id(self) -> Optional[str]:
+        """The MCP session id over HTTP (``Mcp-Session-Id``; also the
+        ``session_id`` of this client's calls in ``tool.called`` events and
+        the audit log)."""
+        transport = self._transport
+        return transport.session_id if isinstance(transport, HttpTransport) else None
+
     async def __aenter__(self) -> "Client":
         await self.connect()
         return self
