@@ -39,8 +39,13 @@ def make_client() -> Client:
 async def main() -> None:
     async with make_client() as client:
         if client.transport == "http":
+
             def report(event: Event) -> None:
-                outcome = f"{event.data['latency_ms']} ms" if event.data["ok"] else event.data["error_code"]
+                outcome = (
+                    f"{event.data['latency_ms']} ms"
+                    if event.data["ok"]
+                    else event.data["error_code"]
+                )
                 print(f"event: {event.data['tool']} finished: {outcome}")
 
             client.on("tool.complete", report)

@@ -69,7 +69,9 @@ def receiver() -> Iterator[Receiver]:
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:  # noqa: N802 (http.server naming)
             body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-            record.deliveries.append(Delivery({k.lower(): v for k, v in self.headers.items()}, body))
+            record.deliveries.append(
+                Delivery({k.lower(): v for k, v in self.headers.items()}, body)
+            )
             record.arrived.set()
             self.send_response(204)
             self.end_headers()

@@ -33,7 +33,9 @@ def run(scenario: Callable[[], Awaitable[T]]) -> T:
     return asyncio.run(asyncio.wait_for(scenario(), 60))
 
 
-async def until(what: str, items: List[Event], match: Callable[[Event], bool], timeout: float = 10) -> Event:
+async def until(
+    what: str, items: List[Event], match: Callable[[Event], bool], timeout: float = 10
+) -> Event:
     """The first collected event that matches, waiting up to ``timeout`` seconds."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
@@ -70,7 +72,7 @@ def test_version_matches_deno_json() -> None:
 
 def test_sse_parser_handles_line_ends_split_anywhere() -> None:
     wire = (
-        ": hello\r\nretry: 2500\r\nid: 1\r\nevent: tool.called\r\ndata: {\"a\":\r\ndata: 1}\r\n\r\n"
+        ': hello\r\nretry: 2500\r\nid: 1\r\nevent: tool.called\r\ndata: {"a":\r\ndata: 1}\r\n\r\n'
         "data: plain\r\rid: 2\nevent: x\ndata:no-space\n\n"
     )
     expected = [
@@ -82,7 +84,7 @@ def test_sse_parser_handles_line_ends_split_anywhere() -> None:
         parser = SseParser()
         messages: List[SseMessage] = []
         for start in range(0, len(wire), size):
-            messages.extend(parser.push(wire[start:start + size]))
+            messages.extend(parser.push(wire[start : start + size]))
         assert messages == expected, f"chunks of {size}"
         assert parser.retry_ms == 2500
 
@@ -113,7 +115,9 @@ def test_stdio_lists_calls_and_raises_typed_errors(home: Path) -> None:
             missing = await expect_error(c.call_tool("memory_get"), "TOOL_INPUT_INVALID")
             assert missing.message.startswith("Invalid arguments for memory_get: key: ")
             assert missing.details["fields"][0]["path"] == "key"
-            wrong = await expect_error(c.call_tool("memory_set", key=42, value=1), "TOOL_INPUT_INVALID")
+            wrong = await expect_error(
+                c.call_tool("memory_set", key=42, value=1), "TOOL_INPUT_INVALID"
+            )
             assert "key: Invalid input: expected string, received number" in wrong.message
             failed = await expect_error(
                 c.call_tool("http_request", url=f"http://127.0.0.1:{closed_port()}/"),
@@ -193,16 +197,24 @@ def test_http_events_from_calls_made_through_another_transport(server: Server) -
         async with client as c:
             await c.events_ready()
             loop = asyncio.get_running_loop()
-            response = await loop.run_in_executor(None, rest_call, server, "memory_get", {"key": "k"})
+            response = await loop.run_in_executor(
+                None, rest_call, server, "memory_get", {"key": "k"}
+            )
             assert response.status_code == 200
-            ok = await until("tool.complete of memory_get", complete, lambda e: bool(e.data["tool"] == "memory_get"))
+            ok = await until(
+                "tool.complete of memory_get",
+                complete,
+                lambda e: bool(e.data["tool"] == "memory_get"),
+            )
             assert ok.type == "tool.complete" and ok.data["ok"] is True
             assert ok.data["latency_ms"] >= 0 and ok.id.startswith("evt_")
             assert ok.data["output"] == {"key": "k", "found": False}
 
             unreachable = {"url": f"http://127.0.0.1:{closed_port()}/"}
             for _ in range(2):
-                failed = await loop.run_in_executor(None, rest_call, server, "http_request", unreachable)
+                failed = await loop.run_in_executor(
+                    None, rest_call, server, "http_request", unreachable
+                )
                 assert failed.status_code == 502
             failure = await until(
                 "a failed tool.complete",
@@ -225,7 +237,9 @@ def test_http_events_from_calls_made_through_another_transport(server: Server) -
             await until(
                 "the second memory_get",
                 complete,
-                lambda e: bool(e.data["tool"] == "memory_get" and e.data["input"] == {"key": "again"}),
+                lambda e: bool(
+                    e.data["tool"] == "memory_get" and e.data["input"] == {"key": "again"}
+                ),
             )
             assert len(everything) == seen, "an unsubscribed handler gets nothing"
         assert errors == []

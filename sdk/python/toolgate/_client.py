@@ -105,7 +105,9 @@ class Client:
         :param timeout: Longest wait for one answer, in seconds.
         """
         if stderr not in ("inherit", "ignore"):
-            raise ToolgateError("USAGE", f'Invalid stderr {stderr!r}: expected "inherit" or "ignore"')
+            raise ToolgateError(
+                "USAGE", f'Invalid stderr {stderr!r}: expected "inherit" or "ignore"'
+            )
         arguments = split_args(args)
         return cls(
             stdio=lambda: StdioTransport(command, arguments, env, cwd, stderr),
@@ -186,7 +188,9 @@ class Client:
         if self._connected:
             return
         if self._base_url is not None:
-            self._http = httpx.AsyncClient(headers=self._headers, timeout=httpx.Timeout(self._timeout))
+            self._http = httpx.AsyncClient(
+                headers=self._headers, timeout=httpx.Timeout(self._timeout)
+            )
             self._transport = HttpTransport(self._http, self._base_url)
         else:
             assert self._new_stdio is not None
@@ -373,8 +377,14 @@ class Client:
         await self._emit(event.type, event)
         await self._emit("*", event)
         if event.type in ("tool.called", "tool.failed"):
-            data = {**event.data, "tool": event.data.get("tool_name"), "ok": event.type == "tool.called"}
-            await self._emit("tool.complete", Event(event.id, "tool.complete", event.timestamp, data))
+            data = {
+                **event.data,
+                "tool": event.data.get("tool_name"),
+                "ok": event.type == "tool.called",
+            }
+            await self._emit(
+                "tool.complete", Event(event.id, "tool.complete", event.timestamp, data)
+            )
 
     async def _emit(self, name: str, event: Event) -> None:
         for handler in list(self._handlers.get(name, ())):
@@ -403,4 +413,3 @@ class Client:
         finally:
             if http is not None:
                 await http.aclose()
-

@@ -73,7 +73,7 @@ def error_from_rpc(error: Mapping[str, Any]) -> ToolgateError:
     rpc_code = error.get("code")
     message = _RPC_PREFIX.sub("", str(error.get("message", "JSON-RPC error")))
     if rpc_code == _INVALID_PARAMS and message.startswith("Unknown tool: "):
-        tool = message[len("Unknown tool: "):]
+        tool = message[len("Unknown tool: ") :]
         return ToolgateError("TOOL_NOT_FOUND", f"Unknown tool {json.dumps(tool)}", {"tool": tool})
     return ToolgateError("MCP_ERROR", message, {"rpc_code": rpc_code, "data": error.get("data")})
 

@@ -66,7 +66,9 @@ class EventStream:
         """Stops reading and waits for the reader to finish."""
         task, self._task = self._task, None
         if self._ready is not None and not self._ready.done():
-            self._ready.set_exception(ToolgateError("USAGE", "Event stream closed before it opened"))
+            self._ready.set_exception(
+                ToolgateError("USAGE", "Event stream closed before it opened")
+            )
         if task is not None:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -101,7 +103,9 @@ class EventStream:
         if self.last_event_id:
             headers["Last-Event-ID"] = self.last_event_id
         timeout = httpx.Timeout(10.0, read=_READ_TIMEOUT)
-        async with self._http.stream("GET", self._url, headers=headers, timeout=timeout) as response:
+        async with self._http.stream(
+            "GET", self._url, headers=headers, timeout=timeout
+        ) as response:
             if response.status_code != 200:
                 text = (await response.aread()).decode("utf-8", "replace")
                 raise error_from_http(response.status_code, text)

@@ -41,7 +41,7 @@ def verify_signature(
     value = header.strip()
     if not value.startswith(_PREFIX):
         return False
-    digest = value[len(_PREFIX):].lower()
+    digest = value[len(_PREFIX) :].lower()
     if len(digest) != 64 or not set(digest) <= _HEX:
         return False
     key = secret.encode("utf-8") if isinstance(secret, str) else secret

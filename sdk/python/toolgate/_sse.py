@@ -64,7 +64,9 @@ class SseParser:
     def _line(self, line: str, out: List[SseMessage]) -> None:
         if line == "":
             if self._saw_data:
-                out.append(SseMessage(self._event or "message", "\n".join(self._data), self.last_event_id))
+                out.append(
+                    SseMessage(self._event or "message", "\n".join(self._data), self.last_event_id)
+                )
             self._event = ""
             self._data = []
             self._saw_data = False

@@ -49,7 +49,9 @@ class Transport:
     async def start(self) -> None:
         """Opens the connection (starts the process)."""
 
-    async def request(self, method: str, params: Optional[JsonObject], timeout: float) -> JsonObject:
+    async def request(
+        self, method: str, params: Optional[JsonObject], timeout: float
+    ) -> JsonObject:
         """Sends a request; returns its result or raises :class:`ToolgateError`."""
         raise NotImplementedError
 
@@ -76,7 +78,9 @@ class StdioTransport(Transport):
         stderr: str,
     ) -> None:
         if stderr not in ("inherit", "ignore"):
-            raise ToolgateError("USAGE", f'Invalid stderr {stderr!r}: expected "inherit" or "ignore"')
+            raise ToolgateError(
+                "USAGE", f'Invalid stderr {stderr!r}: expected "inherit" or "ignore"'
+            )
         self._command = command
         self._args = list(args)
         self._env = dict(env or {})
@@ -104,7 +108,9 @@ class StdioTransport(Transport):
                 limit=_LINE_LIMIT,
             )
         except OSError as exc:
-            raise ToolgateError("CONNECTION_FAILED", f"Cannot start {self._command}: {exc}") from exc
+            raise ToolgateError(
+                "CONNECTION_FAILED", f"Cannot start {self._command}: {exc}"
+            ) from exc
         self._reader = asyncio.get_running_loop().create_task(self._read())
 
     async def _read(self) -> None:
@@ -134,11 +140,13 @@ class StdioTransport(Transport):
                 if message["method"] == "ping":
                     await self._send({"jsonrpc": "2.0", "id": message["id"], "result": {}})
                 else:
-                    await self._send({
-                        "jsonrpc": "2.0",
-                        "id": message["id"],
-                        "error": {"code": _METHOD_NOT_FOUND, "message": "Method not found"},
-                    })
+                    await self._send(
+                        {
+                            "jsonrpc": "2.0",
+                            "id": message["id"],
+                            "error": {"code": _METHOD_NOT_FOUND, "message": "Method not found"},
+                        }
+                    )
             return  # notifications (e.g. tools/list_changed) need no answer
         future = self._pending.pop(message.get("id"), None)  # type: ignore[arg-type]
         if future is not None and not future.done():
@@ -166,7 +174,9 @@ class StdioTransport(Transport):
         except (BrokenPipeError, ConnectionResetError) as exc:
             raise ToolgateError("CONNECTION_FAILED", f"Connection closed: {exc}") from exc
 
-    async def request(self, method: str, params: Optional[JsonObject], timeout: float) -> JsonObject:
+    async def request(
+        self, method: str, params: Optional[JsonObject], timeout: float
+    ) -> JsonObject:
         request_id = next(self._ids)
         future: asyncio.Future[Mapping[str, Any]] = asyncio.get_running_loop().create_future()
         self._pending[request_id] = future
@@ -177,11 +187,13 @@ class StdioTransport(Transport):
             await self._send(message)
             response = await asyncio.wait_for(future, timeout)
         except asyncio.TimeoutError:
-            await self._send({
-                "jsonrpc": "2.0",
-                "method": "notifications/cancelled",
-                "params": {"requestId": request_id, "reason": "timeout"},
-            })
+            await self._send(
+                {
+                    "jsonrpc": "2.0",
+                    "method": "notifications/cancelled",
+                    "params": {"requestId": request_id, "reason": "timeout"},
+                }
+            )
             raise ToolgateError(
                 "REQUEST_TIMEOUT", f"Request timed out: no answer to {method} within {timeout} s"
             ) from None
@@ -240,7 +252,9 @@ class HttpTransport(Transport):
             headers["Mcp-Protocol-Version"] = self.protocol_version
         return headers
 
-    async def request(self, method: str, params: Optional[JsonObject], timeout: float) -> JsonObject:
+    async def request(
+        self, method: str, params: Optional[JsonObject], timeout: float
+    ) -> JsonObject:
         request_id = next(self._ids)
         message: JsonObject = {"jsonrpc": "2.0", "id": request_id, "method": method}
         if params is not None:
@@ -260,7 +274,9 @@ class HttpTransport(Transport):
             message["params"] = params
         await self._post(message, None)
 
-    async def _post(self, message: JsonObject, request_id: Optional[int]) -> Optional[Mapping[str, Any]]:
+    async def _post(
+        self, message: JsonObject, request_id: Optional[int]
+    ) -> Optional[Mapping[str, Any]]:
         body = json.dumps(message, separators=(",", ":")).encode("utf-8")
         try:
             async with self._http.stream(
@@ -280,7 +296,9 @@ class HttpTransport(Transport):
                 for item in _messages(payload):
                     if item.get("id") == request_id:
                         return item
-                raise ToolgateError("MCP_ERROR", "The server's answer holds no response to the request")
+                raise ToolgateError(
+                    "MCP_ERROR", "The server's answer holds no response to the request"
+                )
         except httpx.TimeoutException as exc:
             raise ToolgateError("REQUEST_TIMEOUT", f"Request timed out: {exc}") from exc
         except httpx.TransportError as exc:
@@ -304,7 +322,9 @@ class HttpTransport(Transport):
         if not session_id:
             return
         try:
-            response = await self._http.delete(self._endpoint, headers={"Mcp-Session-Id": session_id})
+            response = await self._http.delete(
+                self._endpoint, headers={"Mcp-Session-Id": session_id}
+            )
             await response.aclose()
         except httpx.HTTPError:
             pass  # The server is gone or forgot the session: nothing left to end.

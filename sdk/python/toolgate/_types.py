@@ -56,9 +56,7 @@ class ToolResult:
     @property
     def text(self) -> str:
         """The text of the content items, joined with newlines."""
-        return "\n".join(
-            item["text"] for item in self.content if isinstance(item.get("text"), str)
-        )
+        return "\n".join(item["text"] for item in self.content if isinstance(item.get("text"), str))
 
 
 @dataclass(frozen=True)
