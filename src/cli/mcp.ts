@@ -5,7 +5,8 @@
  */
 import type { Command } from "commander";
 import type { HttpServer } from "../http/mod.ts";
-import { serveStdio } from "../mcp/mod.ts";
+// Not mod.ts: that would load the Streamable HTTP transport too.
+import { serveStdio } from "../mcp/stdio.ts";
 import { listIncomingWebhooks } from "../store/mod.ts";
 import { IncomingRouter } from "../webhooks/mod.ts";
 import { VERSION } from "../version.ts";

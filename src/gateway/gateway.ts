@@ -59,7 +59,8 @@ const BREAKER_CODES: ReadonlySet<ErrorCode> = new Set<ErrorCode>([
 interface RegisteredTool {
   definition: ToolDefinition;
   plugin: HostedPlugin;
-  inputSchema: Record<string, unknown>;
+  /** JSON Schema of the input; computed on first listing (not on the start-up path). */
+  inputSchema: Record<string, unknown> | undefined;
   breaker: CircuitBreaker;
   timeoutMs: number;
   retries: number;
@@ -330,7 +331,7 @@ export class Gateway {
       const registered: RegisteredTool = {
         definition,
         plugin,
-        inputSchema: definition.inputJsonSchema ?? toJsonSchema(definition.input),
+        inputSchema: definition.inputJsonSchema,
         timeoutMs: override.timeout_ms ?? definition.timeoutMs ?? settings.timeout_ms,
         retries: definition.idempotent ? override.retries ?? 0 : 0,
         breaker: undefined as unknown as CircuitBreaker,
@@ -397,7 +398,7 @@ export class Gateway {
       name: tool.definition.name,
       description: tool.definition.description,
       plugin: tool.plugin.definition.name,
-      inputSchema: tool.inputSchema,
+      inputSchema: tool.inputSchema ??= toJsonSchema(tool.definition.input),
     }));
   }
 
