@@ -92,7 +92,7 @@ class EventStream:
                     self._on_error(error)
                     return
                 self._on_error(error)
-            except (httpx.TransportError, ValueError) as exc:
+            except (httpx.HTTPError, httpx.StreamError, ValueError) as exc:
                 self._on_error(ToolgateError("CONNECTION_FAILED", f"Event stream failed: {exc}"))
             base = server_retry if server_retry is not None else self._reconnect_delay
             delay = base if healthy else min(max(delay * 2, base), self._max_reconnect_delay)
