@@ -337,6 +337,9 @@ async function supergateway(
     args: [
       "run",
       "-A",
+      // Outside the project's config and lock: the peer's dependencies stay out of deno.lock.
+      "--no-config",
+      "--no-lock",
       SUPERGATEWAY,
       "--stdio",
       stdioCommand,
