@@ -216,3 +216,26 @@ Deno.test("two CLI processes adding 50 webhooks each at once: all 100 listed, id
   assertEquals(listed.size, 100);
   for (const id of [...a, ...b]) assert(listed.has(id), `missing ${id}`);
 });
+
+Deno.test("mcp start on stdio warns that registered incoming endpoints need --transport http", async () => {
+  await using tmp = await tempHome();
+  await runCli([
+    "webhooks",
+    "create",
+    "--name",
+    "a",
+    "--url",
+    "/hooks/a",
+    "--handler",
+    "memory_set",
+  ], {
+    home: tmp.home,
+  });
+  const run = await runCli(["mcp", "start"], { home: tmp.home, stdin: "" });
+  assertEquals(run.code, 0, run.stderr);
+  assertEquals(run.stdout, "");
+  assertMatch(
+    run.stderr,
+    /1 incoming webhook endpoint\(s\) are registered; they are served only with --transport http/,
+  );
+});
