@@ -8,6 +8,7 @@
  */
 import { z } from "zod";
 import { GatewayError } from "../errors/mod.ts";
+import { EventTypeSchema } from "../events/schemas.ts";
 
 const ToolSettingsSchema = z.strictObject({
   timeout_ms: z.number().int().positive().optional(),
@@ -47,7 +48,7 @@ export const ConfigFileSchema = z.strictObject({
     session_idle_ms: z.number().int().positive().default(30 * 60 * 1000),
   }).prefault({}),
   events: z.strictObject({
-    disabled: z.array(z.string()).default([]),
+    disabled: z.array(EventTypeSchema).default([]),
   }).prefault({}),
   webhooks: z.strictObject({
     retry_base_ms: z.number().int().positive().default(1000),
