@@ -26,6 +26,7 @@ import {
   outboxEventKey,
 } from "./keys.ts";
 import type { Store } from "./store.ts";
+import { parseRecord } from "./_records.ts";
 
 /** Bodies larger than this are stored in chunks of this size (a KV value holds 64 KiB). */
 export const BODY_CHUNK_BYTES = 60_000;
@@ -136,17 +137,6 @@ export interface WriteResult {
   versionstamps: string[];
   /** Whether every `collect_event` op applied (false: the event changed meanwhile). */
   collected: boolean;
-}
-
-function parseRecord<T>(schema: z.ZodType<T>, value: unknown, what: string): T {
-  const parsed = schema.safeParse(value);
-  if (!parsed.success) {
-    throw new GatewayError(
-      "STORE_CORRUPT",
-      `Stored ${what} is unreadable: ${parsed.error.issues[0]?.message}`,
-    );
-  }
-  return parsed.data;
 }
 
 function chunkCount(size: number): number {
@@ -588,7 +578,7 @@ export async function bumpDeliveriesVersion(store: Store): Promise<void> {
 
 /** Reads the counter bumped whenever deliveries are queued by another path (replay, CLI). */
 export async function deliveriesVersion(store: Store): Promise<bigint> {
-  const entry = await store.retry(() => store.kv.get<Deno.KvU64>(deliveriesVersionKey()));
+  const entry = await store.retry(() => store.reader.get<Deno.KvU64>(deliveriesVersionKey()));
   return entry.value?.value ?? 0n;
 }
 

@@ -5,9 +5,9 @@
  * @module
  */
 import { z } from "zod";
-import { GatewayError } from "../errors/mod.ts";
 import { keychainKey, keychainPrefix } from "./keys.ts";
 import type { Store } from "./store.ts";
+import { parseRecord } from "./_records.ts";
 
 /** A keychain entry as stored. */
 export const KeychainRecordSchema = z.discriminatedUnion("backend", [
@@ -30,15 +30,8 @@ export const KeychainRecordSchema = z.discriminatedUnion("backend", [
 /** A keychain entry as stored. */
 export type KeychainRecord = z.infer<typeof KeychainRecordSchema>;
 
-function parseRecord(name: string, value: unknown): KeychainRecord {
-  const parsed = KeychainRecordSchema.safeParse(value);
-  if (!parsed.success) {
-    throw new GatewayError(
-      "STORE_CORRUPT",
-      `Stored keychain entry ${name} is unreadable: ${parsed.error.issues[0]?.message}`,
-    );
-  }
-  return parsed.data;
+function parseKeychainRecord(name: string, value: unknown): KeychainRecord {
+  return parseRecord(KeychainRecordSchema, value, `keychain entry ${name}`);
 }
 
 /** Writes (creates or replaces) the keychain entry `name`. */
@@ -57,7 +50,7 @@ export async function getKeychainRecord(
   name: string,
 ): Promise<KeychainRecord | null> {
   const entry = await store.retry(() => store.kv.get(keychainKey(name)));
-  return entry.value === null ? null : parseRecord(name, entry.value);
+  return entry.value === null ? null : parseKeychainRecord(name, entry.value);
 }
 
 /** Every keychain entry with its name, in name order. */
@@ -68,7 +61,7 @@ export async function listKeychainRecords(
     const out: { name: string; record: KeychainRecord }[] = [];
     for await (const entry of store.kv.list({ prefix: keychainPrefix() })) {
       const name = String(entry.key[entry.key.length - 1]);
-      out.push({ name, record: parseRecord(name, entry.value) });
+      out.push({ name, record: parseKeychainRecord(name, entry.value) });
     }
     return out;
   });

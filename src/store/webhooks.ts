@@ -18,6 +18,7 @@ import {
   registrationsVersionKey,
 } from "./keys.ts";
 import type { Store } from "./store.ts";
+import { parseRecord } from "./_records.ts";
 
 /** A stored outgoing webhook. `events: "*"` means every enabled type, now and later. */
 export const OutgoingWebhookSchema = z.strictObject({
@@ -52,17 +53,6 @@ export interface IncomingStats {
   rejected: number;
   failed: number;
   last_received_at?: string;
-}
-
-function parseRecord<T>(schema: z.ZodType<T>, value: unknown, what: string): T {
-  const parsed = schema.safeParse(value);
-  if (!parsed.success) {
-    throw new GatewayError(
-      "STORE_CORRUPT",
-      `Stored ${what} is unreadable: ${parsed.error.issues[0]?.message}`,
-    );
-  }
-  return parsed.data;
 }
 
 function bump(atomic: Deno.AtomicOperation): Deno.AtomicOperation {
