@@ -140,7 +140,7 @@ export function registerWebhooks(program: Command, context: CliContext): void {
       const secret = await readSecret(context, options.secret);
       const config = await context.config();
       if (events !== "*") {
-        const off = events.filter((e) => config.events.disabled.includes(e));
+        const off = events.filter((e) => (config.events.disabled as readonly string[]).includes(e));
         if (off.length) {
           context.warn(
             `event type ${

@@ -4,7 +4,7 @@
  *
  * @module
  */
-import { EventBus, type EventData } from "../../src/events/mod.ts";
+import { EventBus, type EventData, type EventType } from "../../src/events/mod.ts";
 import { openStore, type Store } from "../../src/store/mod.ts";
 import {
   createDispatcher,
@@ -18,7 +18,7 @@ export interface SetupOptions {
   retryBaseMs?: number;
   timeoutMs?: number;
   pollMs?: number;
-  disabled?: string[];
+  disabled?: EventType[];
 }
 
 /** A test environment. */
