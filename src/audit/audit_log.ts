@@ -189,6 +189,11 @@ function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
+/** Resolves after the I/O and timers that are due in this turn of the event loop. */
+function lingerOneTurn(): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, 0));
+}
+
 function parseSince(since: Date | string | number): number {
   const ms = since instanceof Date
     ? since.getTime()
@@ -444,7 +449,16 @@ export class AuditLog {
     // Let the rest of the current burst of appends join the first commit.
     await Promise.resolve();
     try {
-      while (this.#queue.length) await this.#commitBatch(this.#takeBatch());
+      let concurrent = false;
+      while (this.#queue.length) {
+        // Calls are arriving concurrently: wait one turn of the event loop so
+        // that those finishing in it share the next commit (fewer, larger
+        // commits under load). A lone sequential caller never waits here.
+        if (concurrent) await lingerOneTurn();
+        const batch = this.#takeBatch();
+        concurrent = batch.length > 1;
+        await this.#commitBatch(batch);
+      }
     } finally {
       this.#draining = null;
     }

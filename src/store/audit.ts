@@ -106,11 +106,11 @@ function parseHead(value: unknown): AuditHead {
   return parsed.data;
 }
 
-/** Reads the head; `head` is `null` for an empty log. */
+/** Reads the head (on the read handle); `head` is `null` for an empty log. */
 export async function readAuditHead(
   store: Store,
 ): Promise<{ head: AuditHead | null; versionstamp: string | null }> {
-  const entry = await store.retry(() => store.kv.get(auditHeadKey()));
+  const entry = await store.retry(() => store.reader.get(auditHeadKey()));
   return {
     head: entry.value === null ? null : parseHead(entry.value),
     versionstamp: entry.versionstamp,
@@ -153,11 +153,15 @@ function toRecord(seq: number, parts: Deno.KvEntry<unknown>[]): AuditRecord {
   return { seq, bytes, versionstamps };
 }
 
-/** Reads the stored entry at `seq`, or `null` when none is stored. */
-export async function readAuditRecord(store: Store, seq: number): Promise<AuditRecord | null> {
+/** Reads the stored entry at `seq` (on the read handle), or `null` when none is stored. */
+export function readAuditRecord(store: Store, seq: number): Promise<AuditRecord | null> {
+  return readRecord(store, store.reader, seq);
+}
+
+async function readRecord(store: Store, kv: Deno.Kv, seq: number): Promise<AuditRecord | null> {
   const parts = await store.retry(async () => {
     const out: Deno.KvEntry<unknown>[] = [];
-    for await (const part of store.kv.list({ prefix: auditEntryKey(seq) })) out.push(part);
+    for await (const part of kv.list({ prefix: auditEntryKey(seq) })) out.push(part);
     return out;
   });
   return parts.length ? toRecord(seq, parts) : null;
@@ -190,7 +194,8 @@ export async function readAuditChainState(store: Store, hintSeq = 0): Promise<Au
           "run toolgate audit verify",
       );
     }
-    const tail = seq === 0 ? null : await readAuditRecord(store, seq);
+    // On the writer handle, like the commit that will check these versionstamps.
+    const tail = seq === 0 ? null : await readRecord(store, store.kv, seq);
     return { head, headVersionstamp: headEntry.versionstamp, tail };
   }
   throw new GatewayError(
@@ -268,9 +273,10 @@ export interface ReadAuditRecordPagesOptions {
 }
 
 /**
- * Streams stored entries in seq order, one page (one KV read) at a time, so a
- * log of any length is read in bounded memory. Each page read retries
- * "database is locked"; pages are separate reads, not one snapshot.
+ * Streams stored entries in seq order, one page (one KV read on the read
+ * handle) at a time, so a log of any length is read in bounded memory. Each
+ * page read retries "database is locked"; pages are separate reads, not one
+ * snapshot.
  */
 export async function* readAuditRecordPages(
   store: Store,
@@ -291,7 +297,8 @@ export async function* readAuditRecordPages(
       : { start: auditEntryKey(next), end: auditEntryKey(before) };
     const parts = await store.retry(async () => {
       const out: Deno.KvEntry<unknown>[] = [];
-      for await (const part of store.kv.list(selector, { limit: pageSize, batchSize: pageSize })) {
+      const pages = store.reader.list(selector, { limit: pageSize, batchSize: pageSize });
+      for await (const part of pages) {
         out.push(part);
       }
       return out;

@@ -166,7 +166,7 @@ export async function setMemory(
  */
 export async function getMemory(store: Store, key: string): Promise<MemoryEntry | null> {
   checkKey(key);
-  const entry = await store.retry(() => store.kv.get(memoryKey(key)));
+  const entry = await store.retry(() => store.reader.get(memoryKey(key)));
   return entry.value === null ? null : parseRecord(key, entry.value);
 }
 
@@ -188,7 +188,9 @@ export async function listMemory(
       ? { prefix: memoryPrefix() }
       : { prefix: memoryPrefix(), start: memoryKey(prefix) };
     let truncated = false;
-    for await (const entry of store.kv.list(selector, { batchSize: Math.min(limit + 1, 500) })) {
+    for await (
+      const entry of store.reader.list(selector, { batchSize: Math.min(limit + 1, 500) })
+    ) {
       const key = entry.key[entry.key.length - 1];
       if (typeof key !== "string") continue;
       // Keys with the same prefix are contiguous in KV order: stop at the first other one.

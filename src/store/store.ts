@@ -52,15 +52,26 @@ export class Store {
   readonly dataDir: string;
   /** The KV handle, for the modules of `src/store` only. */
   readonly kv: Deno.Kv;
+  /**
+   * A second handle on the same file for plain reads (the modules of
+   * `src/store` only): WAL readers do not queue behind the writer's commits.
+   * It sees every commit that completed before the read started, on any
+   * handle, so it suits reads that need no snapshot shared with a write.
+   * Writes and read-then-write (`atomic().check()`) stay on {@linkcode Store.kv}.
+   * The same handle as `kv` for an in-memory database.
+   */
+  readonly reader: Deno.Kv;
   #closed = false;
 
   /**
    * @param dataDir The data directory.
    * @param kv An open KV handle.
+   * @param reader A second handle on the same database for reads. @default kv
    */
-  constructor(dataDir: string, kv: Deno.Kv) {
+  constructor(dataDir: string, kv: Deno.Kv, reader: Deno.Kv = kv) {
     this.dataDir = dataDir;
     this.kv = kv;
+    this.reader = reader;
   }
 
   /** Runs a KV operation with lock retry. */
@@ -70,15 +81,16 @@ export class Store {
 
   /** Reads the registration change counter (polled by running servers). */
   async registrationsVersion(): Promise<bigint> {
-    const entry = await this.retry(() => this.kv.get<Deno.KvU64>(registrationsVersionKey()));
+    const entry = await this.retry(() => this.reader.get<Deno.KvU64>(registrationsVersionKey()));
     return entry.value?.value ?? 0n;
   }
 
-  /** Closes the handle; safe to call twice. */
+  /** Closes both handles; safe to call twice. */
   close(): void {
     if (this.#closed) return;
     this.#closed = true;
     this.kv.close();
+    if (this.reader !== this.kv) this.reader.close();
   }
 }
 
@@ -116,6 +128,7 @@ async function ensureDataDir(dataDir: string): Promise<void> {
 export async function openStore(options: OpenStoreOptions): Promise<Store> {
   const { dataDir, memory = false } = options;
   let kv: Deno.Kv;
+  let reader: Deno.Kv | undefined;
   const path = `${dataDir}/${KV_FILE}`;
   if (memory) {
     kv = await Deno.openKv(":memory:");
@@ -130,8 +143,18 @@ export async function openStore(options: OpenStoreOptions): Promise<Store> {
         { cause: error },
       );
     }
+    try {
+      reader = await withLockRetry(() => Deno.openKv(path));
+    } catch (error) {
+      kv.close();
+      throw new GatewayError(
+        "STORE_CORRUPT",
+        `Cannot open ${path}: ${(error as Error).message}; the file was left untouched`,
+        { cause: error },
+      );
+    }
   }
-  const store = new Store(dataDir, kv);
+  const store = new Store(dataDir, kv, reader);
   try {
     await checkSchemaVersion(store, path);
   } catch (error) {
