@@ -6,22 +6,47 @@
 
 const CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ";
 
-/**
- * A new ULID: 10 characters of millisecond time, then 16 random characters.
- *
- * @param now Milliseconds since the epoch. @default Date.now()
- */
-export function ulid(now: number = Date.now()): string {
+/** Random bytes fetched per `crypto.getRandomValues` call: 256 identifiers' worth. */
+const POOL_BYTES = 4096;
+
+/** Random bytes per identifier: one per character of the random tail. */
+const RANDOM_CHARS = 16;
+
+const pool = new Uint8Array(POOL_BYTES);
+let poolOffset = POOL_BYTES;
+
+/** The time part of the last ULID, kept for identifiers made in the same millisecond. */
+let lastTime = -1;
+let lastTimeText = "";
+
+function timeText(now: number): string {
+  if (now === lastTime) return lastTimeText;
   let time = "";
   let t = now;
   for (let i = 0; i < 10; i++) {
     time = CROCKFORD[t % 32] + time;
     t = Math.floor(t / 32);
   }
-  const bytes = crypto.getRandomValues(new Uint8Array(16));
+  lastTime = now;
+  lastTimeText = time;
+  return time;
+}
+
+/**
+ * A new ULID: 10 characters of millisecond time, then 16 random characters.
+ * The random bytes come from `crypto.getRandomValues`, fetched in blocks.
+ *
+ * @param now Milliseconds since the epoch. @default Date.now()
+ */
+export function ulid(now: number = Date.now()): string {
+  if (poolOffset + RANDOM_CHARS > POOL_BYTES) {
+    crypto.getRandomValues(pool);
+    poolOffset = 0;
+  }
   let random = "";
-  for (const byte of bytes) random += CROCKFORD[byte % 32];
-  return time + random;
+  for (let i = poolOffset; i < poolOffset + RANDOM_CHARS; i++) random += CROCKFORD[pool[i] % 32];
+  poolOffset += RANDOM_CHARS;
+  return timeText(now) + random;
 }
 
 /**

@@ -16,9 +16,15 @@ export function isSecretKey(key: string): boolean {
   return SECRET_KEY.test(key);
 }
 
+/** Copies made by {@linkcode redact}: redacting one again returns it as is. */
+const redactedCopies = new WeakSet<object>();
+
 /**
  * A deep copy of `value` with the values of secret-looking keys replaced by
- * `"[REDACTED]"`, in nested objects and arrays.
+ * `"[REDACTED]"`, in nested objects and arrays. A copy this function made is
+ * returned as is (it is already redacted), so a value redacted once can be
+ * handed to several sinks (audit entry, event) without copying it again; do
+ * not add secrets to a redacted copy.
  *
  * @example
  * ```ts
@@ -26,7 +32,10 @@ export function isSecretKey(key: string): boolean {
  * ```
  */
 export function redact<T>(value: T): T {
-  return redactValue(value, 0) as T;
+  if (value === null || typeof value !== "object" || redactedCopies.has(value)) return value;
+  const copy = redactValue(value, 0) as T & object;
+  redactedCopies.add(copy);
+  return copy;
 }
 
 function redactValue(value: unknown, depth: number): unknown {

@@ -57,6 +57,8 @@ export function jsonBody(options: JsonBodyOptions = {}): MiddlewareHandler {
         `Invalid JSON body: expected a JSON object, got ${kind}`,
       );
     }
+    // `c.req.json()` (the route's validator) reuses this instead of parsing again.
+    c.req.bodyCache.json = Promise.resolve(value);
     await next();
   };
 }

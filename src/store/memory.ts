@@ -72,6 +72,10 @@ const decoder = new TextDecoder();
  */
 export function memoryKeyProblem(key: string): string | undefined {
   if (key.length === 0) return "the key is empty";
+  // A UTF-16 unit is at most one code point and at most 3 UTF-8 bytes.
+  if (key.length <= MEMORY_KEY_MAX_CHARS && key.length * 3 <= MEMORY_KEY_MAX_BYTES) {
+    return undefined;
+  }
   const chars = [...key].length;
   if (chars > MEMORY_KEY_MAX_CHARS) {
     return `the key has ${chars} characters; the limit is ${MEMORY_KEY_MAX_CHARS}`;

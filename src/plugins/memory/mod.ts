@@ -66,7 +66,7 @@ function tools(): ToolDefinition[] {
       input: SetInput,
       idempotent: true,
       async execute(args, context) {
-        const { key, value } = SetInput.parse(args);
+        const { key, value } = args as z.infer<typeof SetInput>;
         const result = await setMemory(context.store, key, value);
         return { key, ...result };
       },
@@ -78,7 +78,7 @@ function tools(): ToolDefinition[] {
       input: KeyInput,
       idempotent: true,
       async execute(args, context) {
-        const { key } = KeyInput.parse(args);
+        const { key } = args as z.infer<typeof KeyInput>;
         const entry = await getMemory(context.store, key);
         if (!entry) return { key, found: false };
         return { key, found: true, value: entry.value, updated_at: entry.updated_at };
@@ -91,7 +91,7 @@ function tools(): ToolDefinition[] {
       input: ListInput,
       idempotent: true,
       async execute(args, context) {
-        const { prefix, limit = 100, include_values = false } = ListInput.parse(args);
+        const { prefix, limit = 100, include_values = false } = args as z.infer<typeof ListInput>;
         const { entries, truncated } = await listMemory(context.store, { prefix, limit });
         return {
           entries: entries.map((entry) => ({
@@ -112,7 +112,7 @@ function tools(): ToolDefinition[] {
       input: KeyInput,
       idempotent: true,
       async execute(args, context) {
-        const { key } = KeyInput.parse(args);
+        const { key } = args as z.infer<typeof KeyInput>;
         return { key, deleted: await deleteMemory(context.store, key) };
       },
     },
