@@ -53,6 +53,12 @@ export const MAX_LIST_LIMIT = 1000;
  */
 export const MAX_LIST_SCAN = 10_000;
 
+/**
+ * Longest wait for announced appends ({@linkcode AuditLog.expect}) before a
+ * commit, in ms (a timer of 1 ms fires after 1 to 2 ms).
+ */
+const LINGER_MAX_MS = 1;
+
 /** Commits tried for one batch before giving up while other writers keep winning. */
 const MAX_COMMIT_ATTEMPTS = 200;
 
@@ -189,11 +195,6 @@ function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
-/** Resolves after the I/O and timers that are due in this turn of the event loop. */
-function lingerOneTurn(): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, 0));
-}
-
 function parseSince(since: Date | string | number): number {
   const ms = since instanceof Date
     ? since.getTime()
@@ -253,6 +254,9 @@ export class AuditLog {
   #chain: ChainState | null = null;
   #lastSeq = 0;
   #closed = false;
+  /** Appends announced by {@linkcode AuditLog.expect} and not yet made. */
+  #expected = 0;
+  #onExpectedDone: (() => void) | undefined;
 
   /** @param options Store, bus and clock. */
   constructor(options: AuditLogOptions) {
@@ -311,6 +315,35 @@ export class AuditLog {
       this.#queue.push({ prepared, events: options.events ?? [], resolve, reject });
       this.#draining ??= this.#drain();
     });
+  }
+
+  /**
+   * Announces an append that is coming (a tool call that started): while
+   * announced appends are outstanding and appends arrive concurrently, the
+   * appender waits for them, up to a millisecond or two, so that they share
+   * one commit. Never needed for correctness.
+   *
+   * @returns Call it once the append was made, or will not be; safe to call twice.
+   */
+  expect(): () => void {
+    this.#expected++;
+    let done = false;
+    return () => {
+      if (done) return;
+      done = true;
+      if (--this.#expected === 0) this.#onExpectedDone?.();
+    };
+  }
+
+  /** Waits until no announced append is outstanding, at most {@linkcode LINGER_MAX_MS}. */
+  async #awaitExpected(): Promise<void> {
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    await new Promise<void>((resolve) => {
+      this.#onExpectedDone = resolve;
+      timer = setTimeout(resolve, LINGER_MAX_MS);
+    });
+    clearTimeout(timer);
+    this.#onExpectedDone = undefined;
   }
 
   /** The head of the chain: seq and hash of the last entry. */
@@ -451,10 +484,10 @@ export class AuditLog {
     try {
       let concurrent = false;
       while (this.#queue.length) {
-        // Calls are arriving concurrently: wait one turn of the event loop so
-        // that those finishing in it share the next commit (fewer, larger
-        // commits under load). A lone sequential caller never waits here.
-        if (concurrent) await lingerOneTurn();
+        // Appends are arriving concurrently and more are announced: wait for
+        // them (briefly) so that they share the next commit: fewer, larger
+        // commits under load. A lone sequential caller never waits here.
+        if (concurrent && this.#expected > 0) await this.#awaitExpected();
         const batch = this.#takeBatch();
         concurrent = batch.length > 1;
         await this.#commitBatch(batch);

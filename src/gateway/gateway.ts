@@ -79,6 +79,8 @@ interface HostedPlugin {
 
 const NO_SECRETS: SecretReader = { get: () => Promise.resolve(undefined) };
 
+const NOTHING = () => {};
+
 /** The tool server core. */
 export class Gateway {
   readonly config: Config;
@@ -477,13 +479,29 @@ export class Gateway {
         details: { tool: name },
       });
     }
+    // Concurrent calls share audit commits: the log briefly waits for the announced appends.
+    const appended = this.#audit?.expect?.() ?? NOTHING;
+    try {
+      return await this.#call(tool, name, args, options, appended);
+    } finally {
+      appended();
+    }
+  }
+
+  async #call(
+    tool: RegisteredTool,
+    name: string,
+    args: unknown,
+    options: CallOptions,
+    appended: () => void,
+  ): Promise<CallResult> {
     const sessionId = options.sessionId ?? newId("ses");
     const plugin = tool.plugin.definition.name;
     const started = this.#now();
     const parsed = tool.definition.input.safeParse(args ?? {});
     if (!parsed.success) {
       const error = invalidInput(name, parsed.error);
-      await this.#fail(tool, error, 1, sessionId, args, options, started);
+      await this.#fail(tool, error, 1, sessionId, args, options, started, appended);
       throw error;
     }
     const input = parsed.data;
@@ -494,7 +512,7 @@ export class Gateway {
         `Tool ${name} is unavailable: its circuit is open after repeated failures`,
         { details: { tool: name, retry_after_ms: retryAfterMs } },
       );
-      await this.#fail(tool, error, 1, sessionId, input, options, started);
+      await this.#fail(tool, error, 1, sessionId, input, options, started, appended);
       throw error;
     }
     const attempts = 1 + tool.retries;
@@ -521,9 +539,18 @@ export class Gateway {
         };
         if (this.#audit?.publishesEvents) {
           // One commit holds the entry and the webhook deliveries of both events.
-          await this.#audit.append(entry, { events: [{ type: "tool.called", data: called }] });
+          const appending = this.#audit.append(entry, {
+            events: [{ type: "tool.called", data: called }],
+          });
+          appended();
+          await appending;
         } else {
-          await Promise.all([this.#audit?.append(entry), this.bus.emit("tool.called", called)]);
+          const appending = Promise.all([
+            this.#audit?.append(entry),
+            this.bus.emit("tool.called", called),
+          ]);
+          appended();
+          await appending;
         }
         return tool.definition.rawResult
           ? { tool: name, plugin, output, latency_ms, rawResult: true }
@@ -537,7 +564,7 @@ export class Gateway {
           await this.#emitFailed(tool, error, attempt);
           continue;
         }
-        await this.#fail(tool, error, attempt, sessionId, input, options, started);
+        await this.#fail(tool, error, attempt, sessionId, input, options, started, appended);
         throw error;
       }
     }
@@ -603,9 +630,10 @@ export class Gateway {
     input: unknown,
     options: CallOptions,
     started: number,
+    appended: () => void,
   ): Promise<void> {
     const latency_ms = Math.max(0, Math.round(this.#now() - started));
-    await Promise.all([
+    const recorded = Promise.all([
       this.#audit?.append({
         kind: "tool.call",
         tool: tool.definition.name,
@@ -622,6 +650,8 @@ export class Gateway {
       }),
       this.#emitFailed(tool, error, attempt),
     ]);
+    appended();
+    await recorded;
   }
 
   /** Disposes plugins and breaker timers. */

@@ -201,4 +201,10 @@ export interface AuditSink {
   ): Promise<unknown>;
   /** Whether `append` emits the attached events itself. @default false */
   readonly publishesEvents?: boolean;
+  /**
+   * Announces an append that is coming, so concurrent ones can share a
+   * commit; the returned function is called once it was made or will not be.
+   * @default none
+   */
+  expect?(): () => void;
 }
