@@ -1,7 +1,7 @@
 import { assertEquals, assertMatch } from "../_asserts.ts";
 import { ROOT, runCli, tempHome } from "../_helpers.ts";
 
-async function freePort(): Promise<number> {
+function freePort(): number {
   const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
   const port = (listener.addr as Deno.NetAddr).port;
   listener.close();
@@ -20,7 +20,7 @@ const RECEIVERS = [
 for (const receiver of RECEIVERS) {
   Deno.test(`the README's ${receiver.name} receiver accepts a real signed delivery and rejects a wrong secret`, async () => {
     await using tmp = await tempHome();
-    const port = await freePort();
+    const port = freePort();
     const child = new Deno.Command(receiver.command, {
       args: [...receiver.args, String(port)],
       env: { WEBHOOK_SECRET: "whsec_example" },
