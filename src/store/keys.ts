@@ -203,3 +203,8 @@ export function serverStatusKey(serverId: string): Deno.KvKey {
 export function serverStatusPrefix(): Deno.KvKey {
   return ["servers", "status"];
 }
+
+/** The lease naming the one process that sends webhook deliveries. */
+export function deliveryLeaseKey(): Deno.KvKey {
+  return ["meta", "delivery_lease"];
+}

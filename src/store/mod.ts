@@ -13,3 +13,4 @@ export * from "./keychain.ts";
 export * from "./incoming.ts";
 export * from "./audit.ts";
 export * from "./upstreams.ts";
+export * from "./lease.ts";

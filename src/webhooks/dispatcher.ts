@@ -9,9 +9,11 @@
 import type { Config } from "../config/mod.ts";
 import { GatewayError } from "../errors/mod.ts";
 import type { EventBus, EventEnvelope, EventType } from "../events/mod.ts";
+import { newId } from "../ids.ts";
 import {
   type AttemptRecord,
   bumpDeliveriesVersion,
+  claimDeliveryLease,
   collectEventIfUnreferenced,
   deleteDeliveryLog,
   deliveriesVersion,
@@ -29,6 +31,7 @@ import {
   type OutboxEvent,
   type OutgoingWebhook,
   readOutboxEvent,
+  releaseDeliveryLease,
   type Store,
   type StoredDelivery,
 } from "../store/mod.ts";
@@ -164,6 +167,9 @@ interface Pending {
 
 const encoder = new TextEncoder();
 
+/** Shortest life of the delivery lease without renewal (renewed every poll). */
+const LEASE_MIN_TTL_MS = 5000;
+
 function pendingKey(record: { event_id: string; webhook_id: string }): string {
   return `${record.event_id}/${record.webhook_id}`;
 }
@@ -202,6 +208,10 @@ class WebhookDispatcher implements Dispatcher {
   /** Attempt outcomes: nobody waits on them, so they are committed in fewer, larger commits. */
   #outcomes: DeliveryWriter;
   #recordOnly: boolean;
+  /** Holds the delivery lease: the one process per data directory that sends. */
+  #leader = false;
+  #owner = newId("dsp");
+  #leaseTtlMs: number;
 
   #state: "new" | "running" | "stopping" | "stopped" = "new";
   #stopped: Promise<void> | null = null;
@@ -284,11 +294,22 @@ class WebhookDispatcher implements Dispatcher {
     this.#writer = new DeliveryWriter(store);
     this.#outcomes = new DeliveryWriter(store, { lingerMs: OUTCOME_LINGER_MS });
     this.#recordOnly = mode === "record";
+    this.#leaseTtlMs = Math.max(LEASE_MIN_TTL_MS, config.webhooks.poll_ms * 10);
     this.#schedule = new Schedule((due) => this.#enqueueReady(due), now);
   }
 
   get pending(): number {
     return this.#known.size;
+  }
+
+  /** Whether this process sends: deliver mode and the delivery lease held. */
+  get #sending(): boolean {
+    return !this.#recordOnly && this.#leader;
+  }
+
+  /** Takes or renews the delivery lease; false while another live server holds it. */
+  #claimLease(): Promise<boolean> {
+    return claimDeliveryLease(this.#store, { owner: this.#owner, ttlMs: this.#leaseTtlMs });
   }
 
   async start(): Promise<void> {
@@ -300,10 +321,21 @@ class WebhookDispatcher implements Dispatcher {
     this.#deliveriesVersion = await deliveriesVersion(this.#store);
     this.#unsubscribe = this.#bus.subscribe((event) => this.#onEvent(event));
     if (this.#recordOnly) return;
-    await this.#scan();
+    this.#leader = await this.#claimLease();
+    if (this.#leader) {
+      await this.#scan();
+      // A crash may have come between a DLQ change and its mirror rewrite.
+      this.#background(this.#syncMirror());
+    } else {
+      this.#onError(
+        new GatewayError(
+          "UNAVAILABLE",
+          "Another toolgate server on this data directory sends the webhook deliveries: " +
+            "this one records them and takes over when that one stops",
+        ),
+      );
+    }
     this.#armPoll();
-    // A crash may have come between a DLQ change and its mirror rewrite.
-    this.#background(this.#syncMirror());
   }
 
   async #syncMirror(): Promise<void> {
@@ -357,6 +389,8 @@ class WebhookDispatcher implements Dispatcher {
     while (this.#tasks.size) await Promise.all(this.#tasks);
     await this.#writer.flush();
     await this.#outcomes.flush();
+    if (this.#leader) await releaseDeliveryLease(this.#store, this.#owner);
+    this.#leader = false;
     this.#state = "stopped";
     this.#known.clear();
     this.#events.clear();
@@ -464,14 +498,32 @@ class WebhookDispatcher implements Dispatcher {
 
   async #poll(): Promise<void> {
     try {
+      await this.#renewLease();
       await this.#refreshRegistrations();
       const version = await deliveriesVersion(this.#store);
-      if (version !== this.#deliveriesVersion && this.#state === "running") {
+      if (this.#sending && version !== this.#deliveriesVersion && this.#state === "running") {
         await this.#scan();
         this.#deliveriesVersion = version; // Only once adopted: a failed scan is retried.
       }
     } catch (error) {
       this.#onError(error);
+    }
+  }
+
+  async #renewLease(): Promise<void> {
+    const leader = await this.#claimLease();
+    if (leader && !this.#leader) {
+      // Took over from a server that stopped: adopt every pending delivery.
+      this.#leader = true;
+      this.#deliveriesVersion = -1n;
+      this.#background(this.#syncMirror());
+    } else if (!leader && this.#leader) {
+      // Another server took the lease (this one stalled past its expiry): new
+      // events are only recorded from now on; deliveries in hand finish here.
+      this.#leader = false;
+      this.#onError(
+        new GatewayError("UNAVAILABLE", "Lost the webhook delivery lease to another server"),
+      );
     }
   }
 
@@ -506,7 +558,7 @@ class WebhookDispatcher implements Dispatcher {
     if (!built.length) return undefined;
     return {
       ops: built.flatMap((b) => b.ops),
-      bumpVersion: this.#recordOnly,
+      bumpVersion: !this.#sending,
       committed: (versionstamp) => {
         for (const b of built) this.#staged.add(b.outbox.id);
         // Scheduled on the next turn, so the reply to the call that committed
@@ -551,7 +603,7 @@ class WebhookDispatcher implements Dispatcher {
 
   /** Schedules the deliveries of a stored event (`versionstamp(i)`: of op `i`). */
   #adoptEvent(built: BuiltEvent, versionstamp: (op: number) => string): void {
-    if (this.#recordOnly || this.#state !== "running") return; // Stored: a start() resumes them.
+    if (!this.#sending || this.#state !== "running") return; // Stored: the sender adopts them.
     const cached: CachedEvent = { event: built.outbox, versionstamp: versionstamp(0), refs: 0 };
     this.#events.set(built.outbox.id, cached);
     built.records.forEach((record, i) => this.#adopt(record, versionstamp(i + 1), cached));
@@ -560,7 +612,7 @@ class WebhookDispatcher implements Dispatcher {
   async #persistEvent(event: EventEnvelope<EventType>, targets: Hook[]): Promise<void> {
     const built = this.#build(event, targets);
     const result = await this.#writer.write(built.ops);
-    if (this.#recordOnly) {
+    if (!this.#sending) {
       await bumpDeliveriesVersion(this.#store);
       return;
     }

@@ -204,3 +204,26 @@ Deno.test("webhooks added and removed by the CLI while the server runs take effe
   await new Promise((r) => setTimeout(r, 300));
   assertEquals(hook.requests.length, before, "no delivery after removal");
 });
+
+Deno.test("two servers on one data dir deliver each event once; after kill -9 the other takes over", async () => {
+  await using tmp = await tempHome();
+  await using hook = receiver();
+  await runCli(["webhooks", "add", "--url", hook.url, "--events", "tool.called"], {
+    home: tmp.home,
+  });
+  const first = await startHttpServer({ home: tmp.home });
+  await using second = await startHttpServer({ home: tmp.home });
+  await post(first.url, "memory_set", { key: "a", value: 1 });
+  await post(second.url, "memory_set", { key: "b", value: 2 });
+  await until(() => hook.requests.length >= 2, "both deliveries");
+  await new Promise((r) => setTimeout(r, 500));
+  assertEquals(hook.requests.length, 2, "each event exactly once");
+  assertEquals(new Set(hook.requests.map((r) => r.body.id)).size, 2);
+  await first.stop("SIGKILL");
+  await post(second.url, "memory_set", { key: "c", value: 3 });
+  await until(() => hook.requests.length >= 3, "the delivery after the takeover", 5000);
+  assertEquals(
+    (hook.requests[2].body.data as { input: { key: string } }).input.key,
+    "c",
+  );
+});
