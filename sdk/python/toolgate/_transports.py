@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import itertools
 import json
@@ -40,7 +41,7 @@ def _messages(payload: Any) -> Iterator[Mapping[str, Any]]:
             yield item
 
 
-class Transport:
+class Transport(abc.ABC):
     """What the client needs from a transport."""
 
     #: The protocol version negotiated by ``initialize``.
@@ -49,15 +50,15 @@ class Transport:
     async def start(self) -> None:
         """Opens the connection (starts the process)."""
 
+    @abc.abstractmethod
     async def request(
         self, method: str, params: Optional[JsonObject], timeout: float
     ) -> JsonObject:
         """Sends a request; returns its result or raises :class:`ToolgateError`."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     async def notify(self, method: str, params: Optional[JsonObject] = None) -> None:
         """Sends a notification."""
-        raise NotImplementedError
 
     def reset_session(self) -> None:
         """Forgets the session, so the next ``initialize`` opens a new one."""
