@@ -177,7 +177,17 @@ Deno.test("http transport: REST endpoints and every error status of the real pro
   const doc = await (await fetch(`${url}/openapi.json`)).json();
   assertEquals(await new Validator().validate(structuredClone(doc)), { valid: true });
   assertEquals(doc.openapi, "3.1.0");
-  for (const path of ["/tools", "/tools/{name}", "/health", "/openapi.json", "/mcp"]) {
+  for (
+    const path of [
+      "/tools",
+      "/tools/{name}",
+      "/health",
+      "/openapi.json",
+      "/mcp",
+      "/audit",
+      "/events",
+    ]
+  ) {
     assert(doc.paths[path], `${path} in /openapi.json`);
   }
   assertEquals(doc.servers, [{ url }]);
