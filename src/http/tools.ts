@@ -29,9 +29,15 @@ export const ToolListSchema = z.object({ tools: z.array(ToolInfoSchema) }).opena
 
 /** A tool call's result (the MCP `CallToolResult` shape). */
 export const ToolResultSchema = z.object({
-  content: z.array(z.object({
-    type: z.literal("text"),
-    text: z.string().openapi({ description: "The tool's output as JSON text" }),
+  content: z.array(z.looseObject({
+    type: z.string().openapi({
+      description: "`text` for built-in tools; MCP upstream tools may also return `image`, " +
+        "`audio`, `resource` or `resource_link` items, passed through as the upstream sent them",
+      example: "text",
+    }),
+    text: z.string().optional().openapi({
+      description: "For `text` items: the tool's output (built-in tools: its JSON text)",
+    }),
   })),
   structuredContent: z.record(z.string(), z.unknown()).optional().openapi({
     description: "The tool's output object",
