@@ -1,7 +1,7 @@
 import { createHmac, timingSafeEqual } from "node:crypto";
 import { Buffer } from "node:buffer";
 import { assert, assertEquals, assertMatch } from "../_asserts.ts";
-import { runCli, tempHome } from "../_helpers.ts";
+import { ROOT, runCli, tempHome } from "../_helpers.ts";
 import {
   EVENT_DATA_SCHEMAS,
   EVENT_TYPES,
@@ -226,4 +226,38 @@ Deno.test("two servers on one data dir deliver each event once; after kill -9 th
     (hook.requests[2].body.data as { input: { key: string } }).input.key,
     "c",
   );
+});
+
+Deno.test("a stdio server delivers server.started with transport stdio and its plugin events", async () => {
+  await using tmp = await tempHome();
+  await using hook = receiver();
+  await runCli(
+    ["webhooks", "add", "--url", hook.url, "--events", "server.started,plugin.ready"],
+    { home: tmp.home },
+  );
+  const child = new Deno.Command(Deno.execPath(), {
+    args: ["run", "-A", `${ROOT}main.ts`, "mcp", "start"],
+    env: { TOOLGATE_HOME: tmp.home, NO_COLOR: "1" },
+    stdin: "piped",
+    stdout: "piped",
+    stderr: "null",
+  }).spawn();
+  try {
+    await until(
+      () => hook.requests.some((r) => r.body.type === "server.started"),
+      "server.started",
+    );
+    const started = hook.requests.find((r) => r.body.type === "server.started")!.body.data;
+    assertEquals(started.transport, "stdio");
+    assertEquals(started.plugin_count, 2);
+    assertEquals(started.zero_config_plugins, 2);
+    await until(
+      () => hook.requests.filter((r) => r.body.type === "plugin.ready").length === 2,
+      "plugin.ready of http and memory",
+    );
+  } finally {
+    await child.stdin.close();
+    await child.stdout.cancel();
+    await child.status;
+  }
 });
