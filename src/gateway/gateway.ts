@@ -81,6 +81,13 @@ const NO_SECRETS: SecretReader = { get: () => Promise.resolve(undefined) };
 
 const NOTHING = () => {};
 
+/**
+ * How long a call's announced audit append may hold back concurrent commits:
+ * a slower call (a long HTTP request, say) withdraws its announcement, so it
+ * never delays other calls' entries.
+ */
+const ANNOUNCE_WINDOW_MS = 5;
+
 /** The tool server core. */
 export class Gateway {
   readonly config: Config;
@@ -481,9 +488,11 @@ export class Gateway {
     }
     // Concurrent calls share audit commits: the log briefly waits for the announced appends.
     const appended = this.#audit?.expect?.() ?? NOTHING;
+    const withdraw = appended === NOTHING ? undefined : setTimeout(appended, ANNOUNCE_WINDOW_MS);
     try {
       return await this.#call(tool, name, args, options, appended);
     } finally {
+      clearTimeout(withdraw);
       appended();
     }
   }
