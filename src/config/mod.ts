@@ -20,14 +20,22 @@ const ToolSettingsSchema = z.strictObject({
 /** Pattern of an MCP upstream plugin name (also the prefix of its tools: `<name>__<tool>`). */
 export const UPSTREAM_NAME_PATTERN = /^[a-z0-9][a-z0-9_-]{0,31}$/;
 
-/** An MCP server hosted as a plugin: a stdio `command` or a Streamable HTTP `url`. */
-export const McpUpstreamSchema = z.strictObject({
+/**
+ * The fields that describe how to reach an MCP upstream, shared by
+ * `config.json` entries and `toolgate plugins add` registrations.
+ */
+export const MCP_UPSTREAM_FIELDS = {
   kind: z.literal("mcp"),
   command: z.string().min(1).optional(),
   args: z.array(z.string()).default([]),
   env: z.record(z.string(), z.string()).default({}),
   url: z.url({ protocol: /^https?$/ }).optional(),
   headers: z.record(z.string(), z.string()).default({}),
+};
+
+/** An MCP server hosted as a plugin: a stdio `command` or a Streamable HTTP `url`. */
+export const McpUpstreamSchema = z.strictObject({
+  ...MCP_UPSTREAM_FIELDS,
   enabled: z.boolean().default(true),
 }).superRefine((upstream, context) => {
   if ((upstream.command === undefined) === (upstream.url === undefined)) {

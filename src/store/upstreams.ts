@@ -20,16 +20,12 @@ import {
   upstreamsPrefix,
 } from "./keys.ts";
 import type { Store } from "./store.ts";
+import { MCP_UPSTREAM_FIELDS, UPSTREAM_NAME_PATTERN } from "../config/mod.ts";
 
 /** A stored MCP upstream plugin: a stdio `command` or a Streamable HTTP `url`. */
 export const UpstreamRecordSchema = z.strictObject({
-  name: z.string().regex(/^[a-z0-9][a-z0-9_-]{0,31}$/),
-  kind: z.literal("mcp"),
-  command: z.string().min(1).optional(),
-  args: z.array(z.string()).default([]),
-  env: z.record(z.string(), z.string()).default({}),
-  url: z.url({ protocol: /^https?$/ }).optional(),
-  headers: z.record(z.string(), z.string()).default({}),
+  name: z.string().regex(UPSTREAM_NAME_PATTERN),
+  ...MCP_UPSTREAM_FIELDS,
   enabled: z.boolean(),
   created_at: z.string(),
   updated_at: z.string(),
