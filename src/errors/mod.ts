@@ -93,8 +93,3 @@ export function toGatewayError(error: unknown): GatewayError {
   if (error instanceof GatewayError) return error;
   return new GatewayError("INTERNAL", "Internal error", { cause: error });
 }
-
-/** Whether `code` is a known error code. */
-export function isErrorCode(code: string): code is ErrorCode {
-  return Object.hasOwn(ERROR_CODES, code);
-}

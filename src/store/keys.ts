@@ -89,11 +89,6 @@ export function outboxBodyKey(eventId: string, chunk: number): Deno.KvKey {
   return ["outbox", "body", eventId, chunk];
 }
 
-/** Prefix of the body chunks of one outbox event. */
-export function outboxBodyPrefix(eventId: string): Deno.KvKey {
-  return ["outbox", "body", eventId];
-}
-
 /** A pending delivery of one event to one outgoing webhook. */
 export function deliveryKey(eventId: string, webhookId: string): Deno.KvKey {
   return ["outbox", "delivery", eventId, webhookId];
@@ -132,11 +127,6 @@ export function dlqPrefix(): Deno.KvKey {
 /** One chunk of a large dead-lettered event body. */
 export function dlqBodyKey(dlqId: string, chunk: number): Deno.KvKey {
   return ["dlq", "body", dlqId, chunk];
-}
-
-/** Prefix of the body chunks of one dead-letter record. */
-export function dlqBodyPrefix(dlqId: string): Deno.KvKey {
-  return ["dlq", "body", dlqId];
 }
 
 /** Head of the audit chain: `{seq, hash, timestamp}` of the last entry. */

@@ -89,12 +89,6 @@ export async function listUpstreams(store: Store): Promise<UpstreamRecord[]> {
   });
 }
 
-/** One stored upstream, or `null`. */
-export async function getUpstream(store: Store, name: string): Promise<UpstreamRecord | null> {
-  const entry = await store.retry(() => store.kv.get(upstreamKey(name)));
-  return entry.value === null ? null : parseUpstream(entry.value, name);
-}
-
 /**
  * Deletes a stored upstream.
  *

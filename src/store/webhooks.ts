@@ -9,7 +9,6 @@ import { newId } from "../ids.ts";
 import {
   incomingNameIndexKey,
   incomingPathIndexKey,
-  incomingStatsKey,
   incomingStatsPrefix,
   incomingWebhookKey,
   incomingWebhooksPrefix,
@@ -219,20 +218,6 @@ export async function removeWebhook(
       return "incoming";
     }
     return null;
-  });
-}
-
-/** Adds to the counters of an incoming endpoint. */
-export async function recordIncomingStats(
-  store: Store,
-  id: string,
-  counter: "received" | "rejected" | "failed",
-  at: Date = new Date(),
-): Promise<void> {
-  await store.retry(async () => {
-    let atomic = store.kv.atomic().sum(incomingStatsKey(id, counter), 1n);
-    if (counter === "received") atomic = atomic.set(incomingStatsKey(id, "last"), at.toISOString());
-    await atomic.commit();
   });
 }
 
