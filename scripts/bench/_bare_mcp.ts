@@ -3,8 +3,11 @@
  * with one tool, `memory_get {key}`, that reads a key from a Deno KV file as
  * toolgate's `memory_get` does (no audit, no events, no breaker).
  *
- * - `deno run -A scripts/bench/_bare_mcp.ts stdio <kv_path>`: stdio transport.
- * - `deno run -A scripts/bench/_bare_mcp.ts http <kv_path>`: Streamable HTTP
+ * - `deno run -A scripts/bench/_bare_mcp.ts stdio <kv_path> [commit]`: stdio
+ *   transport. With `commit`, each call also writes one record in its own
+ *   Deno KV commit before it answers (`_bare_audit.ts`): the least a durably
+ *   audited call can cost, the floor of toolgate's sequential stdio figure.
+ * - `deno run -A scripts/bench/_bare_mcp.ts http <kv_path> [commit]`: Streamable HTTP
  *   on `/mcp` with `WebStandardStreamableHTTPServerTransport`, stateful (one
  *   transport per `Mcp-Session-Id`), SSE replies as toolgate; prints
  *   `{"port": n}` and runs until stdin closes.
@@ -15,9 +18,11 @@ import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
 import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js";
 import { z } from "zod";
+import { BareAuditLog } from "./_bare_audit.ts";
 
-const [mode, kvPath] = Deno.args;
+const [mode, kvPath, extra] = Deno.args;
 const kv = await Deno.openKv(kvPath);
+const audit = extra === "commit" ? new BareAuditLog(kv) : undefined;
 
 function createServer(): McpServer {
   const server = new McpServer({ name: "bare", version: "1.0.0" });
@@ -29,6 +34,7 @@ function createServer(): McpServer {
     const output = entry.value === null
       ? { key, found: false }
       : { key, found: true, value: entry.value };
+    await audit?.append("memory_get", { key });
     return { content: [{ type: "text", text: JSON.stringify(output) }], structuredContent: output };
   });
   return server;

@@ -34,6 +34,8 @@ export interface LoadOptions {
    * load for latency), instead of sending the next request at once. @default 0
    */
   intervalMs?: number;
+  /** Return every measured latency in `samples_ms`. @default false */
+  samples?: boolean;
 }
 
 /** Outcome of one load run. */
@@ -46,6 +48,8 @@ export interface LoadResult {
   requests_per_s: number;
   p50_ms: number;
   p99_ms: number;
+  /** Every measured latency (2xx only), in ms, when asked with `samples`. */
+  samples_ms?: number[];
 }
 
 const encoder = new TextEncoder();
@@ -173,6 +177,7 @@ export async function runLoad(options: LoadOptions): Promise<LoadResult> {
     first_bad_status: firstBad,
     requests_per_s: rate(requests, Math.min(durationMs, performance.now() - measureFrom)),
     ...latency(samples),
+    ...(options.samples ? { samples_ms: samples } : {}),
   };
 }
 

@@ -14,10 +14,15 @@
  *
  * @module
  */
-import { addIncomingWebhook, addOutgoingWebhook, openStore } from "../../src/store/mod.ts";
+import {
+  addIncomingWebhook,
+  addOutgoingWebhook,
+  listIncomingJobs,
+  openStore,
+} from "../../src/store/mod.ts";
 import type { LoadOptions, LoadResult } from "./_load.ts";
 import { benchFile, runJson, startPortScript, startToolgateHttp, tempDir } from "./_proc.ts";
-import { ratio, round3 } from "./_stats.ts";
+import { latency, rate, ratio, round3 } from "./_stats.ts";
 import { startReceivers } from "./webhooks.ts";
 
 /** Size of a run. */
@@ -45,6 +50,15 @@ export interface RestBenchResult {
   bare_hono: Throughput;
   /** `toolgate.requests_per_s / bare_hono.requests_per_s`. */
   ratio: number;
+  /** The bare route reading the key from KV, as `memory_get` does (no audit). */
+  bare_hono_read: Throughput;
+  /**
+   * The bare route reading the key from KV and committing one record per
+   * request before answering (a durable audit without group commit).
+   */
+  bare_hono_commit: Throughput;
+  /** `toolgate.requests_per_s / bare_hono_commit.requests_per_s`. */
+  ratio_to_commit_per_request: number;
 }
 
 /** Figures of {@linkcode benchIncoming}. */
@@ -55,6 +69,12 @@ export interface IncomingBenchResult {
   /** The bare Hono route under the same load, for scale. */
   bare_hono: Throughput;
   ratio: number;
+  /** Accepted jobs whose handler had not yet run when the load stopped. */
+  backlog_at_end: number;
+  /** Time from the end of the load until every job was handled, in s. */
+  drain_s: number;
+  /** `backlog_at_end / drain_s`: handler calls per second while draining (0 without backlog). */
+  handled_per_s: number;
 }
 
 /** Figures of {@linkcode benchWebhookLatency}. */
@@ -97,8 +117,17 @@ async function load(options: LoadOptions): Promise<Throughput> {
   return { requests_per_s: result.requests_per_s, p50_ms: result.p50_ms, p99_ms: result.p99_ms };
 }
 
-async function bareHono(connections: number, mode: BenchMode): Promise<Throughput> {
-  await using bare = await startPortScript(["run", "-A", benchFile("_bare_hono.ts")]);
+/**
+ * The bare Hono route; with `kv`, it also reads the key from that KV file
+ * (`read`), and commits one record per request, no group commit (`commit`).
+ */
+async function bareHono(
+  connections: number,
+  mode: BenchMode,
+  kv?: { file: string; work: "read" | "commit" },
+): Promise<Throughput> {
+  const args = ["run", "-A", benchFile("_bare_hono.ts")];
+  await using bare = await startPortScript(kv ? [...args, kv.work, kv.file] : args);
   return await load({
     url: bare.url,
     path: `/tools/${REST_TOOL}`,
@@ -113,6 +142,14 @@ export async function benchRest({ mode }: HttpServerBenchOptions): Promise<RestB
   const connections = 64;
   const bare_hono = await bareHono(connections, mode);
   await using home = await tempDir("rest");
+  const bare_hono_read = await bareHono(connections, mode, {
+    file: `${home.path}/bare-read.kv`,
+    work: "read",
+  });
+  const bare_hono_commit = await bareHono(connections, mode, {
+    file: `${home.path}/bare-commit.kv`,
+    work: "commit",
+  });
   await using server = await startToolgateHttp(home.path);
   const toolgate = await load({
     url: server.url,
@@ -127,7 +164,34 @@ export async function benchRest({ mode }: HttpServerBenchOptions): Promise<RestB
     toolgate,
     bare_hono,
     ratio: ratio(toolgate.requests_per_s, bare_hono.requests_per_s),
+    bare_hono_read,
+    bare_hono_commit,
+    ratio_to_commit_per_request: ratio(
+      toolgate.requests_per_s,
+      bare_hono_commit.requests_per_s,
+    ),
   };
+}
+
+/**
+ * Waits (at most a minute) until the server handled every queued incoming
+ * job, reading the queue from the same KV file.
+ */
+async function drainJobs(dataDir: string): Promise<{ backlog: number; drainMs: number }> {
+  const store = await openStore({ dataDir });
+  try {
+    const start = performance.now();
+    const backlog = (await listIncomingJobs(store)).length;
+    while ((await listIncomingJobs(store)).length) {
+      if (performance.now() - start > 60_000) {
+        throw new Error("Incoming jobs did not drain in 60 s");
+      }
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    return { backlog, drainMs: performance.now() - start };
+  } finally {
+    store.close();
+  }
 }
 
 /** Incoming webhook POSTs answered 202 by the real server. */
@@ -151,16 +215,21 @@ export async function benchIncoming(
     connections,
     ...sizes(mode),
   });
+  const { backlog, drainMs } = await drainJobs(home.path);
   return {
     connections,
     toolgate,
     bare_hono,
     ratio: ratio(toolgate.requests_per_s, bare_hono.requests_per_s),
+    backlog_at_end: backlog,
+    drain_s: round3(drainMs / 1000),
+    handled_per_s: backlog ? rate(backlog, drainMs) : 0,
   };
 }
 
-async function pacedCalls(webhooks: string[], mode: BenchMode, callsPerS: number) {
-  await using home = await tempDir("latency");
+/** A toolgate server with `webhooks` subscribed to every event. */
+async function latencyServer(webhooks: string[]) {
+  const home = await tempDir("latency");
   if (webhooks.length) {
     const store = await openStore({ dataDir: home.path });
     try {
@@ -171,43 +240,81 @@ async function pacedCalls(webhooks: string[], mode: BenchMode, callsPerS: number
       store.close();
     }
   }
-  await using server = await startToolgateHttp(home.path);
-  const { durationMs, warmupMs } = sizes(mode);
+  const server = await startToolgateHttp(home.path);
+  return {
+    url: server.url,
+    async [Symbol.asyncDispose]() {
+      await server[Symbol.asyncDispose]();
+      await home[Symbol.asyncDispose]();
+    },
+  };
+}
+
+/** Paced calls on one connection; every latency. */
+async function pacedCalls(
+  url: string,
+  durationMs: number,
+  warmupMs: number,
+  callsPerS: number,
+): Promise<number[]> {
   const result = await runJson<LoadResult>([
     "run",
     "-A",
     benchFile("_load.ts"),
     JSON.stringify(
       {
-        url: server.url,
+        url,
         path: `/tools/${REST_TOOL}`,
         body: ARGS,
         connections: 1,
-        durationMs: durationMs * 2,
+        durationMs,
         warmupMs,
         intervalMs: 1000 / callsPerS,
+        samples: true,
       } satisfies LoadOptions,
     ),
   ]);
-  if (result.non_2xx || !result.requests) throw new Error("Paced calls failed");
-  return result;
+  if (result.non_2xx || !result.requests || !result.samples_ms) {
+    throw new Error("Paced calls failed");
+  }
+  return result.samples_ms;
 }
 
-/** Tool-call latency with 10 webhooks subscribed to every event, against none. */
+/**
+ * Tool-call latency with 10 webhooks subscribed to every event, against
+ * none. Both servers run side by side and are measured in alternating
+ * rounds (A B B A …), their latencies pooled per server, so that drift of
+ * the shared machine during the run falls on both alike.
+ */
 export async function benchWebhookLatency(
   { mode }: HttpServerBenchOptions,
 ): Promise<WebhookLatencyBenchResult> {
   const callsPerS = 50;
+  const rounds = mode === "full" ? 8 : mode === "quick" ? 4 : 2;
+  const roundMs = mode === "full" ? 2000 : mode === "quick" ? 750 : 200;
   await using receivers = await startReceivers(10);
-  const none = await pacedCalls([], mode, callsPerS);
-  const ten = await pacedCalls(receivers.urls, mode, callsPerS);
+  await using none = await latencyServer([]);
+  await using ten = await latencyServer(receivers.urls);
+  const pooled = { none: [] as number[], ten: [] as number[] };
+  const warm = sizes(mode).warmupMs;
+  await pacedCalls(none.url, 200, warm, callsPerS);
+  await pacedCalls(ten.url, 200, warm, callsPerS);
+  for (let round = 0; round < rounds; round++) {
+    const order = round % 2 === 0 ? (["none", "ten"] as const) : (["ten", "none"] as const);
+    for (const which of order) {
+      const url = which === "none" ? none.url : ten.url;
+      pooled[which].push(...await pacedCalls(url, roundMs, 100, callsPerS));
+    }
+  }
+  const noWebhooks = latency(pooled.none);
+  const tenWebhooks = latency(pooled.ten);
   return {
     calls_per_s: callsPerS,
-    calls: Math.min(none.requests, ten.requests),
-    no_webhooks: { p50_ms: none.p50_ms, p99_ms: none.p99_ms },
-    ten_webhooks: { p50_ms: ten.p50_ms, p99_ms: ten.p99_ms },
-    added_p50_ms: round3(ten.p50_ms - none.p50_ms),
-    added_p99_ms: round3(ten.p99_ms - none.p99_ms),
+    calls: Math.min(pooled.none.length, pooled.ten.length),
+    no_webhooks: noWebhooks,
+    ten_webhooks: tenWebhooks,
+    added_p50_ms: round3(tenWebhooks.p50_ms - noWebhooks.p50_ms),
+    added_p99_ms: round3(tenWebhooks.p99_ms - noWebhooks.p99_ms),
   };
 }
 

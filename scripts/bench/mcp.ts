@@ -51,6 +51,13 @@ export interface McpStdioBenchResult {
   toolgate: McpThroughput;
   bare_sdk: McpThroughput;
   ratio: number;
+  /**
+   * The bare SDK server writing one record per call in its own KV commit
+   * before answering: the floor of any durably audited sequential call.
+   */
+  bare_sdk_commit: McpThroughput;
+  /** toolgate against that floor. */
+  ratio_to_commit_floor: number;
 }
 
 /** Figures of {@linkcode benchMcpHttp}. */
@@ -63,6 +70,12 @@ export interface McpHttpBenchResult {
   supergateway: McpThroughput | null;
   supergateway_error?: string;
   vs_bare_sdk: number;
+  /**
+   * The bare SDK transport committing one KV record per call, one commit at
+   * a time, before answering (a durable audit without group commit).
+   */
+  bare_sdk_commit: McpThroughput;
+  vs_bare_sdk_commit: number;
   /** `toolgate / supergateway`; 0 when it did not run. */
   vs_supergateway: number;
 }
@@ -170,8 +183,12 @@ function toolgateStdio(home: string): StdioServer {
   };
 }
 
-function bareStdio(dir: string): StdioServer {
-  return { args: ["run", "-A", benchFile("_bare_mcp.ts"), "stdio", `${dir}/bare.kv`], env: {} };
+function bareStdio(dir: string, commitPerCall = false): StdioServer {
+  const script = benchFile("_bare_mcp.ts");
+  const args = commitPerCall
+    ? ["run", "-A", script, "stdio", `${dir}/bare-commit.kv`, "commit"]
+    : ["run", "-A", script, "stdio", `${dir}/bare.kv`];
+  return { args, env: {} };
 }
 
 function spawnStdio(server: StdioServer): Deno.ChildProcess {
@@ -236,7 +253,14 @@ export async function benchMcpStdio({ mode }: McpBenchOptions): Promise<McpStdio
   await using dir = await tempDir("mcp-stdio");
   const bare_sdk = await sequentialStdio(bareStdio(dir.path), mode);
   const toolgate = await sequentialStdio(toolgateStdio(dir.path), mode);
-  return { toolgate, bare_sdk, ratio: ratio(toolgate.calls_per_s, bare_sdk.calls_per_s) };
+  const bare_sdk_commit = await sequentialStdio(bareStdio(dir.path, true), mode);
+  return {
+    toolgate,
+    bare_sdk,
+    ratio: ratio(toolgate.calls_per_s, bare_sdk.calls_per_s),
+    bare_sdk_commit,
+    ratio_to_commit_floor: ratio(toolgate.calls_per_s, bare_sdk_commit.calls_per_s),
+  };
 }
 
 // --- Streamable HTTP -----------------------------------------------------------
@@ -285,7 +309,7 @@ async function httpSession(endpoint: string): Promise<{ headers: Record<string, 
   return { headers };
 }
 
-async function httpCalls(
+export async function httpCalls(
   endpoint: string,
   sessions: number,
   mode: BenchMode,
@@ -384,17 +408,20 @@ async function waitForPort(port: number, timeoutMs: number): Promise<void> {
 export async function benchMcpHttp({ mode }: McpBenchOptions): Promise<McpHttpBenchResult> {
   const sessions = 8;
   await using dir = await tempDir("mcp-http");
-  let bare_sdk: McpThroughput;
-  {
+  const bareHttp = async (commitPerCall: boolean) => {
+    const file = `${dir.path}/${commitPerCall ? "bare-commit" : "bare"}.kv`;
     await using bare = await startPortScript([
       "run",
       "-A",
       benchFile("_bare_mcp.ts"),
       "http",
-      `${dir.path}/bare.kv`,
+      file,
+      ...(commitPerCall ? ["commit"] : []),
     ]);
-    bare_sdk = await httpCalls(`${bare.url}/mcp`, sessions, mode);
-  }
+    return await httpCalls(`${bare.url}/mcp`, sessions, mode);
+  };
+  const bare_sdk = await bareHttp(false);
+  const bare_sdk_commit = await bareHttp(true);
   let toolgate: McpThroughput;
   {
     await using home = await tempDir("mcp-http-home");
@@ -415,6 +442,8 @@ export async function benchMcpHttp({ mode }: McpBenchOptions): Promise<McpHttpBe
     supergateway: peer,
     ...(supergateway_error ? { supergateway_error } : {}),
     vs_bare_sdk: ratio(toolgate.calls_per_s, bare_sdk.calls_per_s),
+    bare_sdk_commit,
+    vs_bare_sdk_commit: ratio(toolgate.calls_per_s, bare_sdk_commit.calls_per_s),
     vs_supergateway: peer ? ratio(toolgate.calls_per_s, peer.calls_per_s) : 0,
   };
 }

@@ -23,6 +23,7 @@ import {
   readAuditHead,
   readAuditRecord,
   readAuditRecordPages,
+  type StagedWrites,
   type Store,
 } from "../store/mod.ts";
 import type { AuditRecord } from "../store/mod.ts";
@@ -87,6 +88,11 @@ export interface AuditAppendOptions {
    * written in the entry's commit when an outbox is set. @default []
    */
   events?: readonly AuditAttachedEvent[];
+  /**
+   * Store writes that must become durable with the entry, in its commit
+   * (an incoming payload's queued job). @default none
+   */
+  writes?: StagedWrites;
 }
 
 /**
@@ -159,6 +165,7 @@ export interface AuditPage {
 interface Pending {
   prepared: PreparedEntry;
   events: readonly AuditAttachedEvent[];
+  writes: StagedWrites | undefined;
   resolve(entry: AuditEntry): void;
   reject(error: unknown): void;
 }
@@ -312,7 +319,13 @@ export class AuditLog {
       return Promise.reject(error);
     }
     return new Promise<AuditEntry>((resolve, reject) => {
-      this.#queue.push({ prepared, events: options.events ?? [], resolve, reject });
+      this.#queue.push({
+        prepared,
+        events: options.events ?? [],
+        writes: options.writes,
+        resolve,
+        reject,
+      });
       this.#draining ??= this.#drain();
     });
   }
@@ -504,12 +517,15 @@ export class AuditLog {
     let count = 0;
     for (const pending of this.#queue) {
       const cost = auditEntryCost(pending.prepared.maxBytes);
+      const extra = pending.writes?.cost;
+      const addedMutations = cost.mutations + (extra?.mutations ?? 0);
+      const addedBytes = cost.bytes + (extra?.bytes ?? 0);
       if (
-        count > 0 && (mutations + cost.mutations > AUDIT_COMMIT_MAX_MUTATIONS ||
-          bytes + cost.bytes > AUDIT_COMMIT_MAX_BYTES)
+        count > 0 && (mutations + addedMutations > AUDIT_COMMIT_MAX_MUTATIONS ||
+          bytes + addedBytes > AUDIT_COMMIT_MAX_BYTES)
       ) break;
-      mutations += cost.mutations;
-      bytes += cost.bytes;
+      mutations += addedMutations;
+      bytes += addedBytes;
       count++;
     }
     return this.#queue.splice(0, count);
@@ -616,7 +632,7 @@ export class AuditLog {
         this.#envelopes(batch[index], entry, index === 0 ? chain.intact : true, eventTime)
       );
       let staged = this.#outbox?.stage(envelopes.flat());
-      while (staged && !this.#fits(sealed, staged.ops)) {
+      while (staged && !this.#fits(sealed, staged.ops, batch)) {
         if (sealed.length === 1) {
           staged = undefined; // Too many deliveries for one commit: the bus's subscribers write them.
           break;
@@ -637,6 +653,7 @@ export class AuditLog {
         sealed.map(({ entry, bytes }) => ({ seq: entry.seq, bytes })),
         { seq: last.seq, hash: last.entry_hash, timestamp },
         staged && { ops: staged.ops, bumpVersion: staged.bumpVersion },
+        batch.slice(0, sealed.length).flatMap((pending) => pending.writes ?? []),
       );
       if (versionstamp !== null) {
         const lastParts = auditEntryCost(sealed[sealed.length - 1].bytes.length).mutations;
@@ -668,17 +685,21 @@ export class AuditLog {
     }
   }
 
-  /** Whether the entries and the delivery ops fit one KV commit. */
-  #fits(sealed: readonly SealedEntry[], ops: readonly DeliveryOp[]): boolean {
+  /**
+   * Whether the entries, their staged writes (`batch`, in the same order) and
+   * the delivery ops fit one KV commit.
+   */
+  #fits(sealed: readonly SealedEntry[], ops: readonly DeliveryOp[], batch: Pending[]): boolean {
     const extra = deliveryOpsCost(ops);
     let mutations = 1 + extra.mutations;
     let bytes = HEAD_BYTES + extra.bytes;
     let keyBytes = PART_KEY_BYTES + extra.keyBytes;
-    for (const { bytes: entryBytes } of sealed) {
+    for (const [index, { bytes: entryBytes }] of sealed.entries()) {
       const cost = auditEntryCost(entryBytes.length);
-      mutations += cost.mutations;
-      bytes += cost.bytes;
-      keyBytes += cost.mutations * PART_KEY_BYTES;
+      const writes = batch[index].writes?.cost;
+      mutations += cost.mutations + (writes?.mutations ?? 0);
+      bytes += cost.bytes + (writes?.bytes ?? 0);
+      keyBytes += cost.mutations * PART_KEY_BYTES + (writes?.keyBytes ?? 0);
     }
     return mutations <= AUDIT_COMMIT_MAX_MUTATIONS && bytes <= AUDIT_COMMIT_MAX_BYTES &&
       keyBytes <= COMMIT_MAX_KEY_BYTES;

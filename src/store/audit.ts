@@ -15,6 +15,7 @@ import { z } from "zod";
 import { GatewayError } from "../errors/mod.ts";
 import { auditEntriesPrefix, auditEntryKey, auditEntryPartKey, auditHeadKey } from "./keys.ts";
 import { applyDeliveryOps, type DeliveryOp } from "./deliveries.ts";
+import { applyStagedWrites, type StagedWrites } from "./incoming.ts";
 import type { Store } from "./store.ts";
 
 /** Largest part of an entry's bytes stored under one key. */
@@ -207,9 +208,10 @@ export async function readAuditChainState(store: Store, hintSeq = 0): Promise<Au
 /**
  * Writes `entries` and the new `head` in one atomic commit, provided the head
  * and the entry it points at are unchanged since they were read and nothing
- * is stored at the first new seq. Delivery records in `outbox` are written in
- * the same commit (sized by the caller with `deliveryOpsCost`). Retries
- * "database is locked".
+ * is stored at the first new seq. Delivery records in `outbox` and the
+ * staged `writes` of the entries (incoming jobs) are written in the same
+ * commit (sized by the caller with `deliveryOpsCost` and each write's
+ * `cost`). Retries "database is locked".
  *
  * @returns The commit's versionstamp, or `null` when a check failed (another
  * writer appended first: re-read and try again).
@@ -222,6 +224,7 @@ export async function commitAuditEntries(
   entries: readonly AuditEntryWrite[],
   head: AuditHead,
   outbox?: AuditCommitOutbox,
+  writes: readonly StagedWrites[] = [],
 ): Promise<string | null> {
   if (!entries.length) throw new GatewayError("INTERNAL", "Cannot commit an empty audit batch");
   let mutations = 1;
@@ -257,6 +260,7 @@ export async function commitAuditEntries(
     }
     op = op.set(auditHeadKey(), head);
     if (outbox) applyDeliveryOps(op, outbox.ops, outbox.bumpVersion);
+    applyStagedWrites(op, writes);
     const result = await op.commit();
     return result.ok ? result.versionstamp : null;
   });

@@ -21,6 +21,18 @@ import type { Store } from "./store.ts";
 const CHUNK_BYTES = 60 * 1024;
 const CHUNKS_PER_COMMIT = 10;
 
+/**
+ * Largest body written in another commit with {@linkcode stageIncomingJob}
+ * (the audit entry's); larger bodies go through {@linkcode putIncomingJob}.
+ */
+export const STAGED_BODY_MAX_BYTES = 128 * 1024;
+
+/** Jobs completed per commit by {@linkcode completeIncomingJobs} (a `getMany` reads 10 keys). */
+const COMPLETIONS_PER_COMMIT = 10;
+
+/** Bytes counted per mutation for its key. */
+const KEY_BYTES = 60;
+
 /** A pending incoming job. */
 export const IncomingJobSchema = z.strictObject({
   id: z.string(),
@@ -95,6 +107,111 @@ export async function listIncomingJobs(store: Store): Promise<IncomingJob[]> {
     }
     return jobs;
   });
+}
+
+/**
+ * KV writes that another module's commit carries for this one (the audit
+ * log writes an incoming job in the commit of its entry). Opaque outside
+ * `src/store`: build with {@linkcode stageIncomingJob}.
+ */
+export interface StagedWrites {
+  /** What the writes add to a commit. */
+  readonly cost: { mutations: number; bytes: number; keyBytes: number };
+  /** @internal The mutations, for modules of `src/store` only. */
+  readonly sets: readonly { key: Deno.KvKey; value: unknown }[];
+}
+
+/** Adds staged writes to an atomic operation. For modules of `src/store` only. */
+export function applyStagedWrites(
+  atomic: Deno.AtomicOperation,
+  writes: readonly StagedWrites[],
+): void {
+  for (const { sets } of writes) {
+    for (const { key, value } of sets) atomic.set(key, value);
+  }
+}
+
+/**
+ * A job and its whole body as writes for another commit (the audit entry
+ * of the payload), so that the entry and the queued job are durable
+ * together, in one commit.
+ *
+ * @returns The job record and its writes, or `undefined` when the body is
+ * over {@linkcode STAGED_BODY_MAX_BYTES} (store it with
+ * {@linkcode putIncomingJob}).
+ */
+export function stageIncomingJob(
+  job: Omit<IncomingJob, "body_bytes" | "chunks">,
+  body: Uint8Array,
+): { job: IncomingJob; writes: StagedWrites } | undefined {
+  if (body.byteLength > STAGED_BODY_MAX_BYTES) return undefined;
+  const chunks = Math.ceil(body.byteLength / CHUNK_BYTES);
+  const record = IncomingJobSchema.parse({ ...job, body_bytes: body.byteLength, chunks });
+  const sets: { key: Deno.KvKey; value: unknown }[] = [];
+  for (let i = 0; i < chunks; i++) {
+    sets.push({
+      key: incomingJobBodyKey(job.id, i),
+      value: body.subarray(i * CHUNK_BYTES, (i + 1) * CHUNK_BYTES),
+    });
+  }
+  sets.push({ key: incomingJobKey(job.id), value: record });
+  const recordBytes = 200 + job.id.length + job.endpoint_id.length + job.handler.length;
+  return {
+    job: record,
+    writes: {
+      cost: {
+        mutations: sets.length,
+        bytes: body.byteLength + recordBytes + sets.length * KEY_BYTES,
+        keyBytes: sets.length * KEY_BYTES,
+      },
+      sets,
+    },
+  };
+}
+
+/**
+ * Removes finished jobs, several per commit, counting failures: what
+ * {@linkcode completeIncomingJob} does for each, in fewer commits. Each
+ * delete is checked against the record read, so only one process completes
+ * a job; when a check fails, the jobs of that commit are completed one by
+ * one.
+ *
+ * @returns Per job, whether this call completed it.
+ */
+export async function completeIncomingJobs(
+  store: Store,
+  items: readonly { job: IncomingJob; failed: boolean }[],
+): Promise<boolean[]> {
+  const done: boolean[] = [];
+  for (let first = 0; first < items.length; first += COMPLETIONS_PER_COMMIT) {
+    const group = items.slice(first, first + COMPLETIONS_PER_COMMIT);
+    // Bodies with many chunks are deleted by listing them, one job at a time.
+    if (group.some(({ job }) => job.chunks > CHUNKS_PER_COMMIT)) {
+      for (const { job, failed } of group) done.push(await completeIncomingJob(store, job, failed));
+      continue;
+    }
+    const outcome = await store.retry(async () => {
+      const entries = await store.kv.getMany(group.map(({ job }) => incomingJobKey(job.id)));
+      const atomic = store.kv.atomic();
+      const completes = entries.map((entry, index) => {
+        if (entry.value === null) return false;
+        const { job, failed } = group[index];
+        atomic.check(entry).delete(entry.key);
+        for (let i = 0; i < job.chunks; i++) atomic.delete(incomingJobBodyKey(job.id, i));
+        if (failed) atomic.sum(incomingStatsKey(job.endpoint_id, "failed"), 1n);
+        return true;
+      });
+      if (!completes.includes(true)) return completes;
+      return (await atomic.commit()).ok ? completes : undefined;
+    });
+    if (outcome) {
+      done.push(...outcome);
+    } else {
+      // Another process completed one of them meanwhile: settle each on its own.
+      for (const { job, failed } of group) done.push(await completeIncomingJob(store, job, failed));
+    }
+  }
+  return done;
 }
 
 /**

@@ -15,13 +15,14 @@ import { toErrorResult, toToolResult } from "../gateway/mod.ts";
 import { newId } from "../ids.ts";
 import {
   addIncomingStats,
-  completeIncomingJob,
+  completeIncomingJobs,
   type IncomingJob,
   type IncomingWebhook,
   listIncomingJobs,
   listIncomingWebhooks,
   putIncomingJob,
   readIncomingJobBody,
+  stageIncomingJob,
   type Store,
   sweepOrphanIncomingBodies,
 } from "../store/mod.ts";
@@ -45,6 +46,29 @@ export interface IncomingRouterOptions {
 }
 
 const DEFAULT_SIGNATURE_HEADER = "X-Service-Signature";
+
+/**
+ * Most payload bytes the queue keeps in memory for jobs accepted by this
+ * process (handlers then skip reading them back); past it, jobs read their
+ * payload from the store when they run.
+ */
+const HELD_PAYLOAD_MAX_BYTES = 16 * 1024 * 1024;
+
+/** Completions written per commit at most (the store groups them by tens). */
+const COMPLETIONS_PER_FLUSH = 100;
+
+/** A queued job, with its payload when this process accepted it. */
+interface QueuedJob {
+  job: IncomingJob;
+  payload?: Record<string, unknown>;
+}
+
+/** A finished job waiting for its completion to be written. */
+interface Completion {
+  job: IncomingJob;
+  failed: boolean;
+  settle(): void;
+}
 
 interface Bucket {
   tokens: number;
@@ -71,8 +95,12 @@ export class IncomingRouter {
   #stats = new Map<string, StatsDelta>();
   #version = -1n;
   #timer: ReturnType<typeof setInterval> | undefined;
-  #queue: IncomingJob[] = [];
+  #queue: QueuedJob[] = [];
   #queued = new Set<string>();
+  /** Payload bytes held by queued jobs. */
+  #heldBytes = 0;
+  #completions: Completion[] = [];
+  #completing: Promise<void> | null = null;
   #running = new Set<Promise<void>>();
   #stopped = false;
 
@@ -95,7 +123,7 @@ export class IncomingRouter {
   async start(): Promise<void> {
     await this.refresh();
     await sweepOrphanIncomingBodies(this.#store);
-    for (const job of await listIncomingJobs(this.#store)) this.#enqueue(job);
+    for (const job of await listIncomingJobs(this.#store)) this.#enqueue({ job });
     this.#timer = setInterval(() => {
       this.refresh().catch((e) => this.#log(`incoming: refresh failed: ${(e as Error).message}`));
       this.#flushStats().catch((e) =>
@@ -179,23 +207,27 @@ export class IncomingRouter {
     const jobId = newId("inj");
     const receivedAt = new Date(this.#now()).toISOString();
     const wait = new URL(request.url).searchParams.get("wait") === "true";
+    const fields = {
+      id: jobId,
+      endpoint_id: endpoint.id,
+      handler: endpoint.handler,
+      received_at: receivedAt,
+    };
+    // A small payload's job is written in its audit entry's commit: both are
+    // durable together, at the cost of one commit shared with other calls.
+    const staged = wait ? undefined : stageIncomingJob(fields, body);
     const entry = await this.#audit.append({
       kind: "webhook.incoming",
       tool: endpoint.handler,
       session_id: jobId,
       input: payload,
       outcome: { accepted: true, endpoint_id: endpoint.id, endpoint: endpoint.name, job_id: jobId },
-    });
+    }, staged ? { writes: staged.writes } : {});
     this.#count(endpoint.id, "received", receivedAt);
     if (wait) return await this.#runNow(endpoint, jobId, payload);
-    const job = await putIncomingJob(this.#store, {
-      id: jobId,
-      endpoint_id: endpoint.id,
-      handler: endpoint.handler,
-      received_at: receivedAt,
-      audit_seq: entry.seq,
-    }, body);
-    this.#enqueue(job);
+    const job = staged?.job ??
+      await putIncomingJob(this.#store, { ...fields, audit_seq: entry.seq }, body);
+    this.#enqueue({ job, payload });
     return Response.json({ id: jobId, status: "accepted" }, { status: 202 });
   }
 
@@ -258,39 +290,70 @@ export class IncomingRouter {
     }
   }
 
-  #enqueue(job: IncomingJob): void {
+  #enqueue(queued: QueuedJob): void {
+    const { job } = queued;
     if (this.#queued.has(job.id)) return;
     this.#queued.add(job.id);
-    this.#queue.push(job);
+    if (queued.payload) {
+      if (this.#heldBytes + job.body_bytes > HELD_PAYLOAD_MAX_BYTES) {
+        queued = { job };
+      } else {
+        this.#heldBytes += job.body_bytes;
+      }
+    }
+    this.#queue.push(queued);
     this.#pump();
   }
 
   #pump(): void {
     while (!this.#stopped && this.#running.size < this.#concurrency && this.#queue.length) {
-      const job = this.#queue.shift()!;
-      const run = this.#run(job).finally(() => {
+      const queued = this.#queue.shift()!;
+      if (queued.payload) this.#heldBytes -= queued.job.body_bytes;
+      const run = this.#run(queued).finally(() => {
         this.#running.delete(run);
-        this.#queued.delete(job.id);
+        this.#queued.delete(queued.job.id);
         this.#pump();
       });
       this.#running.add(run);
     }
   }
 
-  async #run(job: IncomingJob): Promise<void> {
+  async #run({ job, payload }: QueuedJob): Promise<void> {
     let failed = false;
     try {
-      const payload = parseObject(await readIncomingJobBody(this.#store, job));
-      await this.#gateway.call(job.handler, payload, { sessionId: job.id, source: "webhook" });
+      const args = payload ?? parseObject(await readIncomingJobBody(this.#store, job));
+      await this.#gateway.call(job.handler, args, { sessionId: job.id, source: "webhook" });
     } catch (error) {
       failed = true;
       const code = error instanceof GatewayError ? error.code : "INTERNAL";
       this.#log(`incoming job ${job.id}: handler ${job.handler} failed: ${code}`);
     }
+    await new Promise<void>((settle) => {
+      this.#completions.push({ job, failed, settle });
+      this.#completing ??= this.#flushCompletions();
+    });
+  }
+
+  /**
+   * Writes the completions of finished jobs, those waiting together in
+   * shared commits, until none is left.
+   */
+  async #flushCompletions(): Promise<void> {
+    // Let the jobs finishing in this turn join the first commit.
+    await Promise.resolve();
     try {
-      await completeIncomingJob(this.#store, job, failed);
-    } catch (error) {
-      this.#log(`incoming job ${job.id}: cannot mark completed: ${(error as Error).message}`);
+      while (this.#completions.length) {
+        const batch = this.#completions.splice(0, COMPLETIONS_PER_FLUSH);
+        try {
+          await completeIncomingJobs(this.#store, batch);
+        } catch (error) {
+          const ids = batch.map(({ job }) => job.id).join(", ");
+          this.#log(`incoming jobs ${ids}: cannot mark completed: ${(error as Error).message}`);
+        }
+        for (const { settle } of batch) settle();
+      }
+    } finally {
+      this.#completing = null;
     }
   }
 
