@@ -75,33 +75,50 @@ export async function putIncomingJob(
   return record;
 }
 
-/** Reads a job's raw body. */
-export async function readIncomingJobBody(store: Store, job: IncomingJob): Promise<Uint8Array> {
+/**
+ * Reads a job's raw body.
+ *
+ * @returns The body, or `null` when the job was completed meanwhile.
+ * @throws {GatewayError} `STORE_CORRUPT` when the body of a pending job is incomplete.
+ */
+export async function readIncomingJobBody(
+  store: Store,
+  job: IncomingJob,
+): Promise<Uint8Array | null> {
   const body = new Uint8Array(job.body_bytes);
   let offset = 0;
   let count = 0;
-  await store.retry(async () => {
+  const pending = await store.retry(async () => {
     offset = 0;
     count = 0;
     for await (
       const entry of store.kv.list<Uint8Array>({ prefix: incomingJobBodyPrefix(job.id) })
     ) {
+      if (offset + entry.value.byteLength > body.byteLength) break;
       body.set(entry.value, offset);
       offset += entry.value.byteLength;
       count++;
     }
+    // Read after the body: a job record is deleted before (or with) its body,
+    // so a record still there means the body read above was whole.
+    return (await store.kv.get(incomingJobKey(job.id))).versionstamp !== null;
   });
+  if (!pending) return null;
   if (count !== job.chunks || offset !== job.body_bytes) {
     throw new GatewayError("STORE_CORRUPT", `Stored body of incoming job ${job.id} is incomplete`);
   }
   return body;
 }
 
-/** All pending jobs, oldest first. */
-export async function listIncomingJobs(store: Store): Promise<IncomingJob[]> {
+/** Pending jobs, oldest first: all of them, or the first `limit`. */
+export async function listIncomingJobs(
+  store: Store,
+  options: { limit?: number } = {},
+): Promise<IncomingJob[]> {
   return await store.retry(async () => {
     const jobs: IncomingJob[] = [];
-    for await (const entry of store.kv.list({ prefix: incomingJobsPrefix() })) {
+    const { limit } = options;
+    for await (const entry of store.kv.list({ prefix: incomingJobsPrefix() }, { limit })) {
       const parsed = IncomingJobSchema.safeParse(entry.value);
       if (parsed.success) jobs.push(parsed.data);
     }

@@ -41,6 +41,12 @@ export interface IncomingRouterOptions {
   log?: (message: string) => void;
   /** Handler calls running at once. @default 16 */
   concurrency?: number;
+  /**
+   * Most jobs queued in memory; past it, accepted jobs wait in the store
+   * only, and are loaded oldest first once the queue has drained.
+   * @default 10000
+   */
+  maxQueuedJobs?: number;
   /** Clock in ms. @default Date.now */
   now?: () => number;
 }
@@ -90,6 +96,7 @@ export class IncomingRouter {
   #log: (message: string) => void;
   #now: () => number;
   #concurrency: number;
+  #maxQueued: number;
   #byPath = new Map<string, IncomingWebhook>();
   #buckets = new Map<string, Bucket>();
   #stats = new Map<string, StatsDelta>();
@@ -101,12 +108,20 @@ export class IncomingRouter {
   #heldBytes = 0;
   #completions: Completion[] = [];
   #completing: Promise<void> | null = null;
+  /** Jobs may be waiting in the store only (the queue was full). */
+  #overflow = false;
+  #reloading: Promise<void> | null = null;
   #running = new Set<Promise<void>>();
   #stopped = false;
 
   /** @param options Store, gateway, audit log and configuration. */
   constructor(options: IncomingRouterOptions) {
-    const { log = (m: string) => console.error(m), concurrency = 16, now = Date.now } = options;
+    const {
+      log = (m: string) => console.error(m),
+      concurrency = 16,
+      maxQueuedJobs = 10_000,
+      now = Date.now,
+    } = options;
     this.#store = options.store;
     this.#gateway = options.gateway;
     this.#audit = options.audit;
@@ -114,6 +129,7 @@ export class IncomingRouter {
     this.#log = log;
     this.#now = now;
     this.#concurrency = concurrency;
+    this.#maxQueued = maxQueuedJobs;
   }
 
   /**
@@ -123,7 +139,8 @@ export class IncomingRouter {
   async start(): Promise<void> {
     await this.refresh();
     await sweepOrphanIncomingBodies(this.#store);
-    for (const job of await listIncomingJobs(this.#store)) this.#enqueue({ job });
+    this.#overflow = true;
+    await this.#reload();
     this.#timer = setInterval(() => {
       this.refresh().catch((e) => this.#log(`incoming: refresh failed: ${(e as Error).message}`));
       this.#flushStats().catch((e) =>
@@ -293,6 +310,10 @@ export class IncomingRouter {
   #enqueue(queued: QueuedJob): void {
     const { job } = queued;
     if (this.#queued.has(job.id)) return;
+    if (this.#queue.length >= this.#maxQueued) {
+      this.#overflow = true;
+      return;
+    }
     this.#queued.add(job.id);
     if (queued.payload) {
       if (this.#heldBytes + job.body_bytes > HELD_PAYLOAD_MAX_BYTES) {
@@ -305,7 +326,44 @@ export class IncomingRouter {
     this.#pump();
   }
 
+  /**
+   * Loads jobs that wait in the store only, oldest first, as many as the
+   * queue has room for; when the page was full, more may wait, and the next
+   * reload (once the queue is half drained) takes them.
+   */
+  #reload(): Promise<void> {
+    this.#reloading ??= (async () => {
+      try {
+        this.#overflow = false;
+        const room = this.#maxQueued - this.#queue.length;
+        if (room <= 0) {
+          this.#overflow = true;
+          return;
+        }
+        // Jobs queued or running here are listed too, and skipped.
+        const limit = room + this.#queued.size;
+        const jobs = await listIncomingJobs(this.#store, { limit });
+        for (const job of jobs) this.#enqueue({ job });
+        if (jobs.length === limit) this.#overflow = true;
+      } catch (error) {
+        this.#overflow = true;
+        this.#log(`incoming: cannot load queued jobs: ${(error as Error).message}`);
+      } finally {
+        this.#reloading = null;
+        this.#pump();
+      }
+    })();
+    return this.#reloading;
+  }
+
   #pump(): void {
+    // Top the queue up from the store once it is half drained.
+    if (
+      this.#overflow && this.#queue.length <= this.#maxQueued / 2 && !this.#reloading &&
+      !this.#stopped
+    ) {
+      void this.#reload();
+    }
     while (!this.#stopped && this.#running.size < this.#concurrency && this.#queue.length) {
       const queued = this.#queue.shift()!;
       if (queued.payload) this.#heldBytes -= queued.job.body_bytes;
@@ -321,7 +379,13 @@ export class IncomingRouter {
   async #run({ job, payload }: QueuedJob): Promise<void> {
     let failed = false;
     try {
-      const args = payload ?? parseObject(await readIncomingJobBody(this.#store, job));
+      let args = payload;
+      if (!args) {
+        const body = await readIncomingJobBody(this.#store, job);
+        // Completed meanwhile (listed while it ran): nothing left to do.
+        if (body === null) return;
+        args = parseObject(body);
+      }
       await this.#gateway.call(job.handler, args, { sessionId: job.id, source: "webhook" });
     } catch (error) {
       failed = true;
@@ -359,8 +423,9 @@ export class IncomingRouter {
 
   /** Resolves when no job is queued or running (tests, shutdown). */
   async idle(): Promise<void> {
-    while (this.#running.size || this.#queue.length) {
-      await Promise.all([...this.#running]);
+    while (this.#running.size || this.#queue.length || this.#overflow || this.#reloading) {
+      if (this.#overflow && !this.#running.size && !this.#queue.length) await this.#reload();
+      await Promise.all([...this.#running, this.#reloading]);
     }
   }
 
