@@ -228,7 +228,7 @@ export async function benchIncoming(
 }
 
 /** A toolgate server with `webhooks` subscribed to every event. */
-async function latencyServer(webhooks: string[]) {
+export async function latencyServer(webhooks: string[]) {
   const home = await tempDir("latency");
   if (webhooks.length) {
     const store = await openStore({ dataDir: home.path });
@@ -251,7 +251,7 @@ async function latencyServer(webhooks: string[]) {
 }
 
 /** Paced calls on one connection; every latency. */
-async function pacedCalls(
+export async function pacedCalls(
   url: string,
   durationMs: number,
   warmupMs: number,

@@ -164,7 +164,7 @@ async function throughDispatcher(
 }
 
 async function bareSignedFetch(urls: string[], total: number): Promise<number> {
-  const key = await importSigningKey("bench-secret");
+  const key = importSigningKey("bench-secret");
   const encoder = new TextEncoder();
   let next = 0;
   let failed = 0;
@@ -182,7 +182,7 @@ async function bareSignedFetch(urls: string[], total: number): Promise<number> {
         method: "POST",
         headers: {
           "Content-Type": "application/json",
-          "X-Service-Signature": await signPayload(key, body),
+          "X-Service-Signature": signPayload(key, body),
         },
         body,
       });

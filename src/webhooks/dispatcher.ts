@@ -38,7 +38,7 @@ import {
 import { DLQ_FILE, writeDlqMirror } from "./dlq.ts";
 import { Schedule } from "./_schedule.ts";
 import { type FetchLike, postWebhook, type SendResult } from "./_send.ts";
-import { importSigningKey, signPayload } from "./signer.ts";
+import { importSigningKey, type SigningKey, signPayload } from "./signer.ts";
 
 /** Retries after the first attempt; the attempt after the last retry goes to the DLQ. */
 export const MAX_RETRIES = 5;
@@ -140,7 +140,7 @@ export interface StagedDeliveries {
 
 interface Hook {
   record: OutgoingWebhook;
-  key?: Promise<CryptoKey>;
+  key?: SigningKey;
 }
 
 interface CachedEvent {
@@ -764,7 +764,7 @@ class WebhookDispatcher implements Dispatcher {
     let signature: string | undefined;
     if (hook.record.secret !== undefined) {
       hook.key ??= importSigningKey(hook.record.secret);
-      signature = await signPayload(await hook.key, body);
+      signature = signPayload(hook.key, body);
     }
     const startedAt = this.#now();
     const result = await postWebhook({

@@ -210,7 +210,7 @@ export class IncomingRouter {
     if (endpoint.secret) {
       const headerName = endpoint.signature_header ?? DEFAULT_SIGNATURE_HEADER;
       const header = request.headers.get(headerName);
-      if (!(await verifySignature(endpoint.secret, body, header))) {
+      if (!verifySignature(endpoint.secret, body, header)) {
         throw new GatewayError(
           "SIGNATURE_INVALID",
           header

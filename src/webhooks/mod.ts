@@ -20,6 +20,7 @@
  * @module
  */
 export { importSigningKey, SIGNATURE_PREFIX, signPayload, verifySignature } from "./signer.ts";
+export type { SigningKey } from "./signer.ts";
 export { createDispatcher, MAX_RETRIES, RETRY_JITTER, retryDelayMs } from "./dispatcher.ts";
 export type {
   Dispatcher,

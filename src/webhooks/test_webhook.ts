@@ -74,7 +74,7 @@ export async function testWebhook(
     data: { webhook_id: hook.id, message },
   };
   const body = new TextEncoder().encode(JSON.stringify(envelope));
-  const signature = hook.secret === undefined ? undefined : await signPayload(hook.secret, body);
+  const signature = hook.secret === undefined ? undefined : signPayload(hook.secret, body);
   const result = await postWebhook({
     fetch,
     url: hook.url,

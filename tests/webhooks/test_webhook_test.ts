@@ -20,7 +20,7 @@ Deno.test("testWebhook() sends one signed webhook.test envelope and reports stat
   assertEquals(request.headers.get("x-service-event"), "webhook.test");
   assertEquals(request.headers.get("x-service-delivery"), result.event_id);
   assertEquals(request.headers.get("user-agent"), `Service-Webhooks/${VERSION}`);
-  assert(await verifySignature("t", request.body, request.headers.get("x-service-signature")));
+  assert(verifySignature("t", request.body, request.headers.get("x-service-signature")));
   const envelope = JSON.parse(new TextDecoder().decode(request.body));
   assertEquals(envelope.type, "webhook.test");
   assertEquals(envelope.data.webhook_id, hook.id);
