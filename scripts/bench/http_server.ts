@@ -291,8 +291,8 @@ export async function benchWebhookLatency(
   { mode }: HttpServerBenchOptions,
 ): Promise<WebhookLatencyBenchResult> {
   const callsPerS = 50;
-  const rounds = mode === "full" ? 8 : mode === "quick" ? 4 : 2;
-  const roundMs = mode === "full" ? 2000 : mode === "quick" ? 750 : 200;
+  const rounds = mode === "full" ? 12 : mode === "quick" ? 4 : 2;
+  const roundMs = mode === "full" ? 3000 : mode === "quick" ? 750 : 200;
   await using receivers = await startReceivers(10);
   await using none = await latencyServer([]);
   await using ten = await latencyServer(receivers.urls);
