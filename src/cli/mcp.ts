@@ -88,6 +88,7 @@ async function startHttp(context: CliContext): Promise<void> {
     audit: runtime.audit,
     config: runtime.config,
     log,
+    concurrency: runtime.config.incoming.concurrency,
   });
   let signals = 0;
   let server: HttpServer | undefined;

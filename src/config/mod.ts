@@ -65,6 +65,8 @@ export const ConfigFileSchema = z.strictObject({
   }).prefault({}),
   incoming: z.strictObject({
     body_limit_bytes: z.number().int().positive().default(1024 * 1024),
+    /** Handler calls of accepted payloads running at once. */
+    concurrency: z.number().int().min(1).max(1024).default(16),
   }).prefault({}),
   tools: z.strictObject({
     timeout_ms: z.number().int().positive().default(30_000),

@@ -7,7 +7,11 @@ Deno.test("loadConfig() applies defaults, then the file, then environment overri
   await using tmp = await tempHome();
   await Deno.writeTextFile(
     `${tmp.home}/config.json`,
-    JSON.stringify({ server: { port: 9000 }, tools: { circuit_threshold: 2 } }),
+    JSON.stringify({
+      server: { port: 9000 },
+      tools: { circuit_threshold: 2 },
+      incoming: { concurrency: 64 },
+    }),
   );
   const config = await loadConfig({
     env: { TOOLGATE_HOME: tmp.home, TOOLGATE_PORT: "9100", TOOLGATE_RETRY_BASE_MS: "5" },
@@ -17,6 +21,8 @@ Deno.test("loadConfig() applies defaults, then the file, then environment overri
   assertEquals(config.tools.circuit_threshold, 2);
   assertEquals(config.tools.circuit_reset_ms, 30_000);
   assertEquals(config.webhooks.retry_base_ms, 5);
+  assertEquals(config.incoming.concurrency, 64);
+  assertEquals(config.incoming.body_limit_bytes, 1024 * 1024);
   assertEquals(Object.isFrozen(config.server), true);
 });
 
@@ -24,7 +30,11 @@ Deno.test("loadConfig() names every unknown key and bad value with its path", as
   await using tmp = await tempHome();
   await Deno.writeTextFile(
     `${tmp.home}/config.json`,
-    JSON.stringify({ server: { port: "x", hots: "a" }, tools: { timeout_ms: -1 } }),
+    JSON.stringify({
+      server: { port: "x", hots: "a" },
+      tools: { timeout_ms: -1 },
+      incoming: { concurrency: 0 },
+    }),
   );
   const error = await assertRejects(
     () => loadConfig({ env: { TOOLGATE_HOME: tmp.home } }),
@@ -34,6 +44,7 @@ Deno.test("loadConfig() names every unknown key and bad value with its path", as
   assertMatch(error.message, /server\.port/);
   assertMatch(error.message, /hots/);
   assertMatch(error.message, /tools\.timeout_ms/);
+  assertMatch(error.message, /incoming\.concurrency/);
 });
 
 Deno.test("loadConfig() rejects a bad environment value naming the variable", async () => {
