@@ -15,7 +15,7 @@ import { z } from "zod";
 import { GatewayError } from "../errors/mod.ts";
 import { auditEntriesPrefix, auditEntryKey, auditEntryPartKey, auditHeadKey } from "./keys.ts";
 import { applyDeliveryOps, type DeliveryOp } from "./deliveries.ts";
-import { applyStagedWrites, type StagedWrites } from "./incoming.ts";
+import { applyStagedWrites, type StagedWrites } from "./_staged.ts";
 import type { Store } from "./store.ts";
 
 /** Largest part of an entry's bytes stored under one key. */

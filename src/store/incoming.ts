@@ -16,6 +16,7 @@ import {
   incomingJobsPrefix,
   incomingStatsKey,
 } from "./keys.ts";
+import type { StagedWrites } from "./_staged.ts";
 import type { Store } from "./store.ts";
 
 const CHUNK_BYTES = 60 * 1024;
@@ -124,28 +125,6 @@ export async function listIncomingJobs(
     }
     return jobs;
   });
-}
-
-/**
- * KV writes that another module's commit carries for this one (the audit
- * log writes an incoming job in the commit of its entry). Opaque outside
- * `src/store`: build with {@linkcode stageIncomingJob}.
- */
-export interface StagedWrites {
-  /** What the writes add to a commit. */
-  readonly cost: { mutations: number; bytes: number; keyBytes: number };
-  /** @internal The mutations, for modules of `src/store` only. */
-  readonly sets: readonly { key: Deno.KvKey; value: unknown }[];
-}
-
-/** Adds staged writes to an atomic operation. For modules of `src/store` only. */
-export function applyStagedWrites(
-  atomic: Deno.AtomicOperation,
-  writes: readonly StagedWrites[],
-): void {
-  for (const { sets } of writes) {
-    for (const { key, value } of sets) atomic.set(key, value);
-  }
 }
 
 /**

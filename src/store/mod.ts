@@ -14,3 +14,4 @@ export * from "./incoming.ts";
 export * from "./audit.ts";
 export * from "./upstreams.ts";
 export * from "./lease.ts";
+export type { StagedWrites } from "./_staged.ts";
