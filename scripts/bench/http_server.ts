@@ -229,7 +229,7 @@ export async function benchIncoming(
 }
 
 /** A toolgate server with `webhooks` subscribed to every event. */
-export async function latencyServer(webhooks: string[]) {
+async function latencyServer(webhooks: string[]) {
   const home = await tempDir("latency");
   if (webhooks.length) {
     const store = await openStore({ dataDir: home.path });
@@ -252,7 +252,7 @@ export async function latencyServer(webhooks: string[]) {
 }
 
 /** Paced calls on one connection; every latency. */
-export async function pacedCalls(
+async function pacedCalls(
   url: string,
   durationMs: number,
   warmupMs: number,

@@ -42,6 +42,7 @@ export const IncomingJobSchema = z.strictObject({
   received_at: z.string(),
   body_bytes: z.number().int().min(0),
   chunks: z.number().int().min(0),
+  /** Seq of the payload's audit entry; no longer written (the entry's session_id is the job id). */
   audit_seq: z.number().int().optional(),
 });
 

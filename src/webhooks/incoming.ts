@@ -233,7 +233,7 @@ export class IncomingRouter {
     // A small payload's job is written in its audit entry's commit: both are
     // durable together, at the cost of one commit shared with other calls.
     const staged = wait ? undefined : stageIncomingJob(fields, body);
-    const entry = await this.#audit.append({
+    await this.#audit.append({
       kind: "webhook.incoming",
       tool: endpoint.handler,
       session_id: jobId,
@@ -242,8 +242,8 @@ export class IncomingRouter {
     }, staged ? { writes: staged.writes } : {});
     this.#count(endpoint.id, "received", receivedAt);
     if (wait) return await this.#runNow(endpoint, jobId, payload);
-    const job = staged?.job ??
-      await putIncomingJob(this.#store, { ...fields, audit_seq: entry.seq }, body);
+    // The job's audit entry is the one whose session_id is the job id.
+    const job = staged?.job ?? await putIncomingJob(this.#store, fields, body);
     this.#enqueue({ job, payload });
     return Response.json({ id: jobId, status: "accepted" }, { status: 202 });
   }
