@@ -2,6 +2,13 @@
  * Durable outgoing-webhook delivery storage: the outbox (events and their
  * pending deliveries), the per-webhook delivery log and the dead-letter queue.
  *
+ * A pending delivery is stored in one of two forms. Until its first attempt
+ * has failed, it is a webhook id in its event's fan-out record (one record
+ * per event, however many webhooks it goes to, so queuing an event costs two
+ * small writes). A delivery that needs a retry, or replays a DLQ record, has
+ * a delivery record of its own with its attempts. The commit that records an
+ * outcome rewrites the fan-out record without that webhook.
+ *
  * Writes from the dispatcher go through a {@linkcode DeliveryWriter}, which
  * group-commits many small writes into one KV atomic operation (within the KV
  * limits of 1000 mutations, 100 checks and about 800 KiB per commit) to go past
@@ -24,6 +31,8 @@ import {
   eventDeliveriesPrefix,
   outboxBodyKey,
   outboxEventKey,
+  outboxFanoutKey,
+  outboxFanoutPrefix,
 } from "./keys.ts";
 import type { Store } from "./store.ts";
 import { parseRecord } from "./_records.ts";
@@ -70,6 +79,21 @@ export const DeliveryRecordSchema = z.strictObject({
 
 /** A pending delivery. */
 export type DeliveryRecord = z.infer<typeof DeliveryRecordSchema>;
+
+/**
+ * The webhooks an event still owes its first attempt to: each is a pending
+ * delivery with no attempt yet, due at `next_attempt_at`.
+ */
+export const FanoutRecordSchema = z.strictObject({
+  event_type: z.string(),
+  created_at: z.string(),
+  /** Epoch milliseconds of the first attempts. */
+  next_attempt_at: z.number(),
+  webhook_ids: z.array(z.string()).min(1),
+});
+
+/** An event's fan-out record. */
+export type FanoutRecord = z.infer<typeof FanoutRecordSchema>;
 
 const StoredEventSchema = z.strictObject({
   id: z.string(),
@@ -124,6 +148,8 @@ export type DeliveryOp =
   | { op: "put_event"; event: OutboxEvent }
   | { op: "put_delivery"; delivery: DeliveryRecord }
   | { op: "delete_delivery"; event_id: string; webhook_id: string }
+  /** Writes (or, with an empty `webhook_ids`, deletes) an event's fan-out record. */
+  | { op: "put_fanout"; event_id: string; fanout: FanoutRecord }
   | { op: "log"; webhook_id: string; entry_id: string; entry: DeliveryLogEntry }
   | { op: "delete_log"; webhook_id: string; entry_id: string }
   | { op: "put_dlq"; record: Omit<DlqRecord, "size" | "body">; body: Uint8Array }
@@ -309,6 +335,14 @@ function opMutations(op: DeliveryOp, index: number): Mutation[] {
         op: index,
         primary: true,
       }];
+    case "put_fanout": {
+      const key = outboxFanoutKey(op.event_id);
+      return [
+        op.fanout.webhook_ids.length
+          ? { type: "set", key, value: op.fanout, op: index, primary: true }
+          : { type: "delete", key, op: index, primary: true },
+      ];
+    }
     case "log":
       return [{
         type: "set",
@@ -585,20 +619,53 @@ export async function deliveriesVersion(store: Store): Promise<bigint> {
 /** A pending delivery and the versionstamp of its stored state. */
 export interface StoredDelivery {
   record: DeliveryRecord;
+  /** Versionstamp of its delivery record, or of its event's fan-out record. */
   versionstamp: string;
+  /** Whether it is stored in its event's fan-out record (no attempt made yet). */
+  fanout: boolean;
 }
 
-/** Every pending delivery, oldest event first. */
+/** The pending deliveries an event's fan-out record stands for. */
+export function fanoutDeliveries(eventId: string, fanout: FanoutRecord): DeliveryRecord[] {
+  return fanout.webhook_ids.map((webhook_id) => ({
+    event_id: eventId,
+    event_type: fanout.event_type,
+    webhook_id,
+    attempt_count: 0,
+    next_attempt_at: fanout.next_attempt_at,
+    created_at: fanout.created_at,
+    attempts: [],
+  }));
+}
+
+/**
+ * Every pending delivery in either form, by event id (oldest first); a
+ * delivery record wins over a fan-out entry of the same webhook.
+ */
 export async function listPendingDeliveries(store: Store): Promise<StoredDelivery[]> {
   return await store.retry(async () => {
     const out: StoredDelivery[] = [];
+    const own = new Set<string>();
     for await (const entry of store.kv.list({ prefix: deliveriesPrefix() })) {
-      out.push({
-        record: parseRecord(DeliveryRecordSchema, entry.value, `delivery ${entry.key.join("/")}`),
-        versionstamp: entry.versionstamp,
-      });
+      const record = parseRecord(
+        DeliveryRecordSchema,
+        entry.value,
+        `delivery ${entry.key.join("/")}`,
+      );
+      own.add(`${record.event_id}/${record.webhook_id}`);
+      out.push({ record, versionstamp: entry.versionstamp, fanout: false });
     }
-    return out;
+    for await (const entry of store.kv.list({ prefix: outboxFanoutPrefix() })) {
+      const eventId = String(entry.key[entry.key.length - 1]);
+      const fanout = parseRecord(FanoutRecordSchema, entry.value, `fan-out of ${eventId}`);
+      for (const record of fanoutDeliveries(eventId, fanout)) {
+        if (own.has(`${eventId}/${record.webhook_id}`)) continue;
+        out.push({ record, versionstamp: entry.versionstamp, fanout: true });
+      }
+    }
+    return out.sort((a, b) =>
+      a.record.event_id < b.record.event_id ? -1 : a.record.event_id > b.record.event_id ? 1 : 0
+    );
   });
 }
 
@@ -651,13 +718,17 @@ export async function readOutboxEvent(
  */
 export async function collectEventIfUnreferenced(store: Store, eventId: string): Promise<boolean> {
   return await store.retry(async () => {
-    const entry = await store.kv.get(outboxEventKey(eventId));
+    const [entry, fanout] = await store.kv.getMany([
+      outboxEventKey(eventId),
+      outboxFanoutKey(eventId),
+    ]);
     if (entry.value === null) return true;
+    if (fanout.value !== null) return false;
     for await (const _ of store.kv.list({ prefix: eventDeliveriesPrefix(eventId) }, { limit: 1 })) {
       return false;
     }
     const stored = parseRecord(StoredEventSchema, entry.value, `event ${eventId}`);
-    const atomic = store.kv.atomic().check(entry).delete(entry.key);
+    const atomic = store.kv.atomic().check(entry).check(fanout).delete(entry.key);
     for (let i = 0; i < chunkCount(stored.size); i++) atomic.delete(outboxBodyKey(eventId, i));
     return (await atomic.commit()).ok;
   });

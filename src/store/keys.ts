@@ -89,7 +89,20 @@ export function outboxBodyKey(eventId: string, chunk: number): Deno.KvKey {
   return ["outbox", "body", eventId, chunk];
 }
 
-/** A pending delivery of one event to one outgoing webhook. */
+/**
+ * The webhooks an event still owes its first attempt to (one record per
+ * event, instead of a delivery record per webhook).
+ */
+export function outboxFanoutKey(eventId: string): Deno.KvKey {
+  return ["outbox", "fanout", eventId];
+}
+
+/** Prefix of every event's fan-out record. */
+export function outboxFanoutPrefix(): Deno.KvKey {
+  return ["outbox", "fanout"];
+}
+
+/** A pending delivery of one event to one outgoing webhook, once it needs a retry. */
 export function deliveryKey(eventId: string, webhookId: string): Deno.KvKey {
   return ["outbox", "delivery", eventId, webhookId];
 }

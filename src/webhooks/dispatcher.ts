@@ -22,6 +22,8 @@ import {
   type DeliveryOp,
   type DeliveryRecord,
   DeliveryWriter,
+  fanoutDeliveries,
+  type FanoutRecord,
   listDeliveryLogIds,
   listDlqRecords,
   listOutgoingWebhooks,
@@ -143,16 +145,26 @@ interface Hook {
   key?: SigningKey;
 }
 
+/** What this process knows of an event's fan-out record (it alone rewrites it). */
+interface Fanout {
+  record: Omit<FanoutRecord, "webhook_ids">;
+  /** The webhook ids the stored record lists. */
+  ids: Set<string>;
+}
+
 interface CachedEvent {
   event: OutboxEvent;
   /** Versionstamp of the stored event record, guarding its collection. */
   versionstamp: string;
   /** Deliveries in memory that use it. */
   refs: number;
+  /** Its fan-out record, while one is stored. */
+  fanout: Fanout | null;
 }
 
 interface BuiltEvent {
   outbox: OutboxEvent;
+  fanout: FanoutRecord;
   records: DeliveryRecord[];
   ops: DeliveryOp[];
 }
@@ -160,10 +172,15 @@ interface BuiltEvent {
 interface Pending {
   key: string;
   record: DeliveryRecord;
-  /** Versionstamp of the record's last write. */
+  /** Versionstamp of the record's last write (of the fan-out record while `fanout`). */
   versionstamp: string;
+  /** Stored as an entry of its event's fan-out record, not as a record of its own. */
+  fanout: boolean;
   event: CachedEvent;
 }
+
+/** Tombstone of a fan-out delivery finished during a scan: matches any version of the record. */
+const FANOUT_TOMBSTONE = "fanout";
 
 const encoder = new TextEncoder();
 
@@ -584,29 +601,31 @@ class WebhookDispatcher implements Dispatcher {
       body: encoder.encode(JSON.stringify(event)),
     };
     const now = this.#now();
-    const created_at = new Date(now).toISOString();
-    const records: DeliveryRecord[] = targets.map((hook) => ({
-      event_id: event.id,
+    const fanout: FanoutRecord = {
       event_type: event.type,
-      webhook_id: hook.record.id,
-      attempt_count: 0,
+      created_at: new Date(now).toISOString(),
       next_attempt_at: now,
-      created_at,
-      attempts: [],
-    }));
+      webhook_ids: targets.map((hook) => hook.record.id),
+    };
     const ops: DeliveryOp[] = [
       { op: "put_event", event: outbox },
-      ...records.map((delivery): DeliveryOp => ({ op: "put_delivery", delivery })),
+      { op: "put_fanout", event_id: event.id, fanout },
     ];
-    return { outbox, records, ops };
+    return { outbox, fanout, records: fanoutDeliveries(event.id, fanout), ops };
   }
 
   /** Schedules the deliveries of a stored event (`versionstamp(i)`: of op `i`). */
   #adoptEvent(built: BuiltEvent, versionstamp: (op: number) => string): void {
     if (!this.#sending || this.#state !== "running") return; // Stored: the sender adopts them.
-    const cached: CachedEvent = { event: built.outbox, versionstamp: versionstamp(0), refs: 0 };
+    const { webhook_ids, ...record } = built.fanout;
+    const cached: CachedEvent = {
+      event: built.outbox,
+      versionstamp: versionstamp(0),
+      refs: 0,
+      fanout: { record, ids: new Set(webhook_ids) },
+    };
     this.#events.set(built.outbox.id, cached);
-    built.records.forEach((record, i) => this.#adopt(record, versionstamp(i + 1), cached));
+    for (const delivery of built.records) this.#adopt(delivery, versionstamp(1), true, cached);
   }
 
   async #persistEvent(event: EventEnvelope<EventType>, targets: Hook[]): Promise<void> {
@@ -619,10 +638,10 @@ class WebhookDispatcher implements Dispatcher {
     this.#adoptEvent(built, (i) => result.versionstamps[i]);
   }
 
-  #adopt(record: DeliveryRecord, versionstamp: string, event: CachedEvent): void {
+  #adopt(record: DeliveryRecord, versionstamp: string, fanout: boolean, event: CachedEvent): void {
     const key = pendingKey(record);
     if (this.#known.has(key)) return;
-    const pending: Pending = { key, record, versionstamp, event };
+    const pending: Pending = { key, record, versionstamp, fanout, event };
     event.refs++;
     this.#known.set(key, pending);
     if (record.next_attempt_at <= this.#now()) this.#enqueueReady([pending]);
@@ -635,7 +654,9 @@ class WebhookDispatcher implements Dispatcher {
     try {
       const fresh = (d: StoredDelivery) => {
         const key = pendingKey(d.record);
-        return !this.#known.has(key) && this.#tombstones.get(key) !== d.versionstamp;
+        if (this.#known.has(key)) return false;
+        const tombstone = this.#tombstones.get(key);
+        return tombstone !== (d.fanout ? FANOUT_TOMBSTONE : d.versionstamp);
       };
       const byEvent = new Map<string, StoredDelivery[]>();
       for (const stored of await listPendingDeliveries(this.#store)) {
@@ -654,13 +675,27 @@ class WebhookDispatcher implements Dispatcher {
             continue;
           }
           cached = this.#events.get(eventId) ??
-            { event: loaded.event, versionstamp: loaded.versionstamp, refs: 0 };
+            { event: loaded.event, versionstamp: loaded.versionstamp, refs: 0, fanout: null };
           this.#events.set(eventId, cached);
+        }
+        const adopted = group.filter(fresh);
+        for (const stored of adopted) {
+          if (!stored.fanout) continue;
+          const { record } = stored;
+          cached.fanout ??= {
+            record: {
+              event_type: record.event_type,
+              created_at: record.created_at,
+              next_attempt_at: record.next_attempt_at,
+            },
+            ids: new Set(),
+          };
+          cached.fanout.ids.add(record.webhook_id);
         }
         // All deliveries of one event are adopted together, so its reference
         // count covers every one listed before any of them can finish.
-        for (const stored of group.filter(fresh)) {
-          this.#adopt(stored.record, stored.versionstamp, cached);
+        for (const stored of adopted) {
+          this.#adopt(stored.record, stored.versionstamp, stored.fanout, cached);
         }
       }
     } finally {
@@ -677,11 +712,45 @@ class WebhookDispatcher implements Dispatcher {
         `Cannot deliver event ${eventId}: its stored body is missing; ${group.length} delivery record(s) dropped`,
       ),
     );
-    await this.#writer.write(group.map(({ record }): DeliveryOp => ({
+    const ops = group.filter((d) => !d.fanout).map(({ record }): DeliveryOp => ({
       op: "delete_delivery",
       event_id: record.event_id,
       webhook_id: record.webhook_id,
-    })));
+    }));
+    const fanout = group.find((d) => d.fanout)?.record;
+    if (fanout) {
+      const { event_type, created_at, next_attempt_at } = fanout;
+      ops.push({
+        op: "put_fanout",
+        event_id: eventId,
+        fanout: { event_type, created_at, next_attempt_at, webhook_ids: [] },
+      });
+    }
+    await this.#writer.write(ops);
+  }
+
+  /**
+   * The op that takes a fan-out delivery out of its event's fan-out record
+   * (rewritten with the webhooks left, or deleted). Outcome commits are
+   * ordered, so the last one written holds the current list.
+   *
+   * @returns The op and a function putting the delivery back should its commit fail.
+   */
+  #leaveFanout(pending: Pending): { op: DeliveryOp; undo: () => void } {
+    const { event, record } = pending;
+    const fanout = event.fanout;
+    if (!fanout) {
+      throw new GatewayError("INTERNAL", `Fan-out of event ${record.event_id} is not loaded`);
+    }
+    fanout.ids.delete(record.webhook_id);
+    return {
+      op: {
+        op: "put_fanout",
+        event_id: record.event_id,
+        fanout: { ...fanout.record, webhook_ids: [...fanout.ids] },
+      },
+      undo: () => fanout.ids.add(record.webhook_id),
+    };
   }
 
   // --- Attempts -------------------------------------------------------------
@@ -793,12 +862,23 @@ class WebhookDispatcher implements Dispatcher {
         next_attempt_at: next,
         attempts: [...record.attempts, attempt],
       };
-      const written = await this.#outcomes.write([
+      const ops: DeliveryOp[] = [
         { op: "put_delivery", delivery: updated },
         ...await this.#logOps(updated, attempt, false),
-      ]);
+      ];
+      // Queued right after its list is computed (see #finish).
+      const left = pending.fanout ? this.#leaveFanout(pending) : undefined;
+      if (left) ops.push(left.op);
+      let written;
+      try {
+        written = await this.#outcomes.write(ops);
+      } catch (error) {
+        left?.undo();
+        throw error;
+      }
       pending.record = updated;
       pending.versionstamp = written.versionstamps[0];
+      pending.fanout = false;
       if (this.#state === "running") this.#schedule.add(next, pending);
     }
   }
@@ -843,10 +923,15 @@ class WebhookDispatcher implements Dispatcher {
     hook?: Hook,
   ): Promise<void> {
     const { record, event } = pending;
-    const ops: DeliveryOp[] = [
-      { op: "delete_delivery", event_id: record.event_id, webhook_id: record.webhook_id },
-    ];
+    const ops: DeliveryOp[] = [];
     if (attempt) ops.push(...await this.#logOps(record, attempt, outcome === "delivered"));
+    // Nothing awaits from here to the write: the fan-out op must be queued in
+    // the order its list was computed.
+    const left = pending.fanout ? this.#leaveFanout(pending) : undefined;
+    ops.push(
+      left?.op ??
+        { op: "delete_delivery", event_id: record.event_id, webhook_id: record.webhook_id },
+    );
     const size = event.event.body.byteLength;
     let dlqId: string | undefined;
     if (outcome === "delivered" && record.dlq_id) {
@@ -868,7 +953,8 @@ class WebhookDispatcher implements Dispatcher {
       });
     }
     event.refs--;
-    const collect = event.refs === 0;
+    // An entry of the fan-out record that this process did not adopt keeps the event.
+    const collect = event.refs === 0 && !event.fanout?.ids.size;
     if (collect) {
       ops.push({
         op: "collect_event",
@@ -876,18 +962,23 @@ class WebhookDispatcher implements Dispatcher {
         versionstamp: event.versionstamp,
         size,
       });
-      if (this.#events.get(record.event_id) === event) this.#events.delete(record.event_id);
+    }
+    if (event.refs === 0 && this.#events.get(record.event_id) === event) {
+      this.#events.delete(record.event_id);
     }
     let collected: boolean;
     try {
       ({ collected } = await this.#outcomes.write(ops));
     } catch (error) {
       event.refs++;
+      left?.undo();
       if (!this.#events.has(record.event_id)) this.#events.set(record.event_id, event);
       throw error;
     }
     this.#known.delete(pending.key);
-    if (this.#scanning) this.#tombstones.set(pending.key, pending.versionstamp);
+    if (this.#scanning) {
+      this.#tombstones.set(pending.key, pending.fanout ? FANOUT_TOMBSTONE : pending.versionstamp);
+    }
     if (collect && !collected) {
       this.#background(collectEventIfUnreferenced(this.#store, record.event_id));
     }

@@ -124,3 +124,55 @@ Deno.test("the delivery log keeps the newest 20 entries per webhook", async () =
     store.close();
   }
 });
+
+Deno.test("a fan-out record stands for a pending delivery per webhook until rewritten without them", async () => {
+  await using tmp = await tempHome();
+  const store = await openStore({ dataDir: tmp.home });
+  try {
+    const writer = new DeliveryWriter(store);
+    const fanout = {
+      event_type: "tool.called",
+      created_at: new Date(5).toISOString(),
+      next_attempt_at: 5,
+      webhook_ids: ["wh_a", "wh_b", "wh_c"],
+    };
+    await writer.write([
+      { op: "put_event", event: event("evt_1") },
+      { op: "put_fanout", event_id: "evt_1", fanout },
+    ]);
+    const listed = await listPendingDeliveries(store);
+    assertEquals(listed.map((d) => [d.record.webhook_id, d.fanout]), [
+      ["wh_a", true],
+      ["wh_b", true],
+      ["wh_c", true],
+    ]);
+    assertEquals(listed[0].record, {
+      ...delivery("evt_1", "wh_a"),
+      next_attempt_at: 5,
+      created_at: fanout.created_at,
+    });
+    // wh_b needs a retry: its own record now, and the fan-out no longer lists it.
+    await writer.write([
+      { op: "put_delivery", delivery: { ...delivery("evt_1", "wh_b"), attempt_count: 1 } },
+      { op: "put_fanout", event_id: "evt_1", fanout: { ...fanout, webhook_ids: ["wh_a", "wh_c"] } },
+    ]);
+    assertEquals(
+      (await listPendingDeliveries(store)).map((
+        d,
+      ) => [d.record.webhook_id, d.fanout, d.record.attempt_count]),
+      [["wh_b", false, 1], ["wh_a", true, 0], ["wh_c", true, 0]],
+    );
+    assertEquals(await collectEventIfUnreferenced(store, "evt_1"), false);
+    await writer.write([
+      { op: "put_fanout", event_id: "evt_1", fanout: { ...fanout, webhook_ids: [] } },
+      { op: "delete_delivery", event_id: "evt_1", webhook_id: "wh_b" },
+    ]);
+    assertEquals(await listPendingDeliveries(store), []);
+    const keys = [];
+    for await (const entry of store.kv.list({ prefix: ["outbox"] })) keys.push(entry.key);
+    assertEquals(keys, [["outbox", "event", "evt_1"]]);
+    assertEquals(await collectEventIfUnreferenced(store, "evt_1"), true);
+  } finally {
+    store.close();
+  }
+});

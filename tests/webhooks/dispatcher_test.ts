@@ -330,6 +330,99 @@ Deno.test("a restarted dispatcher resumes pending deliveries with their attempt 
   assert(gap >= 2 * base - 1, `resumed attempt came after ${gap} ms`);
 });
 
+/** The outbox keys in KV (the delivery logs aside), as `kind/event/webhook` strings. */
+async function outboxKeys(env: { store: { kv: Deno.Kv } }): Promise<string[]> {
+  const keys: string[] = [];
+  for await (const entry of env.store.kv.list({ prefix: ["outbox"] })) {
+    if (entry.key[1] !== "log") keys.push(entry.key.slice(1).join("/"));
+  }
+  return keys;
+}
+
+async function until(condition: () => Promise<boolean>, what: string): Promise<void> {
+  const deadline = Date.now() + 5000;
+  while (!await condition()) {
+    if (Date.now() > deadline) throw new Error(`Timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+}
+
+Deno.test("an event for several webhooks is queued as two records; a delivery gets its own only to retry", async () => {
+  await using env = await setup({ retryBaseMs: 200 });
+  await using ok = new Receiver();
+  await using flaky = new Receiver((_, i) => i === 0 ? 500 : 200);
+  const hooks = [
+    await addOutgoingWebhook(env.store, { url: ok.url, events: "*" }),
+    await addOutgoingWebhook(env.store, { url: ok.url, events: "*" }),
+    await addOutgoingWebhook(env.store, { url: flaky.url, events: "*" }),
+  ];
+  // Recorded by a one-shot process: one event record and one fan-out record.
+  const recorder = env.dispatcher({ mode: "record" });
+  await recorder.start();
+  const envelope = await env.bus.emit("tool.called", toolCalled());
+  assert(envelope);
+  await recorder.stop();
+  assertEquals(await outboxKeys(env), [`event/${envelope.id}`, `fanout/${envelope.id}`]);
+  const listed = await listPendingDeliveries(env.store);
+  assertEquals(listed.map((d) => d.record.webhook_id).sort(), hooks.map((h) => h.id).sort());
+
+  // The sender adopts them from the fan-out record; the failed one moves to a record of its own.
+  const sender = env.dispatcher();
+  await sender.start();
+  await until(
+    async () =>
+      (await outboxKeys(env)).join() ===
+        `delivery/${envelope.id}/${hooks[2].id},event/${envelope.id}`,
+    "the fan-out record to give way to one delivery record",
+  );
+  const [retrying] = await listPendingDeliveries(env.store);
+  assertEquals([retrying.fanout, retrying.record.attempt_count], [false, 1]);
+  assertEquals(retrying.record.attempts.map((a) => a.status), [500]);
+  await flaky.waitFor(2);
+  await sender.whenIdle();
+  assertEquals([ok.requests.length, flaky.requests.length], [2, 2]);
+  assertEquals(await outboxKeys(env), []);
+  assertEquals(env.errors, []);
+});
+
+Deno.test("a restarted dispatcher sends only the fan-out entries not yet delivered", async () => {
+  await using env = await setup({ timeoutMs: 5000 });
+  await using fast = new Receiver();
+  await using slow = new Receiver((_, i) => i === 0 ? "hang" : 200);
+  const fastHook = await addOutgoingWebhook(env.store, { url: fast.url, events: "*" });
+  const slowHook = await addOutgoingWebhook(env.store, { url: slow.url, events: "*" });
+  const first = env.dispatcher({ stopTimeoutMs: 50 });
+  await first.start();
+  const envelope = await env.bus.emit("tool.called", toolCalled());
+  assert(envelope);
+  await fast.waitFor(1);
+  await slow.waitFor(1);
+  const fanoutLists = async () => {
+    const entry = await env.store.kv.get<{ webhook_ids: string[] }>([
+      "outbox",
+      "fanout",
+      envelope.id,
+    ]);
+    return entry.value?.webhook_ids.join() ?? "";
+  };
+  await until(
+    async () => await fanoutLists() === slowHook.id,
+    "the fan-out record to drop the delivered webhook",
+  );
+  await first.stop(); // aborts the hanging attempt: its entry stays as it was
+  assertEquals(await fanoutLists(), slowHook.id);
+
+  const again = await env.reopen();
+  const second = env.dispatcher({ store: again });
+  await second.start();
+  await slow.waitFor(2);
+  await second.whenIdle();
+  assertEquals([fast.requests.length, slow.requests.length], [1, 2]);
+  assertEquals(slow.requests[1].headers.get("x-service-delivery"), envelope.id);
+  assertEquals(await outboxKeys(env), []);
+  assertEquals((await recentAttempts(env.store, fastHook.id)).length, 1);
+});
+
 Deno.test("a webhook removed between attempts gets no further request", async () => {
   await using env = await setup({ retryBaseMs: 30 });
   const cli = await env.reopen();
