@@ -337,8 +337,13 @@ export function eventsRoutes(options: EventsRoutesOptions = {}): RouteMount {
     const streams = new Set<EventStream>();
     const recent: Recent[] = [];
     let recentBytes = 0;
+    // Only a client that was connected has a Last-Event-ID to resume from, so
+    // events are kept for replay from the first connection on: a server
+    // nobody streams from does not serialize every event for nothing.
+    let keeping = false;
 
     const unsubscribe = gateway.bus.subscribe((envelope) => {
+      if (!keeping) return;
       const bytes = frameOf(envelope);
       if (replayEvents > 0) {
         recent.push({ id: envelope.id, type: envelope.type, bytes });
@@ -365,6 +370,7 @@ export function eventsRoutes(options: EventsRoutesOptions = {}): RouteMount {
           "Event stream unavailable: the server is shutting down",
         );
       }
+      keeping = true;
       const stream: EventStream = new EventStream(types, limits, () => streams.delete(stream));
       stream.write(encoder.encode("retry: 1000\n: toolgate events\n\n"), false);
       const lastEventId = c.req.header("last-event-id")?.trim();

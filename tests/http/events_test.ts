@@ -242,6 +242,10 @@ Deno.test("GET /events drops a client that falls behind, without slowing the oth
 
 Deno.test("GET /events replays the events after Last-Event-ID, filtered", async () => {
   await using t = await eventsApp({ replayEvents: 3 });
+  // A client connected once: events are kept for replay from then on.
+  const first = await open(t, "/events");
+  await first.next();
+  await first.cancel();
   const ids: string[] = [];
   for (const type of ["tool.called", "tool.failed", "audit.written", "tool.called"] as const) {
     ids.push((await t.gateway.bus.emit(type, SAMPLE[type]))!.id);
@@ -261,6 +265,19 @@ Deno.test("GET /events replays the events after Last-Event-ID, filtered", async 
     comments: [`replay unavailable: ${ids[0]} is not among the last 3 events`],
   });
   await tooOld.cancel();
+});
+
+Deno.test("GET /events keeps no events for replay before its first client", async () => {
+  await using t = await eventsApp({ replayEvents: 3 });
+  const before = (await t.gateway.bus.emit("tool.called", SAMPLE["tool.called"]))!.id;
+  const stream = await open(t, "/events", { "last-event-id": before });
+  await stream.next();
+  assertEquals(await stream.next(), {
+    comments: [`replay unavailable: ${before} is not among the last 0 events`],
+  });
+  const after = (await t.gateway.bus.emit("tool.failed", SAMPLE["tool.failed"]))!.id;
+  assertEquals((await stream.nextEvent())?.id, after);
+  await stream.cancel();
 });
 
 Deno.test("GET /events streams end when shutdown begins; new ones get 503", async () => {
