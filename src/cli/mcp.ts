@@ -11,7 +11,7 @@ import { listIncomingWebhooks } from "../store/mod.ts";
 import { IncomingRouter } from "../webhooks/mod.ts";
 import { VERSION } from "../version.ts";
 import { type CliContext, usage } from "./context.ts";
-import { createRuntime } from "./runtime.ts";
+import { createRuntime, type Runtime } from "./runtime.ts";
 
 interface StartOptions {
   transport: string;
@@ -55,25 +55,39 @@ export function registerMcp(program: Command, context: CliContext): void {
  * `initialize` reply sooner.
  */
 export async function startStdio(context: CliContext): Promise<void> {
-  const runtime = await createRuntime(context, { role: "server", transport: "stdio" });
-  const incoming = await listIncomingWebhooks(runtime.store);
-  if (incoming.length) {
-    context.warn(
-      `${incoming.length} incoming webhook endpoint(s) are registered; they are served only with --transport http`,
-    );
-  }
+  // A bad configuration fails before any MCP traffic. The rest of start-up
+  // (the store, plugins, the dispatcher) runs while the host's `initialize`
+  // is answered: MCP hosts spawn a server per session and wait for that reply.
+  await context.config();
   const stop = new AbortController();
   const onSignal = () => stop.abort();
   Deno.addSignalListener("SIGTERM", onSignal);
   Deno.addSignalListener("SIGINT", onSignal);
+  const starting = createRuntime(context, { role: "server", transport: "stdio" });
+  let runtime: Runtime | undefined;
   try {
-    const serving = serveStdio(runtime.gateway, { signal: stop.signal });
+    const serving = serveStdio(starting.then((started) => started.gateway), {
+      signal: stop.signal,
+    });
+    try {
+      runtime = await starting;
+    } catch (error) {
+      stop.abort(); // End the session, then report why it could not start.
+      await serving;
+      throw error;
+    }
+    const incoming = await listIncomingWebhooks(runtime.store);
+    if (incoming.length) {
+      context.warn(
+        `${incoming.length} incoming webhook endpoint(s) are registered; they are served only with --transport http`,
+      );
+    }
     await runtime.gateway.announceStarted("stdio");
     await serving;
   } finally {
     Deno.removeSignalListener("SIGTERM", onSignal);
     Deno.removeSignalListener("SIGINT", onSignal);
-    await runtime.close();
+    await runtime?.close();
   }
 }
 

@@ -31,13 +31,24 @@ export interface McpServerOptions {
  * Creates an MCP server bound to the gateway. The caller connects it to a
  * transport and closes it.
  *
+ * @param gateway The gateway, or a promise of it: the server then answers
+ * `initialize` at once, and `tools/list` and `tools/call` once the gateway is
+ * there (with an error when the promise rejects).
  * @returns The server and a function that detaches it from the gateway.
  */
 export function createMcpServer(
-  gateway: Gateway,
+  gateway: Gateway | Promise<Gateway>,
   options: McpServerOptions = {},
 ): { server: Server; detach: () => void } {
   const { source = "mcp" } = options;
+  let ready = gateway instanceof Promise ? undefined : gateway;
+  const starting = ready ? undefined : Promise.resolve(gateway).then((started) => {
+    ready = started;
+    return started;
+  });
+  // Reported to the client by the handler that awaits it.
+  starting?.catch(() => {});
+  const started = (): Gateway | Promise<Gateway> => ready ?? starting!;
   const fallbackSession = newId("ses");
   const server = new Server(
     { name: "toolgate", version: VERSION },
@@ -47,8 +58,8 @@ export function createMcpServer(
         "toolgate hosts plugins whose tools are listed here; every call is audited and circuit-protected.",
     },
   );
-  server.setRequestHandler(ListToolsRequestSchema, () => ({
-    tools: gateway.listTools().map((tool) => ({
+  server.setRequestHandler(ListToolsRequestSchema, async () => ({
+    tools: (ready ?? await started()).listTools().map((tool) => ({
       name: tool.name,
       description: tool.description,
       inputSchema: { type: "object", ...tool.inputSchema } as {
@@ -62,6 +73,7 @@ export function createMcpServer(
     extra: { sessionId?: string; signal: AbortSignal },
   ): Promise<CallToolResult> => {
     const { name, arguments: args } = request.params;
+    const gateway = ready ?? await started();
     if (!gateway.hasTool(name)) {
       throw new McpError(ErrorCode.InvalidParams, `Unknown tool: ${name}`);
     }
@@ -77,10 +89,21 @@ export function createMcpServer(
       throw error;
     }
   });
-  const detach = gateway.onToolsChanged(() => {
+  const notify = () => {
     server.sendToolListChanged().catch(() => {
       // Not connected yet or already closed: the client lists tools on connect.
     });
-  });
+  };
+  let detached = false;
+  let detachGateway = () => {};
+  const attach = (attached: Gateway) => {
+    if (!detached) detachGateway = attached.onToolsChanged(notify);
+  };
+  if (ready) attach(ready);
+  else starting!.then(attach, () => {});
+  const detach = () => {
+    detached = true;
+    detachGateway();
+  };
   return { server, detach };
 }

@@ -22,9 +22,14 @@ export interface ServeStdioOptions {
  * by `drainTimeoutMs`), so a client that writes its requests and closes
  * stdin still gets every reply.
  *
+ * @param gateway The gateway, or a promise of it (`initialize` is then
+ * answered while it starts; tool requests wait for it).
  * @returns Resolves when the session ended.
  */
-export async function serveStdio(gateway: Gateway, options: ServeStdioOptions = {}): Promise<void> {
+export async function serveStdio(
+  gateway: Gateway | Promise<Gateway>,
+  options: ServeStdioOptions = {},
+): Promise<void> {
   const { signal, drainTimeoutMs = 10_000 } = options;
   const { server, detach } = createMcpServer(gateway, { source: "mcp-stdio" });
   const transport = new StdioServerTransport();

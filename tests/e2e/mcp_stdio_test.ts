@@ -1,7 +1,7 @@
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { assert, assertEquals, assertMatch } from "../_asserts.ts";
-import { MAIN, ROOT, tempHome } from "../_helpers.ts";
+import { MAIN, ROOT, runCli, tempHome } from "../_helpers.ts";
 
 type TextContent = { type: string; text: string }[];
 
@@ -132,4 +132,33 @@ Deno.test("stdout carries only JSON-RPC lines, and requests sent before stdin cl
   }
   const byId = new Map(lines.map((l) => JSON.parse(l)).map((m) => [m.id, m]));
   assertEquals(byId.get(4).result.isError, true);
+});
+
+Deno.test("initialize is answered while start-up runs; a store that cannot open fails tool requests and exits 1", async () => {
+  await using tmp = await tempHome();
+  await Deno.mkdir(`${tmp.home}/toolgate.kv`); // a directory where the KV file should be
+  const requests = [
+    {
+      jsonrpc: "2.0",
+      id: 1,
+      method: "initialize",
+      params: {
+        protocolVersion: "2025-06-18",
+        capabilities: {},
+        clientInfo: { name: "raw", version: "1" },
+      },
+    },
+    { jsonrpc: "2.0", method: "notifications/initialized" },
+    { jsonrpc: "2.0", id: 2, method: "tools/list" },
+  ];
+  const run = await runCli(["mcp", "start"], {
+    home: tmp.home,
+    stdin: requests.map((r) => JSON.stringify(r)).join("\n") + "\n",
+  });
+  assertEquals(run.code, 1, run.stderr);
+  assertMatch(run.stderr, /Cannot open .*toolgate\.kv/);
+  const replies = run.stdout.split("\n").filter((line) => line).map((line) => JSON.parse(line));
+  assertEquals(replies.map((m) => m.id), [1, 2], run.stdout);
+  assertEquals(replies[0].result.serverInfo.name, "toolgate");
+  assertMatch(replies[1].error.message, /Cannot open .*toolgate\.kv/);
 });
