@@ -291,8 +291,8 @@ export async function benchWebhookLatency(
   { mode }: HttpServerBenchOptions,
 ): Promise<WebhookLatencyBenchResult> {
   const callsPerS = 50;
-  const rounds = mode === "full" ? 12 : mode === "quick" ? 4 : 2;
-  const roundMs = mode === "full" ? 3000 : mode === "quick" ? 750 : 200;
+  const rounds = mode === "full" ? 36 : mode === "quick" ? 6 : 2;
+  const roundMs = mode === "full" ? 1000 : mode === "quick" ? 500 : 200;
   await using receivers = await startReceivers(10);
   await using none = await latencyServer([]);
   await using ten = await latencyServer(receivers.urls);
