@@ -196,7 +196,7 @@ const SCENARIOS: Scenario[] = [
     name: "webhooks",
     run: (mode) => benchWebhooks({ quick: mode !== "full" }),
     figures: (r: Awaited<ReturnType<typeof benchWebhooks>>) =>
-      r.phases.map((p) =>
+      r.phases.flatMap((p) => [
         figure(
           "webhooks",
           `signed deliveries/s, ${p.receivers} receiver(s)`,
@@ -204,8 +204,17 @@ const SCENARIOS: Scenario[] = [
           "bare signed fetch",
           p.bare_signed_fetch_per_s,
           { min: 0.3 },
-        )
-      ),
+        ),
+        ...(p.dispatcher_bytes_per_delivery && p.bare_bytes_per_request
+          ? [figure(
+            "webhooks",
+            `KB allocated per delivery, ${p.receivers} receivers`,
+            Math.round(p.dispatcher_bytes_per_delivery / 102.4) / 10,
+            "bare signed fetch",
+            Math.round(p.bare_bytes_per_request / 102.4) / 10,
+          )]
+          : []),
+      ]),
   },
   {
     name: "audit",

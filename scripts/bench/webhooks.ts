@@ -3,12 +3,16 @@
  * the dispatcher (event and deliveries stored in KV before `emit()` resolves,
  * HMAC per attempt, outcome recorded) to 1, 10 and 100 local receivers,
  * against a bare signed-fetch loop at the same concurrency to the same
- * receivers in the same run. The receivers run in a child process.
+ * receivers in the same run. The receivers run in a child process. With 10
+ * receivers it also measures the garbage each delivery leaves on the main
+ * thread (V8's sampling heap profiler), the cause of the GC pauses a busy
+ * dispatcher adds to tool calls.
  *
  * Run alone: `deno run -A scripts/bench/webhooks.ts [--quick]` prints JSON.
  *
  * @module
  */
+import { Session } from "node:inspector";
 import { EventBus } from "../../src/events/mod.ts";
 import { addOutgoingWebhook, listDlqRecords, openStore } from "../../src/store/mod.ts";
 import { createDispatcher, importSigningKey, signPayload } from "../../src/webhooks/mod.ts";
@@ -35,6 +39,10 @@ export interface WebhooksBenchPhase {
   /** Median and 99th percentile time of `bus.emit()` (the emitter's cost), in ms. */
   emit_p50_ms: number;
   emit_p99_ms: number;
+  /** Bytes allocated on the main thread per delivery, when measured (10 receivers). */
+  dispatcher_bytes_per_delivery?: number;
+  /** The same for the bare signed-fetch loop, per request. */
+  bare_bytes_per_request?: number;
 }
 
 /** Figures of {@linkcode benchWebhooks}. */
@@ -117,9 +125,49 @@ function toolCalled(i: number) {
   };
 }
 
+interface ProfileNode {
+  selfSize: number;
+  children: ProfileNode[];
+}
+
+/**
+ * Bytes allocated on this thread while `run` runs, garbage included: V8's
+ * sampling heap profiler, whose samples stand for the bytes between them.
+ */
+export async function allocatedBytes(run: () => Promise<unknown>): Promise<number> {
+  const session = new Session();
+  session.connect();
+  const post = <T>(method: string, params: Record<string, unknown> = {}) =>
+    new Promise<T>((resolve, reject) =>
+      session.post(method, params, (error, result) => error ? reject(error) : resolve(result as T))
+    );
+  try {
+    await post("HeapProfiler.startSampling", {
+      samplingInterval: 4096,
+      includeObjectsCollectedByMajorGC: true,
+      includeObjectsCollectedByMinorGC: true,
+    });
+    await run();
+    const { profile } = await post<{ profile: { head: ProfileNode } }>(
+      "HeapProfiler.stopSampling",
+    );
+    let total = 0;
+    const stack = [profile.head];
+    while (stack.length) {
+      const node = stack.pop()!;
+      total += node.selfSize;
+      stack.push(...node.children);
+    }
+    return total;
+  } finally {
+    session.disconnect();
+  }
+}
+
 async function throughDispatcher(
   urls: string[],
   events: number,
+  measure: (run: () => Promise<unknown>) => Promise<unknown> = (run) => run(),
 ): Promise<{ per_s: number; emits: number[] }> {
   const dataDir = await Deno.makeTempDir({ prefix: "toolgate-bench-webhooks-" });
   const store = await openStore({ dataDir });
@@ -143,15 +191,17 @@ async function throughDispatcher(
     const emits: number[] = [];
     let next = 0;
     const start = performance.now();
-    await Promise.all(Array.from({ length: EMITTERS }, async () => {
-      while (next < events) {
-        const i = next++;
-        const t = performance.now();
-        await bus.emit("tool.called", toolCalled(i));
-        emits.push(performance.now() - t);
-      }
-    }));
-    await dispatcher.whenIdle();
+    await measure(async () => {
+      await Promise.all(Array.from({ length: EMITTERS }, async () => {
+        while (next < events) {
+          const i = next++;
+          const t = performance.now();
+          await bus.emit("tool.called", toolCalled(i));
+          emits.push(performance.now() - t);
+        }
+      }));
+      await dispatcher.whenIdle();
+    });
     const ms = performance.now() - start;
     const dead = await listDlqRecords(store);
     if (dead.length) throw new Error(`${dead.length} benchmark deliveries were dead-lettered`);
@@ -208,7 +258,7 @@ export async function benchWebhooks({ quick }: WebhooksBenchOptions): Promise<We
     await bareSignedFetch(pool.urls, Math.min(500, events * receivers)); // warm-up
     const bare = await bareSignedFetch(pool.urls, events * receivers);
     const durable = await throughDispatcher(pool.urls, events);
-    phases.push({
+    const phase: WebhooksBenchPhase = {
       receivers,
       events,
       deliveries: events * receivers,
@@ -217,7 +267,19 @@ export async function benchWebhooks({ quick }: WebhooksBenchOptions): Promise<We
       ratio: Math.round((durable.per_s / bare) * 100) / 100,
       emit_p50_ms: percentile(durable.emits, 0.5),
       emit_p99_ms: percentile(durable.emits, 0.99),
-    });
+    };
+    if (receivers === 10) {
+      // Separate runs: the profiler slows what it measures.
+      const sample = quick ? 100 : 300;
+      let dispatcherBytes = 0;
+      await throughDispatcher(pool.urls, sample, async (run) => {
+        dispatcherBytes = await allocatedBytes(run);
+      });
+      const bareBytes = await allocatedBytes(() => bareSignedFetch(pool.urls, sample * receivers));
+      phase.dispatcher_bytes_per_delivery = Math.round(dispatcherBytes / (sample * receivers));
+      phase.bare_bytes_per_request = Math.round(bareBytes / (sample * receivers));
+    }
+    phases.push(phase);
   }
   return {
     quick,

@@ -1,0 +1,73 @@
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js";
+import { assert, assertEquals, assertRejects } from "../_asserts.ts";
+import { GatewayError } from "../../src/errors/mod.ts";
+import type { Gateway } from "../../src/gateway/mod.ts";
+import { createMcpServer } from "../../src/mcp/server.ts";
+import { testGateway } from "../gateway/_fixtures.ts";
+
+/** A promise with its settle functions, for a gateway still starting. */
+function deferred<T>() {
+  let resolve!: (value: T) => void;
+  let reject!: (error: unknown) => void;
+  const promise = new Promise<T>((res, rej) => {
+    resolve = res;
+    reject = rej;
+  });
+  return { promise, resolve, reject };
+}
+
+async function connect(gateway: Gateway | Promise<Gateway>) {
+  const { server, detach } = createMcpServer(gateway);
+  const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
+  await server.connect(serverSide);
+  const client = new Client({ name: "test", version: "1" });
+  await client.connect(clientSide); // initialize
+  return {
+    client,
+    async [Symbol.asyncDispose]() {
+      detach();
+      await client.close();
+      await server.close();
+    },
+  };
+}
+
+async function settles(promise: Promise<unknown>, ms = 50): Promise<boolean> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const done = await Promise.race([
+    promise.then(() => true, () => true),
+    new Promise<false>((resolve) => timer = setTimeout(() => resolve(false), ms)),
+  ]);
+  clearTimeout(timer);
+  return done;
+}
+
+Deno.test("initialize is answered while the gateway starts; tool requests wait for it", async () => {
+  await using t = await testGateway();
+  const starting = deferred<Gateway>();
+  await using session = await connect(starting.promise); // resolved: initialize needs no gateway
+  assertEquals(session.client.getServerVersion()?.name, "toolgate");
+  const listing = session.client.listTools();
+  assertEquals(await settles(listing), false, "tools/list answered before the gateway started");
+  starting.resolve(t.gateway);
+  const { tools } = await listing;
+  assert(tools.length > 0);
+  assertEquals(
+    tools.map((tool: { name: string }) => tool.name),
+    t.gateway.listTools().map((tool) => tool.name),
+  );
+});
+
+Deno.test("when the gateway fails to start, tool requests get the reason as a JSON-RPC error", async () => {
+  const starting = deferred<Gateway>();
+  await using session = await connect(starting.promise);
+  const listing = session.client.listTools();
+  starting.reject(new GatewayError("STORE_CORRUPT", "Cannot open /x/toolgate.kv: locked"));
+  await assertRejects(() => listing, Error, "Cannot open /x/toolgate.kv: locked");
+  await assertRejects(
+    () => session.client.callTool({ name: "memory_get", arguments: { key: "k" } }),
+    Error,
+    "Cannot open /x/toolgate.kv: locked",
+  );
+});
