@@ -62,3 +62,17 @@ export async function runCli(args: string[], options: RunCliOptions): Promise<Cl
     stderr: decoder.decode(output.stderr),
   };
 }
+
+/** An MCP `initialize` request (JSON-RPC id 1) as a raw client sends it. */
+export function initializeRequest(clientName = "raw"): Record<string, unknown> {
+  return {
+    jsonrpc: "2.0",
+    id: 1,
+    method: "initialize",
+    params: {
+      protocolVersion: "2025-06-18",
+      capabilities: {},
+      clientInfo: { name: clientName, version: "1" },
+    },
+  };
+}

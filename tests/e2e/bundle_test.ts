@@ -1,5 +1,5 @@
 import { assertEquals, assertMatch } from "../_asserts.ts";
-import { ROOT, runCli, tempHome } from "../_helpers.ts";
+import { initializeRequest, ROOT, runCli, tempHome } from "../_helpers.ts";
 import { VERSION } from "../../src/version.ts";
 
 Deno.test("the bundle serves every command from another working directory", async () => {
@@ -26,16 +26,7 @@ Deno.test("the bundle serves every command from another working directory", asyn
   assertEquals(list.outgoing.map((w: { id: string }) => w.id), [id]);
   assertEquals((await run(["webhooks", "remove", id])).code, 0);
 
-  const initialize = JSON.stringify({
-    jsonrpc: "2.0",
-    id: 1,
-    method: "initialize",
-    params: {
-      protocolVersion: "2025-06-18",
-      capabilities: {},
-      clientInfo: { name: "bundle-test", version: "1" },
-    },
-  });
+  const initialize = JSON.stringify(initializeRequest("bundle-test"));
   const mcp = await run(["mcp", "start"], initialize + "\n");
   assertEquals(mcp.code, 0, mcp.stderr);
   const reply = JSON.parse(mcp.stdout.trim().split("\n")[0]);

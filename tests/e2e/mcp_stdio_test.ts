@@ -1,9 +1,16 @@
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { assert, assertEquals, assertMatch } from "../_asserts.ts";
-import { MAIN, ROOT, runCli, tempHome } from "../_helpers.ts";
+import { initializeRequest, MAIN, ROOT, runCli, tempHome } from "../_helpers.ts";
 
 type TextContent = { type: string; text: string }[];
+
+/** Raw JSON-RPC lines: initialize (id 1), initialized, tools/list (id 2). */
+const HANDSHAKE_AND_LIST = [
+  initializeRequest(),
+  { jsonrpc: "2.0", method: "notifications/initialized" },
+  { jsonrpc: "2.0", id: 2, method: "tools/list" },
+];
 
 function connectClient(home: string): { client: Client; transport: StdioClientTransport } {
   const transport = new StdioClientTransport({
@@ -82,18 +89,7 @@ Deno.test("stdout carries only JSON-RPC lines, and requests sent before stdin cl
     stderr: "piped",
   }).spawn();
   const requests = [
-    {
-      jsonrpc: "2.0",
-      id: 1,
-      method: "initialize",
-      params: {
-        protocolVersion: "2025-06-18",
-        capabilities: {},
-        clientInfo: { name: "raw", version: "1" },
-      },
-    },
-    { jsonrpc: "2.0", method: "notifications/initialized" },
-    { jsonrpc: "2.0", id: 2, method: "tools/list" },
+    ...HANDSHAKE_AND_LIST,
     {
       jsonrpc: "2.0",
       id: 3,
@@ -137,20 +133,7 @@ Deno.test("stdout carries only JSON-RPC lines, and requests sent before stdin cl
 Deno.test("a stdio server whose store cannot open exits 1 with the reason, also in replies", async () => {
   await using tmp = await tempHome();
   await Deno.mkdir(`${tmp.home}/toolgate.kv`); // a directory where the KV file should be
-  const requests = [
-    {
-      jsonrpc: "2.0",
-      id: 1,
-      method: "initialize",
-      params: {
-        protocolVersion: "2025-06-18",
-        capabilities: {},
-        clientInfo: { name: "raw", version: "1" },
-      },
-    },
-    { jsonrpc: "2.0", method: "notifications/initialized" },
-    { jsonrpc: "2.0", id: 2, method: "tools/list" },
-  ];
+  const requests = HANDSHAKE_AND_LIST;
   const run = await runCli(["mcp", "start"], {
     home: tmp.home,
     stdin: requests.map((r) => JSON.stringify(r)).join("\n") + "\n",

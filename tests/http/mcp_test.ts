@@ -2,18 +2,10 @@ import { McpError } from "@modelcontextprotocol/sdk/types.js";
 import { assert, assertEquals, assertMatch, assertRejects } from "../_asserts.ts";
 import { testPlugin } from "../gateway/_fixtures.ts";
 import type { ToolgateApp } from "../../src/http/mod.ts";
+import { initializeRequest } from "../_helpers.ts";
 import { mcpClient, testApp } from "./_fixtures.ts";
 
-const INITIALIZE = JSON.stringify({
-  jsonrpc: "2.0",
-  id: 1,
-  method: "initialize",
-  params: {
-    protocolVersion: "2025-06-18",
-    capabilities: {},
-    clientInfo: { name: "raw", version: "1.0.0" },
-  },
-});
+const INITIALIZE = JSON.stringify(initializeRequest());
 
 const MCP_HEADERS = {
   "content-type": "application/json",
