@@ -206,9 +206,11 @@ const MAX_BYTES = 700_000;
 
 const utf8 = new TextEncoder();
 
+// deno-lint-ignore no-control-regex
+const ASCII = /^[\x00-\x7f]*$/;
+
 function stringBytes(text: string): number {
-  // deno-lint-ignore no-control-regex
-  return /^[\x00-\x7f]*$/.test(text) ? text.length : utf8.encode(text).byteLength;
+  return ASCII.test(text) ? text.length : utf8.encode(text).byteLength;
 }
 
 function keySize(key: Deno.KvKey): number {
@@ -240,7 +242,8 @@ function valueSize(value: unknown): number {
       if (Array.isArray(value)) {
         for (const item of value) size += valueSize(item);
       } else {
-        for (const [k, v] of Object.entries(value)) size += k.length + 3 + valueSize(v);
+        const record = value as Record<string, unknown>;
+        for (const k in record) size += k.length + 3 + valueSize(record[k]);
       }
       return size;
     }
@@ -386,13 +389,19 @@ function opMutations(op: DeliveryOp, index: number): Mutation[] {
 function buildUnit(ops: readonly DeliveryOp[]): Omit<Unit, "resolve" | "reject"> {
   const plain: Mutation[] = [];
   const guarded: Guarded[] = [];
-  let cost = ZERO;
+  const cost: Cost = { mutations: 0, checks: 0, keyBytes: 0, bytes: 0 };
   ops.forEach((op, index) => {
     const mutations = opMutations(op, index);
-    for (const mutation of mutations) cost = addCost(cost, mutationCost(mutation));
+    for (const mutation of mutations) {
+      const keyBytes = keySize(mutation.key);
+      cost.mutations++;
+      cost.keyBytes += keyBytes;
+      cost.bytes += keyBytes + (mutation.type === "set" ? valueSize(mutation.value) : 0);
+    }
     if (op.op === "collect_event") {
       const check = { key: outboxEventKey(op.event_id), versionstamp: op.versionstamp };
-      cost = addCost(cost, { mutations: 0, checks: 1, keyBytes: 0, bytes: keySize(check.key) });
+      cost.checks++;
+      cost.bytes += keySize(check.key);
       guarded.push({ check, mutations });
     } else {
       plain.push(...mutations);
