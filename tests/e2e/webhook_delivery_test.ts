@@ -17,7 +17,7 @@ interface Received {
   body: { id: string; type: string; data: Record<string, unknown> };
 }
 
-function receiver(status: () => number = () => 200) {
+function receiver(status: () => number | Promise<number> = () => 200) {
   const requests: Received[] = [];
   const server = Deno.serve(
     { hostname: "127.0.0.1", port: 0, onListen: () => {} },
@@ -28,7 +28,7 @@ function receiver(status: () => number = () => 200) {
         raw,
         body: JSON.parse(new TextDecoder().decode(raw)),
       });
-      return new Response(null, { status: status() });
+      return new Response(null, { status: await status() });
     },
   );
   return {
@@ -148,6 +148,39 @@ Deno.test("kill -9 while a delivery waits for a retry: after restart it continue
   );
   const dlq = JSON.parse((await runCli(["dlq", "list", "--json"], { home: tmp.home })).stdout);
   assertEquals(dlq, []);
+  await second.stop();
+});
+
+Deno.test("kill -9 during first attempts: after restart only the webhooks not yet served get the event", async () => {
+  await using tmp = await tempHome();
+  await using fast = receiver();
+  let release = () => {};
+  const released = new Promise<void>((resolve) => release = resolve);
+  // The first request hangs until the server is gone; later ones get 200.
+  await using stuck = receiver(() => stuck.requests.length === 1 ? released.then(() => 200) : 200);
+  const add = (url: string) =>
+    runCli(["webhooks", "add", "--url", url, "--events", "tool.called"], { home: tmp.home })
+      .then((run) => run.stdout.trim());
+  const fastId = await add(fast.url);
+  await add(stuck.url);
+  const env = { TOOLGATE_WEBHOOK_TIMEOUT_MS: "30000" };
+  const first = await startHttpServer({ home: tmp.home, env });
+  await post(first.url, "memory_set", { key: "k", value: 1 });
+  // The fast webhook's outcome (its log entry and the event's fan-out list
+  // without it) is committed while the other's first attempt hangs.
+  await until(async () => {
+    const show = await runCli(["webhooks", "show", fastId, "--json"], { home: tmp.home });
+    return JSON.parse(show.stdout).recent_attempts.length === 1 && stuck.requests.length === 1;
+  }, "the fast delivery recorded and the other in flight");
+  await first.stop("SIGKILL");
+  release();
+
+  await using second = await startHttpServer({ home: tmp.home, env });
+  await until(() => stuck.requests.length >= 2, "the pending delivery after restart");
+  await new Promise((r) => setTimeout(r, 400));
+  assertEquals([fast.requests.length, stuck.requests.length], [1, 2]);
+  assertEquals(stuck.requests[1].body.id, stuck.requests[0].body.id);
+  assertEquals(stuck.requests[1].body.id, fast.requests[0].body.id);
   await second.stop();
 });
 
