@@ -48,7 +48,6 @@ export function createMcpServer(
   });
   // Reported to the client by the handler that awaits it.
   starting?.catch(() => {});
-  const started = (): Gateway | Promise<Gateway> => ready ?? starting!;
   const fallbackSession = newId("ses");
   const server = new Server(
     { name: "toolgate", version: VERSION },
@@ -59,7 +58,7 @@ export function createMcpServer(
     },
   );
   server.setRequestHandler(ListToolsRequestSchema, async () => ({
-    tools: (ready ?? await started()).listTools().map((tool) => ({
+    tools: (ready ?? await starting!).listTools().map((tool) => ({
       name: tool.name,
       description: tool.description,
       inputSchema: { type: "object", ...tool.inputSchema } as {
@@ -73,7 +72,7 @@ export function createMcpServer(
     extra: { sessionId?: string; signal: AbortSignal },
   ): Promise<CallToolResult> => {
     const { name, arguments: args } = request.params;
-    const gateway = ready ?? await started();
+    const gateway = ready ?? await starting!;
     if (!gateway.hasTool(name)) {
       throw new McpError(ErrorCode.InvalidParams, `Unknown tool: ${name}`);
     }

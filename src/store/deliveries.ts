@@ -252,10 +252,17 @@ function valueSize(value: unknown): number {
   }
 }
 
-function mutationCost(mutation: Mutation): Cost {
+/** Adds the KV cost of one mutation to `cost`, in place. */
+function addMutationCost(cost: Cost, mutation: Mutation): Cost {
   const keyBytes = keySize(mutation.key);
-  const bytes = keyBytes + (mutation.type === "set" ? valueSize(mutation.value) : 0);
-  return { mutations: 1, checks: 0, keyBytes, bytes };
+  cost.mutations++;
+  cost.keyBytes += keyBytes;
+  cost.bytes += keyBytes + (mutation.type === "set" ? valueSize(mutation.value) : 0);
+  return cost;
+}
+
+function mutationCost(mutation: Mutation): Cost {
+  return addMutationCost({ mutations: 0, checks: 0, keyBytes: 0, bytes: 0 }, mutation);
 }
 
 function addCost(a: Cost, b: Cost): Cost {
@@ -392,12 +399,7 @@ function buildUnit(ops: readonly DeliveryOp[]): Omit<Unit, "resolve" | "reject">
   const cost: Cost = { mutations: 0, checks: 0, keyBytes: 0, bytes: 0 };
   ops.forEach((op, index) => {
     const mutations = opMutations(op, index);
-    for (const mutation of mutations) {
-      const keyBytes = keySize(mutation.key);
-      cost.mutations++;
-      cost.keyBytes += keyBytes;
-      cost.bytes += keyBytes + (mutation.type === "set" ? valueSize(mutation.value) : 0);
-    }
+    for (const mutation of mutations) addMutationCost(cost, mutation);
     if (op.op === "collect_event") {
       const check = { key: outboxEventKey(op.event_id), versionstamp: op.versionstamp };
       cost.checks++;
