@@ -1,0 +1,344 @@
+/**
+ * A small HTTP/1.1 client for webhook POSTs: keep-alive sockets per origin
+ * and one write per request. `fetch` builds a Request, Headers, streams and a
+ * Response for every POST, about 15 KB of garbage on the main thread; at a
+ * thousand deliveries a second that garbage is what makes the collector pause
+ * tool calls. This client allocates a fraction of it. Private to
+ * `src/webhooks`: `postWebhook` uses it for `http:` and `https:` URLs when no
+ * proxy is configured, `fetch` otherwise.
+ *
+ * Replies are read to their end when framed by `Content-Length` or chunked
+ * encoding and at most 64 KiB long, so the socket can carry the next request;
+ * anything else (a longer body, a body ended by closing the connection) is
+ * left unread and the socket closed. Redirects are not followed: a 3xx is
+ * just a status.
+ *
+ * @module
+ */
+
+/** Longest status line plus headers accepted. */
+const MAX_HEAD_BYTES = 64 * 1024;
+
+/** Longest reply body read to keep the socket (longer ones close it). */
+const MAX_DRAINED_BYTES = 64 * 1024;
+
+/** Idle sockets older than this are closed instead of reused (servers often drop them at 5 s). */
+const IDLE_MS = 4000;
+
+const encoder = new TextEncoder();
+const decoder = new TextDecoder();
+
+/** The connection ended before any byte of the reply: the request may be sent again. */
+class ClosedBeforeReply extends Error {}
+
+interface Socket {
+  conn: Deno.Conn;
+  /** Read buffer, reused by every request on this socket. */
+  buffer: Uint8Array;
+  idleSince: number;
+}
+
+/** Reads lines and bytes from a socket through its buffer. */
+class Reader {
+  #socket: Socket;
+  #pos = 0;
+  #end = 0;
+  /** Bytes read from the socket for this reply. */
+  received = 0;
+
+  constructor(socket: Socket) {
+    this.#socket = socket;
+  }
+
+  /** Bytes read from the socket but not consumed. */
+  get buffered(): number {
+    return this.#end - this.#pos;
+  }
+
+  async #fill(): Promise<void> {
+    let buffer = this.#socket.buffer;
+    if (this.#pos === this.#end) {
+      this.#pos = this.#end = 0;
+    } else if (this.#end === buffer.length) {
+      if (this.#pos > 0) {
+        buffer.copyWithin(0, this.#pos, this.#end);
+      } else {
+        const grown = new Uint8Array(buffer.length * 2);
+        grown.set(buffer);
+        buffer = this.#socket.buffer = grown;
+      }
+      this.#end -= this.#pos;
+      this.#pos = 0;
+    }
+    const read = await this.#socket.conn.read(buffer.subarray(this.#end));
+    if (read === null) {
+      if (this.received === 0) throw new ClosedBeforeReply("Connection closed before the reply");
+      throw new Error("Connection closed in the middle of the reply");
+    }
+    this.#end += read;
+    this.received += read;
+  }
+
+  /** The next line, without its CRLF. */
+  async line(max: number): Promise<string> {
+    for (let from = this.#pos;;) {
+      const buffer = this.#socket.buffer;
+      for (let i = Math.max(from, this.#pos); i + 1 < this.#end; i++) {
+        if (buffer[i] === 13 && buffer[i + 1] === 10) {
+          const text = decoder.decode(buffer.subarray(this.#pos, i));
+          this.#pos = i + 2;
+          return text;
+        }
+      }
+      if (this.#end - this.#pos > max) throw new Error("Reply headers are too large");
+      from = Math.max(this.#pos, this.#end - 1);
+      await this.#fill();
+    }
+  }
+
+  /** The next header block (status line and headers), without its final empty line. */
+  async head(max: number): Promise<string> {
+    for (let from = this.#pos;;) {
+      const buffer = this.#socket.buffer;
+      for (let i = Math.max(from, this.#pos); i + 3 < this.#end; i++) {
+        if (
+          buffer[i] === 13 && buffer[i + 1] === 10 && buffer[i + 2] === 13 && buffer[i + 3] === 10
+        ) {
+          const text = decoder.decode(buffer.subarray(this.#pos, i));
+          this.#pos = i + 4;
+          return text;
+        }
+      }
+      if (this.#end - this.#pos > max) throw new Error("Reply headers are too large");
+      from = Math.max(this.#pos, this.#end - 3);
+      await this.#fill();
+    }
+  }
+
+  /** Reads and drops `count` bytes. */
+  async skip(count: number): Promise<void> {
+    while (count > 0) {
+      if (this.#pos === this.#end) await this.#fill();
+      const taken = Math.min(count, this.#end - this.#pos);
+      this.#pos += taken;
+      count -= taken;
+    }
+  }
+}
+
+interface Reply {
+  status: number;
+  /** The reply was read to its end and the socket may carry another request. */
+  reusable: boolean;
+}
+
+/** Reads a reply's head and, when cheap, its body. */
+async function readReply(reader: Reader): Promise<Reply> {
+  for (;;) {
+    const lines = (await reader.head(MAX_HEAD_BYTES)).split("\r\n");
+    const match = /^HTTP\/1\.([01]) (\d{3})(?: |$)/.exec(lines[0]);
+    if (!match) throw new Error(`Malformed reply status line: ${lines[0].slice(0, 80)}`);
+    const status = Number(match[2]);
+    // Interim replies (100 Continue, 103 Early Hints) precede the real one.
+    if (status >= 100 && status < 200 && status !== 101) continue;
+    // Only the headers that frame the body matter here.
+    let connection = "";
+    let transferEncoding: string | undefined;
+    let contentLength: string | undefined;
+    let framingClear = true;
+    for (let i = 1; i < lines.length; i++) {
+      const line = lines[i];
+      const colon = line.indexOf(":");
+      if (colon <= 0) continue;
+      const name = line.slice(0, colon).trim().toLowerCase();
+      if (name === "connection") {
+        connection += `${line.slice(colon + 1).toLowerCase()},`;
+      } else if (name === "transfer-encoding") {
+        transferEncoding = `${transferEncoding ?? ""}${line.slice(colon + 1).trim().toLowerCase()}`;
+      } else if (name === "content-length") {
+        const value = line.slice(colon + 1).trim();
+        if (contentLength !== undefined && contentLength !== value) framingClear = false;
+        contentLength = value;
+      }
+    }
+    const keepAlive = match[1] === "1"
+      ? !/\bclose\b/.test(connection)
+      : /\bkeep-alive\b/.test(connection);
+    if (status === 101 || !framingClear) return { status, reusable: false };
+    if (status === 204 || status === 304) return { status, reusable: keepAlive };
+    if (transferEncoding !== undefined) {
+      if (!/(^|,)\s*chunked\s*$/.test(transferEncoding)) return { status, reusable: false };
+      return { status, reusable: await drainChunked(reader) && keepAlive };
+    }
+    // Without a length the body ends when the server closes: not worth waiting for.
+    if (contentLength === undefined || !/^\d+$/.test(contentLength)) {
+      return { status, reusable: false };
+    }
+    const length = Number(contentLength);
+    if (length > MAX_DRAINED_BYTES) return { status, reusable: false };
+    await reader.skip(length);
+    return { status, reusable: keepAlive && reader.buffered === 0 };
+  }
+}
+
+/** Reads a chunked body to its end; false when it is too long to be worth reading. */
+async function drainChunked(reader: Reader): Promise<boolean> {
+  let total = 0;
+  for (;;) {
+    const sizeLine = await reader.line(1024);
+    const size = parseInt(sizeLine.split(";")[0].trim(), 16);
+    if (!Number.isInteger(size) || size < 0) {
+      throw new Error(`Malformed chunk size: ${sizeLine.slice(0, 40)}`);
+    }
+    if (size === 0) break;
+    total += size;
+    if (total > MAX_DRAINED_BYTES) return false;
+    await reader.skip(size);
+    if (await reader.line(2) !== "") throw new Error("Malformed chunk: no CRLF after its data");
+  }
+  let trailers = 0;
+  while (await reader.line(MAX_HEAD_BYTES - trailers) !== "") trailers++;
+  return reader.buffered === 0;
+}
+
+async function writeAll(conn: Deno.Conn, bytes: Uint8Array): Promise<void> {
+  for (let offset = 0; offset < bytes.length;) {
+    offset += await conn.write(bytes.subarray(offset));
+  }
+}
+
+function closeQuietly(socket: Socket): void {
+  try {
+    socket.conn.close();
+  } catch {
+    // Already closed.
+  }
+}
+
+/** Options of {@linkcode Http1Client}. */
+export interface Http1ClientOptions {
+  /** Extra trusted CA certificates (PEM) for `https:`, e.g. a test's self-signed one. */
+  caCerts?: string[];
+  /** Idle sockets kept per origin. @default 64 */
+  maxIdlePerOrigin?: number;
+}
+
+/** A keep-alive HTTP/1.1 client for POSTs; see the module documentation. */
+export class Http1Client {
+  #idle = new Map<string, Socket[]>();
+  #caCerts?: string[];
+  #maxIdle: number;
+  /** Sockets opened so far (for tests). */
+  connections = 0;
+
+  constructor(options: Http1ClientOptions = {}) {
+    this.#caCerts = options.caCerts;
+    this.#maxIdle = options.maxIdlePerOrigin ?? 64;
+  }
+
+  /**
+   * POSTs `body` with `headers` (plus `Host` and `Content-Length`).
+   *
+   * @returns The reply's status.
+   * @throws The connection or protocol error; the signal's reason when aborted.
+   */
+  async post(
+    url: URL,
+    headers: Record<string, string>,
+    body: Uint8Array,
+    signal?: AbortSignal,
+  ): Promise<number> {
+    const request = encodeRequest(url, headers, body);
+    const origin = `${url.protocol}//${url.host}`;
+    for (let attempt = 0;; attempt++) {
+      signal?.throwIfAborted();
+      const pooled = attempt === 0 ? this.#take(origin) : undefined;
+      const socket = pooled ?? await this.#connect(url, signal);
+      const onAbort = () => closeQuietly(socket);
+      signal?.addEventListener("abort", onAbort, { once: true });
+      const reader = new Reader(socket);
+      try {
+        await writeAll(socket.conn, request);
+        const reply = await readReply(reader);
+        if (reply.reusable) this.#release(origin, socket);
+        else closeQuietly(socket);
+        return reply.status;
+      } catch (error) {
+        closeQuietly(socket);
+        signal?.throwIfAborted();
+        // A kept-alive socket the server had already closed: send once more on a new one.
+        if (pooled && reader.received === 0) continue;
+        if (error instanceof ClosedBeforeReply) throw new Error(error.message);
+        throw error;
+      } finally {
+        signal?.removeEventListener("abort", onAbort);
+      }
+    }
+  }
+
+  /** Closes the idle sockets. */
+  close(): void {
+    for (const sockets of this.#idle.values()) sockets.forEach(closeQuietly);
+    this.#idle.clear();
+  }
+
+  #take(origin: string): Socket | undefined {
+    const sockets = this.#idle.get(origin);
+    const freshSince = performance.now() - IDLE_MS;
+    while (sockets?.length) {
+      const socket = sockets.pop()!;
+      if (socket.idleSince >= freshSince) return socket;
+      closeQuietly(socket);
+    }
+    return undefined;
+  }
+
+  #release(origin: string, socket: Socket): void {
+    socket.idleSince = performance.now();
+    const sockets = this.#idle.get(origin);
+    if (!sockets) this.#idle.set(origin, [socket]);
+    else if (sockets.length < this.#maxIdle) sockets.push(socket);
+    else closeQuietly(socket);
+  }
+
+  async #connect(url: URL, signal?: AbortSignal): Promise<Socket> {
+    const hostname = url.hostname.replace(/^\[(.*)\]$/, "$1");
+    const tls = url.protocol === "https:";
+    const port = Number(url.port || (tls ? 443 : 80));
+    const connecting = tls
+      ? Deno.connectTls({ hostname, port, caCerts: this.#caCerts, alpnProtocols: ["http/1.1"] })
+      : Deno.connect({ hostname, port });
+    let conn: Deno.Conn;
+    if (signal) {
+      let onAbort = () => {};
+      const aborted = new Promise<never>((_, reject) => {
+        onAbort = () => reject(signal.reason);
+        signal.addEventListener("abort", onAbort, { once: true });
+      });
+      try {
+        conn = await Promise.race([connecting, aborted]);
+      } catch (error) {
+        connecting.then((late) => late.close(), () => {});
+        throw error;
+      } finally {
+        signal.removeEventListener("abort", onAbort);
+      }
+    } else {
+      conn = await connecting;
+    }
+    this.connections++;
+    return { conn, buffer: new Uint8Array(4096), idleSince: 0 };
+  }
+}
+
+function encodeRequest(url: URL, headers: Record<string, string>, body: Uint8Array): Uint8Array {
+  let head = `POST ${url.pathname}${url.search} HTTP/1.1\r\nHost: ${url.host}\r\n` +
+    `Content-Length: ${body.byteLength}\r\n`;
+  for (const name in headers) head += `${name}: ${headers[name]}\r\n`;
+  head += "\r\n";
+  const headBytes = encoder.encode(head);
+  const request = new Uint8Array(headBytes.length + body.byteLength);
+  request.set(headBytes);
+  request.set(body, headBytes.length);
+  return request;
+}

@@ -1,0 +1,317 @@
+import { assert, assertEquals, assertRejects } from "../_asserts.ts";
+import { Http1Client } from "../../src/webhooks/_http1.ts";
+
+const body = new TextEncoder().encode(JSON.stringify({ id: "evt_1", type: "tool.called" }));
+const headers = { "Content-Type": "application/json", "X-Service-Event": "tool.called" };
+
+/**
+ * What a scripted server does with request `index` of connection
+ * `connection`; `total` counts the requests of every connection.
+ */
+type Script = (
+  connection: number,
+  index: number,
+  total: number,
+) => { reply: string; close?: boolean } | "hang";
+
+/**
+ * A raw TCP server on 127.0.0.1 that reads each request (head and
+ * Content-Length body) and writes the scripted bytes back.
+ */
+function scriptedServer(script: Script) {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const conns = new Set<Deno.Conn>();
+  const requests: string[] = [];
+  const serving = (async () => {
+    let connection = 0;
+    for await (const conn of listener) {
+      conns.add(conn);
+      void serveConn(conn, connection++).catch(() => {}).finally(() => conns.delete(conn));
+    }
+  })();
+  async function serveConn(conn: Deno.Conn, connection: number) {
+    const buffer = new Uint8Array(65536);
+    let text = "";
+    for (let index = 0;; index++) {
+      let end: number;
+      while ((end = text.indexOf("\r\n\r\n")) < 0) {
+        const read = await conn.read(buffer);
+        if (read === null) return;
+        text += new TextDecoder().decode(buffer.subarray(0, read));
+      }
+      const length = Number(/content-length: (\d+)/i.exec(text.slice(0, end))?.[1] ?? 0);
+      while (text.length < end + 4 + length) {
+        const read = await conn.read(buffer);
+        if (read === null) return;
+        text += new TextDecoder().decode(buffer.subarray(0, read));
+      }
+      requests.push(text.slice(0, end + 4 + length));
+      text = text.slice(end + 4 + length);
+      const step = script(connection, index, requests.length - 1);
+      if (step === "hang") return; // keeps the socket open, never answers
+      await conn.write(new TextEncoder().encode(step.reply));
+      if (step.close) {
+        conn.close();
+        return;
+      }
+    }
+  }
+  return {
+    url: new URL(`http://127.0.0.1:${(listener.addr as Deno.NetAddr).port}/hook?x=1`),
+    requests,
+    async [Symbol.asyncDispose]() {
+      listener.close();
+      for (const conn of conns) {
+        try {
+          conn.close();
+        } catch { /* closed */ }
+      }
+      await serving.catch(() => {});
+    },
+  };
+}
+
+Deno.test("keep-alive: many POSTs share one socket; statuses and bodies of every framing are read", async () => {
+  const statuses = [200, 204, 500, 404, 202];
+  let served = 0;
+  const remotePorts = new Set<number>();
+  await using server = Deno.serve(
+    { hostname: "127.0.0.1", port: 0, onListen() {} },
+    async (request, info) => {
+      remotePorts.add(info.remoteAddr.port);
+      const text = await request.text();
+      assertEquals(JSON.parse(text).id, "evt_1");
+      assertEquals(request.headers.get("x-service-event"), "tool.called");
+      assertEquals(new URL(request.url).search, "?x=1");
+      const status = statuses[served++ % statuses.length];
+      if (status === 204) return new Response(null, { status });
+      if (served % 2) return new Response("x".repeat(3000), { status }); // Content-Length
+      const stream = new ReadableStream({ // chunked
+        start(controller) {
+          controller.enqueue(new TextEncoder().encode("a".repeat(1000)));
+          controller.enqueue(new TextEncoder().encode("b".repeat(5000)));
+          controller.close();
+        },
+      });
+      return new Response(stream, { status });
+    },
+  );
+  const client = new Http1Client();
+  try {
+    const url = new URL(`http://127.0.0.1:${server.addr.port}/hook?x=1`);
+    const got: number[] = [];
+    for (let i = 0; i < 20; i++) got.push(await client.post(url, headers, body));
+    assertEquals(got, Array.from({ length: 20 }, (_, i) => statuses[i % statuses.length]));
+    assertEquals(client.connections, 1);
+    assertEquals(remotePorts.size, 1);
+  } finally {
+    client.close();
+  }
+});
+
+Deno.test("a request carries Host, Content-Length, the headers and the exact body", async () => {
+  await using server = scriptedServer(() => ({
+    reply: "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
+  }));
+  const client = new Http1Client();
+  try {
+    assertEquals(await client.post(server.url, headers, body), 200);
+    const [request] = server.requests;
+    const [head, sent] = request.split("\r\n\r\n");
+    const lines = head.split("\r\n");
+    assertEquals(lines[0], "POST /hook?x=1 HTTP/1.1");
+    assertEquals(lines.slice(1), [
+      `Host: ${server.url.host}`,
+      `Content-Length: ${body.byteLength}`,
+      "Content-Type: application/json",
+      "X-Service-Event: tool.called",
+    ]);
+    assertEquals(sent, new TextDecoder().decode(body));
+  } finally {
+    client.close();
+  }
+});
+
+Deno.test("interim 1xx replies are skipped; close-delimited bodies and Connection: close end the socket", async () => {
+  await using server = scriptedServer((_connection, _index, total) =>
+    total === 0
+      ? { reply: "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 202 Accepted\r\nContent-Length: 0\r\n\r\n" }
+      : total === 1
+      ? { reply: "HTTP/1.1 200 OK\r\n\r\nbody until close", close: true }
+      : { reply: "HTTP/1.1 201 Created\r\nConnection: close\r\nContent-Length: 0\r\n\r\n" }
+  );
+  const client = new Http1Client();
+  try {
+    assertEquals(await client.post(server.url, headers, body), 202);
+    assertEquals(await client.post(server.url, headers, body), 200);
+    assertEquals(client.connections, 1);
+    assertEquals(await client.post(server.url, headers, body), 201); // a new socket
+    assertEquals(await client.post(server.url, headers, body), 201); // and another
+    assertEquals(client.connections, 3);
+  } finally {
+    client.close();
+  }
+});
+
+Deno.test("a kept-alive socket the server closed is replaced and the POST sent once more", async () => {
+  // Connection 0 answers its first request, then closes without a reply to the next.
+  await using server = scriptedServer((connection, index) =>
+    connection === 0 && index === 1
+      ? { reply: "", close: true }
+      : { reply: "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n" }
+  );
+  const client = new Http1Client();
+  try {
+    assertEquals(await client.post(server.url, headers, body), 200);
+    assertEquals(await client.post(server.url, headers, body), 200);
+    assertEquals(client.connections, 2);
+  } finally {
+    client.close();
+  }
+});
+
+Deno.test("malformed replies, a reply cut short and a refused connection are errors", async () => {
+  await using garbage = scriptedServer(() => ({ reply: "SMTP ready\r\n\r\n" }));
+  await using cut = scriptedServer(() => ({
+    reply: "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc",
+    close: true,
+  }));
+  const client = new Http1Client();
+  try {
+    await assertRejects(
+      () => client.post(garbage.url, headers, body),
+      Error,
+      "Malformed reply status line: SMTP ready",
+    );
+    await assertRejects(
+      () => client.post(cut.url, headers, body),
+      Error,
+      "Connection closed in the middle of the reply",
+    );
+    const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+    const port = (listener.addr as Deno.NetAddr).port;
+    listener.close();
+    await assertRejects(() => client.post(new URL(`http://127.0.0.1:${port}/`), headers, body));
+  } finally {
+    client.close();
+  }
+});
+
+Deno.test("aborting the signal ends a POST that gets no reply, with the signal's reason", async () => {
+  await using server = scriptedServer(() => "hang");
+  const client = new Http1Client();
+  try {
+    const controller = new AbortController();
+    const posting = client.post(server.url, headers, body, controller.signal);
+    while (server.requests.length === 0) await new Promise((r) => setTimeout(r, 5));
+    controller.abort(new Error("timed out"));
+    await assertRejects(() => posting, Error, "timed out");
+  } finally {
+    client.close();
+  }
+});
+
+async function openssl(args: string[]): Promise<boolean> {
+  const { success } = await new Deno.Command("openssl", { args, stdout: "null", stderr: "null" })
+    .output();
+  return success;
+}
+
+/** A CA and a `localhost` certificate it signed, made with openssl; null without openssl. */
+async function testCertificates(
+  dir: string,
+): Promise<{ ca: string; cert: string; key: string } | null> {
+  try {
+    const ok = await openssl([
+      "req",
+      "-x509",
+      "-newkey",
+      "rsa:2048",
+      "-nodes",
+      "-days",
+      "1",
+      "-subj",
+      "/CN=toolgate test CA",
+      "-addext",
+      "basicConstraints=critical,CA:TRUE",
+      "-addext",
+      "keyUsage=critical,keyCertSign",
+      "-keyout",
+      `${dir}/ca.key`,
+      "-out",
+      `${dir}/ca.pem`,
+    ]) &&
+      await openssl([
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-subj",
+        "/CN=localhost",
+        "-keyout",
+        `${dir}/key.pem`,
+        "-out",
+        `${dir}/leaf.csr`,
+      ]);
+    if (!ok) return null;
+    await Deno.writeTextFile(
+      `${dir}/leaf.ext`,
+      "subjectAltName=DNS:localhost\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n",
+    );
+    const signed = await openssl([
+      "x509",
+      "-req",
+      "-in",
+      `${dir}/leaf.csr`,
+      "-CA",
+      `${dir}/ca.pem`,
+      "-CAkey",
+      `${dir}/ca.key`,
+      "-CAcreateserial",
+      "-days",
+      "1",
+      "-extfile",
+      `${dir}/leaf.ext`,
+      "-out",
+      `${dir}/cert.pem`,
+    ]);
+    if (!signed) return null;
+  } catch {
+    return null; // no openssl on this machine
+  }
+  return {
+    ca: await Deno.readTextFile(`${dir}/ca.pem`),
+    cert: await Deno.readTextFile(`${dir}/cert.pem`),
+    key: await Deno.readTextFile(`${dir}/key.pem`),
+  };
+}
+
+Deno.test("https: the reply comes over TLS, verified against the trusted CA, on a kept-alive socket", async (t) => {
+  const dir = await Deno.makeTempDir({ prefix: "toolgate-http1-tls-" });
+  try {
+    const pair = await testCertificates(dir);
+    if (!pair) {
+      await t.step({ name: "openssl is not installed", ignore: true, fn: () => {} });
+      return;
+    }
+    await using server = Deno.serve(
+      { hostname: "127.0.0.1", port: 0, cert: pair.cert, key: pair.key, onListen() {} },
+      async (request) => new Response(`got ${(await request.arrayBuffer()).byteLength}`),
+    );
+    const url = new URL(`https://localhost:${server.addr.port}/hook`);
+    const trusting = new Http1Client({ caCerts: [pair.ca] });
+    const untrusting = new Http1Client();
+    try {
+      assertEquals(await trusting.post(url, headers, body), 200);
+      assertEquals(await trusting.post(url, headers, body), 200);
+      assertEquals(trusting.connections, 1);
+      const error = await assertRejects(() => untrusting.post(url, headers, body));
+      assert(error instanceof Error);
+    } finally {
+      trusting.close();
+      untrusting.close();
+    }
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
