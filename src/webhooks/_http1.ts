@@ -79,40 +79,40 @@ class Reader {
     this.received += read;
   }
 
-  /** The next line, without its CRLF. */
-  async line(max: number): Promise<string> {
-    for (let from = this.#pos;;) {
+  /**
+   * The text up to the next CRLF (`blank` false) or CRLF CRLF (`blank`
+   * true), consumed with it.
+   */
+  async #upTo(blank: boolean, max: number): Promise<string> {
+    const size = blank ? 4 : 2;
+    // Bytes after #pos already searched; relative, as #fill may move the data.
+    let scanned = 0;
+    for (;;) {
       const buffer = this.#socket.buffer;
-      for (let i = Math.max(from, this.#pos); i + 1 < this.#end; i++) {
-        if (buffer[i] === 13 && buffer[i + 1] === 10) {
+      for (let i = this.#pos + scanned; i + size <= this.#end; i++) {
+        if (
+          buffer[i] === 13 && buffer[i + 1] === 10 &&
+          (!blank || (buffer[i + 2] === 13 && buffer[i + 3] === 10))
+        ) {
           const text = decoder.decode(buffer.subarray(this.#pos, i));
-          this.#pos = i + 2;
+          this.#pos = i + size;
           return text;
         }
       }
       if (this.#end - this.#pos > max) throw new Error("Reply headers are too large");
-      from = Math.max(this.#pos, this.#end - 1);
+      scanned = Math.max(0, this.#end - this.#pos - (size - 1));
       await this.#fill();
     }
   }
 
+  /** The next line, without its CRLF. */
+  line(max: number): Promise<string> {
+    return this.#upTo(false, max);
+  }
+
   /** The next header block (status line and headers), without its final empty line. */
-  async head(max: number): Promise<string> {
-    for (let from = this.#pos;;) {
-      const buffer = this.#socket.buffer;
-      for (let i = Math.max(from, this.#pos); i + 3 < this.#end; i++) {
-        if (
-          buffer[i] === 13 && buffer[i + 1] === 10 && buffer[i + 2] === 13 && buffer[i + 3] === 10
-        ) {
-          const text = decoder.decode(buffer.subarray(this.#pos, i));
-          this.#pos = i + 4;
-          return text;
-        }
-      }
-      if (this.#end - this.#pos > max) throw new Error("Reply headers are too large");
-      from = Math.max(this.#pos, this.#end - 3);
-      await this.#fill();
-    }
+  head(max: number): Promise<string> {
+    return this.#upTo(true, max);
   }
 
   /** Reads and drops `count` bytes. */

@@ -12,7 +12,7 @@ type Script = (
   connection: number,
   index: number,
   total: number,
-) => { reply: string; close?: boolean } | "hang";
+) => { reply: string; close?: boolean; piece?: number } | "hang";
 
 /**
  * A raw TCP server on 127.0.0.1 that reads each request (head and
@@ -49,7 +49,12 @@ function scriptedServer(script: Script) {
       text = text.slice(end + 4 + length);
       const step = script(connection, index, requests.length - 1);
       if (step === "hang") return; // keeps the socket open, never answers
-      await conn.write(new TextEncoder().encode(step.reply));
+      const bytes = new TextEncoder().encode(step.reply);
+      const piece = step.piece ?? bytes.length;
+      for (let at = 0; at < bytes.length; at += piece) {
+        await conn.write(bytes.subarray(at, at + piece));
+        if (piece < bytes.length) await new Promise((r) => setTimeout(r, 1));
+      }
       if (step.close) {
         conn.close();
         return;
@@ -148,6 +153,25 @@ Deno.test("interim 1xx replies are skipped; close-delimited bodies and Connectio
     assertEquals(await client.post(server.url, headers, body), 201); // a new socket
     assertEquals(await client.post(server.url, headers, body), 201); // and another
     assertEquals(client.connections, 3);
+  } finally {
+    client.close();
+  }
+});
+
+Deno.test("a reply in small pieces, with a head over the read buffer and a chunked body, keeps the socket", async () => {
+  const pad = "X-Pad: " + "p".repeat(6000) + "\r\n";
+  const chunked = "HTTP/1.1 200 OK\r\n" + pad + "Transfer-Encoding: chunked\r\n\r\n" +
+    "5;ext=1\r\nhello\r\n3\r\nabc\r\n0\r\nX-Trailer: t\r\n\r\n";
+  await using server = scriptedServer((_connection, _index, total) =>
+    total === 0
+      ? { reply: chunked, piece: 97 }
+      : { reply: "HTTP/1.1 204 No Content\r\n\r\n", piece: 3 }
+  );
+  const client = new Http1Client();
+  try {
+    assertEquals(await client.post(server.url, headers, body), 200);
+    assertEquals(await client.post(server.url, headers, body), 204);
+    assertEquals(client.connections, 1);
   } finally {
     client.close();
   }
