@@ -28,9 +28,6 @@ const IDLE_MS = 4000;
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 
-/** The connection ended before any byte of the reply: the request may be sent again. */
-class ClosedBeforeReply extends Error {}
-
 interface Socket {
   conn: Deno.Conn;
   /** Read buffer, reused by every request on this socket. */
@@ -72,7 +69,7 @@ class Reader {
     }
     const read = await this.#socket.conn.read(buffer.subarray(this.#end));
     if (read === null) {
-      if (this.received === 0) throw new ClosedBeforeReply("Connection closed before the reply");
+      if (this.received === 0) throw new Error("Connection closed before the reply");
       throw new Error("Connection closed in the middle of the reply");
     }
     this.#end += read;
@@ -224,7 +221,7 @@ export interface Http1ClientOptions {
 }
 
 /** A keep-alive HTTP/1.1 client for POSTs; see the module documentation. */
-export class Http1Client {
+export class Http1Client implements Disposable {
   #idle = new Map<string, Socket[]>();
   #caCerts?: string[];
   #maxIdle: number;
@@ -268,12 +265,16 @@ export class Http1Client {
         signal?.throwIfAborted();
         // A kept-alive socket the server had already closed: send once more on a new one.
         if (pooled && reader.received === 0) continue;
-        if (error instanceof ClosedBeforeReply) throw new Error(error.message);
         throw error;
       } finally {
         signal?.removeEventListener("abort", onAbort);
       }
     }
+  }
+
+  /** Closes the idle sockets (also on `using` scope exit). */
+  [Symbol.dispose](): void {
+    this.close();
   }
 
   /** Closes the idle sockets. */

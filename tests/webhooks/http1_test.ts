@@ -1,4 +1,5 @@
 import { assert, assertEquals, assertRejects } from "../_asserts.ts";
+import { tempHome } from "../_helpers.ts";
 import { Http1Client } from "../../src/webhooks/_http1.ts";
 
 const body = new TextEncoder().encode(JSON.stringify({ id: "evt_1", type: "tool.called" }));
@@ -101,40 +102,32 @@ Deno.test("keep-alive: many POSTs share one socket; statuses and bodies of every
       return new Response(stream, { status });
     },
   );
-  const client = new Http1Client();
-  try {
-    const url = new URL(`http://127.0.0.1:${server.addr.port}/hook?x=1`);
-    const got: number[] = [];
-    for (let i = 0; i < 20; i++) got.push(await client.post(url, headers, body));
-    assertEquals(got, Array.from({ length: 20 }, (_, i) => statuses[i % statuses.length]));
-    assertEquals(client.connections, 1);
-    assertEquals(remotePorts.size, 1);
-  } finally {
-    client.close();
-  }
+  using client = new Http1Client();
+  const url = new URL(`http://127.0.0.1:${server.addr.port}/hook?x=1`);
+  const got: number[] = [];
+  for (let i = 0; i < 20; i++) got.push(await client.post(url, headers, body));
+  assertEquals(got, Array.from({ length: 20 }, (_, i) => statuses[i % statuses.length]));
+  assertEquals(client.connections, 1);
+  assertEquals(remotePorts.size, 1);
 });
 
 Deno.test("a request carries Host, Content-Length, the headers and the exact body", async () => {
   await using server = scriptedServer(() => ({
     reply: "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
   }));
-  const client = new Http1Client();
-  try {
-    assertEquals(await client.post(server.url, headers, body), 200);
-    const [request] = server.requests;
-    const [head, sent] = request.split("\r\n\r\n");
-    const lines = head.split("\r\n");
-    assertEquals(lines[0], "POST /hook?x=1 HTTP/1.1");
-    assertEquals(lines.slice(1), [
-      `Host: ${server.url.host}`,
-      `Content-Length: ${body.byteLength}`,
-      "Content-Type: application/json",
-      "X-Service-Event: tool.called",
-    ]);
-    assertEquals(sent, new TextDecoder().decode(body));
-  } finally {
-    client.close();
-  }
+  using client = new Http1Client();
+  assertEquals(await client.post(server.url, headers, body), 200);
+  const [request] = server.requests;
+  const [head, sent] = request.split("\r\n\r\n");
+  const lines = head.split("\r\n");
+  assertEquals(lines[0], "POST /hook?x=1 HTTP/1.1");
+  assertEquals(lines.slice(1), [
+    `Host: ${server.url.host}`,
+    `Content-Length: ${body.byteLength}`,
+    "Content-Type: application/json",
+    "X-Service-Event: tool.called",
+  ]);
+  assertEquals(sent, new TextDecoder().decode(body));
 });
 
 Deno.test("interim 1xx replies are skipped; close-delimited bodies and Connection: close end the socket", async () => {
@@ -145,17 +138,13 @@ Deno.test("interim 1xx replies are skipped; close-delimited bodies and Connectio
       ? { reply: "HTTP/1.1 200 OK\r\n\r\nbody until close", close: true }
       : { reply: "HTTP/1.1 201 Created\r\nConnection: close\r\nContent-Length: 0\r\n\r\n" }
   );
-  const client = new Http1Client();
-  try {
-    assertEquals(await client.post(server.url, headers, body), 202);
-    assertEquals(await client.post(server.url, headers, body), 200);
-    assertEquals(client.connections, 1);
-    assertEquals(await client.post(server.url, headers, body), 201); // a new socket
-    assertEquals(await client.post(server.url, headers, body), 201); // and another
-    assertEquals(client.connections, 3);
-  } finally {
-    client.close();
-  }
+  using client = new Http1Client();
+  assertEquals(await client.post(server.url, headers, body), 202);
+  assertEquals(await client.post(server.url, headers, body), 200);
+  assertEquals(client.connections, 1);
+  assertEquals(await client.post(server.url, headers, body), 201); // a new socket
+  assertEquals(await client.post(server.url, headers, body), 201); // and another
+  assertEquals(client.connections, 3);
 });
 
 Deno.test("a reply in small pieces, with a head over the read buffer and a chunked body, keeps the socket", async () => {
@@ -167,14 +156,10 @@ Deno.test("a reply in small pieces, with a head over the read buffer and a chunk
       ? { reply: chunked, piece: 97 }
       : { reply: "HTTP/1.1 204 No Content\r\n\r\n", piece: 3 }
   );
-  const client = new Http1Client();
-  try {
-    assertEquals(await client.post(server.url, headers, body), 200);
-    assertEquals(await client.post(server.url, headers, body), 204);
-    assertEquals(client.connections, 1);
-  } finally {
-    client.close();
-  }
+  using client = new Http1Client();
+  assertEquals(await client.post(server.url, headers, body), 200);
+  assertEquals(await client.post(server.url, headers, body), 204);
+  assertEquals(client.connections, 1);
 });
 
 Deno.test("a kept-alive socket the server closed is replaced and the POST sent once more", async () => {
@@ -184,14 +169,10 @@ Deno.test("a kept-alive socket the server closed is replaced and the POST sent o
       ? { reply: "", close: true }
       : { reply: "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n" }
   );
-  const client = new Http1Client();
-  try {
-    assertEquals(await client.post(server.url, headers, body), 200);
-    assertEquals(await client.post(server.url, headers, body), 200);
-    assertEquals(client.connections, 2);
-  } finally {
-    client.close();
-  }
+  using client = new Http1Client();
+  assertEquals(await client.post(server.url, headers, body), 200);
+  assertEquals(await client.post(server.url, headers, body), 200);
+  assertEquals(client.connections, 2);
 });
 
 Deno.test("malformed replies, a reply cut short and a refused connection are errors", async () => {
@@ -200,109 +181,102 @@ Deno.test("malformed replies, a reply cut short and a refused connection are err
     reply: "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc",
     close: true,
   }));
-  const client = new Http1Client();
-  try {
-    await assertRejects(
-      () => client.post(garbage.url, headers, body),
-      Error,
-      "Malformed reply status line: SMTP ready",
-    );
-    await assertRejects(
-      () => client.post(cut.url, headers, body),
-      Error,
-      "Connection closed in the middle of the reply",
-    );
-    const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-    const port = (listener.addr as Deno.NetAddr).port;
-    listener.close();
-    await assertRejects(() => client.post(new URL(`http://127.0.0.1:${port}/`), headers, body));
-  } finally {
-    client.close();
-  }
+  using client = new Http1Client();
+  await assertRejects(
+    () => client.post(garbage.url, headers, body),
+    Error,
+    "Malformed reply status line: SMTP ready",
+  );
+  await assertRejects(
+    () => client.post(cut.url, headers, body),
+    Error,
+    "Connection closed in the middle of the reply",
+  );
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const port = (listener.addr as Deno.NetAddr).port;
+  listener.close();
+  await assertRejects(() => client.post(new URL(`http://127.0.0.1:${port}/`), headers, body));
 });
 
 Deno.test("aborting the signal ends a POST that gets no reply, with the signal's reason", async () => {
   await using server = scriptedServer(() => "hang");
-  const client = new Http1Client();
-  try {
-    const controller = new AbortController();
-    const posting = client.post(server.url, headers, body, controller.signal);
-    while (server.requests.length === 0) await new Promise((r) => setTimeout(r, 5));
-    controller.abort(new Error("timed out"));
-    await assertRejects(() => posting, Error, "timed out");
-  } finally {
-    client.close();
-  }
+  using client = new Http1Client();
+  const controller = new AbortController();
+  const posting = client.post(server.url, headers, body, controller.signal);
+  while (server.requests.length === 0) await new Promise((r) => setTimeout(r, 5));
+  controller.abort(new Error("timed out"));
+  await assertRejects(() => posting, Error, "timed out");
 });
 
-async function openssl(args: string[]): Promise<boolean> {
-  const { success } = await new Deno.Command("openssl", { args, stdout: "null", stderr: "null" })
-    .output();
-  return success;
+/** Runs openssl; fails the test with the fix when it is missing or fails. */
+async function openssl(args: string[]): Promise<void> {
+  let output: Deno.CommandOutput;
+  try {
+    output = await new Deno.Command("openssl", { args, stdout: "null", stderr: "piped" }).output();
+  } catch (error) {
+    throw new Error(`This test needs openssl (apt-get install openssl): ${error}`);
+  }
+  if (!output.success) {
+    throw new Error(`openssl ${args[0]} failed: ${new TextDecoder().decode(output.stderr)}`);
+  }
 }
 
-/** A CA and a `localhost` certificate it signed, made with openssl; null without openssl. */
+/** A CA and a `localhost` certificate it signed, made with openssl (`apt-get install openssl`). */
 async function testCertificates(
   dir: string,
-): Promise<{ ca: string; cert: string; key: string } | null> {
-  try {
-    const ok = await openssl([
-      "req",
-      "-x509",
-      "-newkey",
-      "rsa:2048",
-      "-nodes",
-      "-days",
-      "1",
-      "-subj",
-      "/CN=toolgate test CA",
-      "-addext",
-      "basicConstraints=critical,CA:TRUE",
-      "-addext",
-      "keyUsage=critical,keyCertSign",
-      "-keyout",
-      `${dir}/ca.key`,
-      "-out",
-      `${dir}/ca.pem`,
-    ]) &&
-      await openssl([
-        "req",
-        "-newkey",
-        "rsa:2048",
-        "-nodes",
-        "-subj",
-        "/CN=localhost",
-        "-keyout",
-        `${dir}/key.pem`,
-        "-out",
-        `${dir}/leaf.csr`,
-      ]);
-    if (!ok) return null;
-    await Deno.writeTextFile(
-      `${dir}/leaf.ext`,
-      "subjectAltName=DNS:localhost\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n",
-    );
-    const signed = await openssl([
-      "x509",
-      "-req",
-      "-in",
-      `${dir}/leaf.csr`,
-      "-CA",
-      `${dir}/ca.pem`,
-      "-CAkey",
-      `${dir}/ca.key`,
-      "-CAcreateserial",
-      "-days",
-      "1",
-      "-extfile",
-      `${dir}/leaf.ext`,
-      "-out",
-      `${dir}/cert.pem`,
-    ]);
-    if (!signed) return null;
-  } catch {
-    return null; // no openssl on this machine
-  }
+): Promise<{ ca: string; cert: string; key: string }> {
+  await openssl([
+    "req",
+    "-x509",
+    "-newkey",
+    "rsa:2048",
+    "-nodes",
+    "-days",
+    "1",
+    "-subj",
+    "/CN=toolgate test CA",
+    "-addext",
+    "basicConstraints=critical,CA:TRUE",
+    "-addext",
+    "keyUsage=critical,keyCertSign",
+    "-keyout",
+    `${dir}/ca.key`,
+    "-out",
+    `${dir}/ca.pem`,
+  ]);
+  await openssl([
+    "req",
+    "-newkey",
+    "rsa:2048",
+    "-nodes",
+    "-subj",
+    "/CN=localhost",
+    "-keyout",
+    `${dir}/key.pem`,
+    "-out",
+    `${dir}/leaf.csr`,
+  ]);
+  await Deno.writeTextFile(
+    `${dir}/leaf.ext`,
+    "subjectAltName=DNS:localhost\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n",
+  );
+  await openssl([
+    "x509",
+    "-req",
+    "-in",
+    `${dir}/leaf.csr`,
+    "-CA",
+    `${dir}/ca.pem`,
+    "-CAkey",
+    `${dir}/ca.key`,
+    "-CAcreateserial",
+    "-days",
+    "1",
+    "-extfile",
+    `${dir}/leaf.ext`,
+    "-out",
+    `${dir}/cert.pem`,
+  ]);
   return {
     ca: await Deno.readTextFile(`${dir}/ca.pem`),
     cert: await Deno.readTextFile(`${dir}/cert.pem`),
@@ -310,32 +284,19 @@ async function testCertificates(
   };
 }
 
-Deno.test("https: the reply comes over TLS, verified against the trusted CA, on a kept-alive socket", async (t) => {
-  const dir = await Deno.makeTempDir({ prefix: "toolgate-http1-tls-" });
-  try {
-    const pair = await testCertificates(dir);
-    if (!pair) {
-      await t.step({ name: "openssl is not installed", ignore: true, fn: () => {} });
-      return;
-    }
-    await using server = Deno.serve(
-      { hostname: "127.0.0.1", port: 0, cert: pair.cert, key: pair.key, onListen() {} },
-      async (request) => new Response(`got ${(await request.arrayBuffer()).byteLength}`),
-    );
-    const url = new URL(`https://localhost:${server.addr.port}/hook`);
-    const trusting = new Http1Client({ caCerts: [pair.ca] });
-    const untrusting = new Http1Client();
-    try {
-      assertEquals(await trusting.post(url, headers, body), 200);
-      assertEquals(await trusting.post(url, headers, body), 200);
-      assertEquals(trusting.connections, 1);
-      const error = await assertRejects(() => untrusting.post(url, headers, body));
-      assert(error instanceof Error);
-    } finally {
-      trusting.close();
-      untrusting.close();
-    }
-  } finally {
-    await Deno.remove(dir, { recursive: true });
-  }
+Deno.test("https: the reply comes over TLS, verified against the trusted CA, on a kept-alive socket", async () => {
+  await using tmp = await tempHome();
+  const pair = await testCertificates(tmp.home);
+  await using server = Deno.serve(
+    { hostname: "127.0.0.1", port: 0, cert: pair.cert, key: pair.key, onListen() {} },
+    async (request) => new Response(`got ${(await request.arrayBuffer()).byteLength}`),
+  );
+  const url = new URL(`https://localhost:${server.addr.port}/hook`);
+  using trusting = new Http1Client({ caCerts: [pair.ca] });
+  using untrusting = new Http1Client();
+  assertEquals(await trusting.post(url, headers, body), 200);
+  assertEquals(await trusting.post(url, headers, body), 200);
+  assertEquals(trusting.connections, 1);
+  const error = await assertRejects(() => untrusting.post(url, headers, body));
+  assert(error instanceof Error);
 });
