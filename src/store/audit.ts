@@ -111,7 +111,7 @@ function parseHead(value: unknown): AuditHead {
 export async function readAuditHead(
   store: Store,
 ): Promise<{ head: AuditHead | null; versionstamp: string | null }> {
-  const entry = await store.retry(() => store.reader.get(auditHeadKey()));
+  const entry = await store.get(auditHeadKey());
   return {
     head: entry.value === null ? null : parseHead(entry.value),
     versionstamp: entry.versionstamp,

@@ -623,7 +623,7 @@ export async function bumpDeliveriesVersion(store: Store): Promise<void> {
 
 /** Reads the counter bumped whenever deliveries are queued by another path (replay, CLI). */
 export async function deliveriesVersion(store: Store): Promise<bigint> {
-  const entry = await store.retry(() => store.reader.get<Deno.KvU64>(deliveriesVersionKey()));
+  const entry = await store.get<Deno.KvU64>(deliveriesVersionKey());
   return entry.value?.value ?? 0n;
 }
 

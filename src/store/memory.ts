@@ -170,7 +170,7 @@ export async function setMemory(
  */
 export async function getMemory(store: Store, key: string): Promise<MemoryEntry | null> {
   checkKey(key);
-  const entry = await store.retry(() => store.reader.get(memoryKey(key)));
+  const entry = await store.get(memoryKey(key));
   return entry.value === null ? null : parseRecord(key, entry.value);
 }
 

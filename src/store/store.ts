@@ -6,6 +6,7 @@
  */
 import { GatewayError } from "../errors/mod.ts";
 import { registrationsVersionKey, schemaVersionKey } from "./keys.ts";
+import { ReadBatcher } from "./_reads.ts";
 
 /** The schema version this release writes and reads. */
 export const SCHEMA_VERSION = 1;
@@ -61,6 +62,7 @@ export class Store {
    * The same handle as `kv` for an in-memory database.
    */
   readonly reader: Deno.Kv;
+  #reads: ReadBatcher;
   #closed = false;
 
   /**
@@ -72,6 +74,16 @@ export class Store {
     this.dataDir = dataDir;
     this.kv = kv;
     this.reader = reader;
+    this.#reads = new ReadBatcher(reader, withLockRetry);
+  }
+
+  /**
+   * Reads one key on {@linkcode Store.reader}, with lock retry. Reads made
+   * while others are in flight share one `getMany` (see `_reads.ts`): the
+   * way for every plain single-key read of `src/store`.
+   */
+  get<T>(key: Deno.KvKey): Promise<Deno.KvEntryMaybe<T>> {
+    return this.#reads.get<T>(key);
   }
 
   /** Runs a KV operation with lock retry. */
@@ -81,7 +93,7 @@ export class Store {
 
   /** Reads the registration change counter (polled by running servers). */
   async registrationsVersion(): Promise<bigint> {
-    const entry = await this.retry(() => this.reader.get<Deno.KvU64>(registrationsVersionKey()));
+    const entry = await this.get<Deno.KvU64>(registrationsVersionKey());
     return entry.value?.value ?? 0n;
   }
 
