@@ -7,9 +7,10 @@
  *   transport. With `commit`, each call also writes one record in its own
  *   Deno KV commit before it answers (`_bare_audit.ts`): the least a durably
  *   audited call can cost, the floor of toolgate's sequential stdio figure.
- * - `deno run -A scripts/bench/_bare_mcp.ts http <kv_path> [commit]`: Streamable HTTP
- *   on `/mcp` with `WebStandardStreamableHTTPServerTransport`, stateful (one
- *   transport per `Mcp-Session-Id`), SSE replies as toolgate; prints
+ * - `deno run -A scripts/bench/_bare_mcp.ts http <kv_path> [commit|json]`: Streamable
+ *   HTTP on `/mcp` with `WebStandardStreamableHTTPServerTransport`, stateful
+ *   (one transport per `Mcp-Session-Id`), the SDK's default SSE replies; with
+ *   `json`, JSON replies (`enableJsonResponse`) as toolgate answers. Prints
  *   `{"port": n}` and runs until stdin closes.
  *
  * @module
@@ -56,6 +57,7 @@ if (mode === "stdio") {
     const transport: WebStandardStreamableHTTPServerTransport =
       new WebStandardStreamableHTTPServerTransport({
         sessionIdGenerator: () => crypto.randomUUID(),
+        enableJsonResponse: extra === "json",
         onsessioninitialized: (sessionId: string) => void sessions.set(sessionId, transport),
       });
     transport.onclose = () => {

@@ -184,6 +184,13 @@ const SCENARIOS: Scenario[] = [
         "mcp_http",
         `calls/s (${r.sessions} sessions)`,
         r.toolgate.calls_per_s,
+        "bare SDK transport, JSON replies",
+        r.bare_sdk_json.calls_per_s,
+      ),
+      figure(
+        "mcp_http",
+        `calls/s (${r.sessions} sessions)`,
+        r.toolgate.calls_per_s,
         "supergateway",
         r.supergateway?.calls_per_s ?? null,
         { min: 2 },

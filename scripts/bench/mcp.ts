@@ -76,6 +76,12 @@ export interface McpHttpBenchResult {
    */
   bare_sdk_commit: McpThroughput;
   vs_bare_sdk_commit: number;
+  /**
+   * The bare SDK transport answering with JSON instead of SSE
+   * (`enableJsonResponse`), as toolgate does: the same reply format.
+   */
+  bare_sdk_json: McpThroughput;
+  vs_bare_sdk_json: number;
   /** `toolgate / supergateway`; 0 when it did not run. */
   vs_supergateway: number;
 }
@@ -408,20 +414,21 @@ async function waitForPort(port: number, timeoutMs: number): Promise<void> {
 export async function benchMcpHttp({ mode }: McpBenchOptions): Promise<McpHttpBenchResult> {
   const sessions = 8;
   await using dir = await tempDir("mcp-http");
-  const bareHttp = async (commitPerCall: boolean) => {
-    const file = `${dir.path}/${commitPerCall ? "bare-commit" : "bare"}.kv`;
+  const bareHttp = async (variant?: "commit" | "json") => {
+    const file = `${dir.path}/bare-${variant ?? "sse"}.kv`;
     await using bare = await startPortScript([
       "run",
       "-A",
       benchFile("_bare_mcp.ts"),
       "http",
       file,
-      ...(commitPerCall ? ["commit"] : []),
+      ...(variant ? [variant] : []),
     ]);
     return await httpCalls(`${bare.url}/mcp`, sessions, mode);
   };
-  const bare_sdk = await bareHttp(false);
-  const bare_sdk_commit = await bareHttp(true);
+  const bare_sdk = await bareHttp();
+  const bare_sdk_json = await bareHttp("json");
+  const bare_sdk_commit = await bareHttp("commit");
   let toolgate: McpThroughput;
   {
     await using home = await tempDir("mcp-http-home");
@@ -444,6 +451,8 @@ export async function benchMcpHttp({ mode }: McpBenchOptions): Promise<McpHttpBe
     vs_bare_sdk: ratio(toolgate.calls_per_s, bare_sdk.calls_per_s),
     bare_sdk_commit,
     vs_bare_sdk_commit: ratio(toolgate.calls_per_s, bare_sdk_commit.calls_per_s),
+    bare_sdk_json,
+    vs_bare_sdk_json: ratio(toolgate.calls_per_s, bare_sdk_json.calls_per_s),
     vs_supergateway: peer ? ratio(toolgate.calls_per_s, peer.calls_per_s) : 0,
   };
 }

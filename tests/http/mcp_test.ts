@@ -71,6 +71,39 @@ Deno.test("/mcp: the SDK client lists and calls tools; session_id is the MCP ses
   await assertRejects(() => c.client.callTool({ name: "nope", arguments: {} }), McpError);
 });
 
+Deno.test("/mcp: requests are answered with one JSON body, not an SSE stream; notifications with 202", async () => {
+  await using t = await testApp({ plugins: [testPlugin({ failing: false, calls: 0 })] });
+  const id = await initialize(t.app);
+  const headers = { ...MCP_HEADERS, "mcp-session-id": id };
+  const initialized = await t.app.request("/mcp", {
+    method: "POST",
+    headers,
+    body: JSON.stringify({ jsonrpc: "2.0", method: "notifications/initialized" }),
+  });
+  assertEquals(initialized.status, 202);
+  await initialized.body?.cancel();
+  const call = await t.app.request("/mcp", {
+    method: "POST",
+    headers,
+    body: JSON.stringify({
+      jsonrpc: "2.0",
+      id: 7,
+      method: "tools/call",
+      params: { name: "echo", arguments: { message: "hi" } },
+    }),
+  });
+  assertEquals(call.status, 200);
+  assertMatch(call.headers.get("content-type") ?? "", /^application\/json/);
+  assertEquals(await call.json(), {
+    jsonrpc: "2.0",
+    id: 7,
+    result: {
+      content: [{ type: "text", text: '{"echoed":"hi"}' }],
+      structuredContent: { echoed: "hi" },
+    },
+  });
+});
+
 Deno.test("/mcp: two concurrent sessions stay isolated", async () => {
   await using t = await testApp();
   await using a = await mcpClient(t.app);
