@@ -178,7 +178,7 @@ export class McpHttpSessions {
     session.timer = undefined;
     let response: Response;
     try {
-      response = await session.transport.handleRequest(request);
+      response = await session.transport.handleRequest(...await withParsedBody(request));
     } catch (error) {
       this.#release(session);
       throw error;
@@ -249,7 +249,8 @@ function rpcError(
  * once when there is no body).
  */
 function onBodyEnd(response: Response, done: () => void): Response {
-  if (response.body === null) {
+  // A JSON (or empty) body is complete already: only an SSE stream stays open.
+  if (response.body === null || !isEventStream(response)) {
     done();
     return response;
   }
@@ -285,4 +286,28 @@ function onBodyEnd(response: Response, done: () => void): Response {
     statusText: response.statusText,
     headers: response.headers,
   });
+}
+
+function isEventStream(response: Response): boolean {
+  return response.headers.get("content-type")?.startsWith("text/event-stream") ?? false;
+}
+
+/**
+ * The request and its parsed JSON body for the transport. A POST's body is
+ * read here in one piece: the SDK transport would read it chunk by chunk
+ * through a stream reader, which cost more per call than the rest of its
+ * request handling. A body that is not JSON is handed back to the transport
+ * in a new request, so that it answers with its own error as before; other
+ * methods go through untouched.
+ */
+async function withParsedBody(
+  request: Request,
+): Promise<[Request, { parsedBody: unknown }?]> {
+  if (request.method !== "POST" || request.body === null) return [request];
+  const text = await request.text();
+  try {
+    return [request, { parsedBody: JSON.parse(text) }];
+  } catch {
+    return [new Request(request, { body: text })];
+  }
 }

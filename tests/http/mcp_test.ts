@@ -162,6 +162,21 @@ Deno.test("/mcp: protocol errors for missing, unknown and wrong requests", async
   assertEquals(notAcceptable.status, 406);
   await notAcceptable.body?.cancel();
   assertEquals(t.mcp.size, 0, "failed initializations leave no session behind");
+  const id = await initialize(t.app);
+  const post = (headers: Record<string, string>, body: string) =>
+    t.app.request("/mcp", { method: "POST", headers: { "mcp-session-id": id, ...headers }, body });
+  const notJson = await post(MCP_HEADERS, "{not json");
+  assertEquals(notJson.status, 400);
+  assertEquals((await notJson.json()).error.code, -32700);
+  const notRpc = await post(MCP_HEADERS, "[1]");
+  assertEquals(notRpc.status, 400);
+  assertMatch((await notRpc.json()).error.message, /Invalid JSON-RPC message/);
+  const wrongType = await post({ ...MCP_HEADERS, "content-type": "text/plain" }, "{not json");
+  assertEquals(wrongType.status, 415);
+  await wrongType.body?.cancel();
+  const listed = await listTools(t.app, id);
+  assertEquals(listed.status, 200, "the session still serves requests");
+  await listed.body?.cancel();
 });
 
 Deno.test("/mcp: idle sessions expire after server.session_idle_ms", async () => {
