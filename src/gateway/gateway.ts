@@ -10,6 +10,7 @@ import type { Config } from "../config/mod.ts";
 import { GatewayError } from "../errors/mod.ts";
 import type { ErrorCode } from "../errors/mod.ts";
 import type { EventBus } from "../events/mod.ts";
+import { DeadlineQueue } from "../deadlines.ts";
 import { newId } from "../ids.ts";
 import { redact } from "../redact.ts";
 import type { Store } from "../store/mod.ts";
@@ -63,6 +64,8 @@ interface RegisteredTool {
   inputSchema: Record<string, unknown> | undefined;
   breaker: CircuitBreaker;
   timeoutMs: number;
+  /** The timeouts of the tool's calls in flight, on one timer. */
+  timeouts: DeadlineQueue;
   retries: number;
 }
 
@@ -99,6 +102,8 @@ export class Gateway {
   #now: () => number;
   #plugins: HostedPlugin[] = [];
   #tools = new Map<string, RegisteredTool>();
+  /** Withdraws announced audit appends after {@linkcode ANNOUNCE_WINDOW_MS}. */
+  #announcements = new DeadlineQueue(ANNOUNCE_WINDOW_MS, { ref: false });
   #toolListeners = new Set<() => void>();
   #started = false;
   #stopped = false;
@@ -337,11 +342,13 @@ export class Gateway {
         continue;
       }
       const override = settings.overrides[definition.name] ?? {};
+      const timeoutMs = override.timeout_ms ?? definition.timeoutMs ?? settings.timeout_ms;
       const registered: RegisteredTool = {
         definition,
         plugin,
         inputSchema: definition.inputJsonSchema,
-        timeoutMs: override.timeout_ms ?? definition.timeoutMs ?? settings.timeout_ms,
+        timeoutMs,
+        timeouts: new DeadlineQueue(timeoutMs),
         retries: definition.idempotent ? override.retries ?? 0 : 0,
         breaker: undefined as unknown as CircuitBreaker,
       };
@@ -488,11 +495,11 @@ export class Gateway {
     }
     // Concurrent calls share audit commits: the log briefly waits for the announced appends.
     const appended = this.#audit?.expect?.() ?? NOTHING;
-    const withdraw = appended === NOTHING ? undefined : setTimeout(appended, ANNOUNCE_WINDOW_MS);
+    const withdraw = appended === NOTHING ? NOTHING : this.#announcements.add(appended);
     try {
       return await this.#call(tool, name, args, options, appended);
     } finally {
-      clearTimeout(withdraw);
+      withdraw();
       appended();
     }
   }
@@ -588,9 +595,9 @@ export class Gateway {
     const controller = new AbortController();
     const onAbort = () => controller.abort(callerSignal?.reason);
     callerSignal?.addEventListener("abort", onAbort, { once: true });
-    let timer: ReturnType<typeof setTimeout> | undefined;
+    let cancelTimeout = NOTHING;
     const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => {
+      cancelTimeout = tool.timeouts.add(() => {
         const error = new GatewayError(
           "TOOL_TIMEOUT",
           `Tool ${tool.definition.name} timed out after ${tool.timeoutMs} ms`,
@@ -598,7 +605,7 @@ export class Gateway {
         );
         controller.abort(error);
         reject(error);
-      }, tool.timeoutMs);
+      });
     });
     try {
       const run = tool.definition.execute(input, {
@@ -615,7 +622,7 @@ export class Gateway {
       }
       return output;
     } finally {
-      clearTimeout(timer);
+      cancelTimeout();
       callerSignal?.removeEventListener("abort", onAbort);
     }
   }

@@ -32,6 +32,9 @@ interface Session {
   detach: () => void;
   /** Requests whose response (body included) has not finished. */
   active: number;
+  /** When `active` last fell (performance.now()). */
+  idleSince: number;
+  /** Expires the session once idle for `idleMs`; armed while idle. */
   timer: ReturnType<typeof setTimeout> | undefined;
   closed: boolean;
 }
@@ -164,6 +167,7 @@ export class McpHttpSessions {
       transport,
       detach,
       active: 0,
+      idleSince: performance.now(),
       timer: undefined,
       closed: false,
     };
@@ -174,8 +178,6 @@ export class McpHttpSessions {
 
   async #serve(session: Session, request: Request): Promise<Response> {
     session.active++;
-    clearTimeout(session.timer);
-    session.timer = undefined;
     let response: Response;
     try {
       response = await session.transport.handleRequest(...await withParsedBody(request));
@@ -188,8 +190,21 @@ export class McpHttpSessions {
 
   #release(session: Session): void {
     session.active--;
+    session.idleSince = performance.now();
     if (session.active > 0 || session.closed || session.id === undefined) return;
-    const timer = setTimeout(() => void session.server.close(), this.#idleMs);
+    // One timer per idle stretch, not one per request: a request that came
+    // and went meanwhile only moved idleSince, and the timer re-arms for the rest.
+    if (session.timer === undefined) this.#expireAfter(session, this.#idleMs);
+  }
+
+  #expireAfter(session: Session, ms: number): void {
+    const timer = setTimeout(() => {
+      session.timer = undefined;
+      if (session.active > 0 || session.closed) return; // #release re-arms it.
+      const left = session.idleSince + this.#idleMs - performance.now();
+      if (left > 0) this.#expireAfter(session, left);
+      else void session.server.close();
+    }, ms);
     Deno.unrefTimer(timer);
     session.timer = timer;
   }

@@ -193,6 +193,25 @@ Deno.test("/mcp: idle sessions expire after server.session_idle_ms", async () =>
   await expired.body?.cancel();
 });
 
+Deno.test("/mcp: each request restarts the idle time; the session expires idle_ms after the last one", async () => {
+  await using t = await testApp({ file: { server: { session_idle_ms: 80 } } });
+  const id = await initialize(t.app);
+  // Requests every 30 ms for 300 ms: more than three idle periods in all,
+  // never one without a request.
+  const started = performance.now();
+  while (performance.now() - started < 300) {
+    const alive = await listTools(t.app, id);
+    assertEquals(alive.status, 200);
+    await alive.body?.cancel();
+    await new Promise((resolve) => setTimeout(resolve, 30));
+  }
+  const last = performance.now();
+  await new Promise((resolve) => setTimeout(resolve, 40));
+  if (performance.now() - last < 80) assertEquals(t.mcp.size, 1, "not expired before idle_ms");
+  await new Promise((resolve) => setTimeout(resolve, 150));
+  assertEquals(t.mcp.size, 0);
+});
+
 Deno.test("/mcp: an open GET stream keeps its session from expiring", async () => {
   await using t = await testApp({ file: { server: { session_idle_ms: 40 } } });
   const c = await mcpClient(t.app);
