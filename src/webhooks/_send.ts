@@ -4,6 +4,7 @@
  *
  * @module
  */
+import { DeadlineQueue } from "../deadlines.ts";
 import { VERSION } from "../version.ts";
 import { Http1Client } from "./_http1.ts";
 
@@ -122,10 +123,10 @@ export async function postWebhook(options: PostWebhookOptions): Promise<SendResu
   const now = options.now ?? performance.now.bind(performance);
   const controller = new AbortController();
   let timedOut = false;
-  const timer = setTimeout(() => {
+  const cancelTimeout = timeoutsOf(timeoutMs).add(() => {
     timedOut = true;
     controller.abort();
-  }, timeoutMs);
+  });
   const onAbort = () => controller.abort();
   signal?.addEventListener("abort", onAbort, { once: true });
   const started = now();
@@ -161,7 +162,16 @@ export async function postWebhook(options: PostWebhookOptions): Promise<SendResu
     if (signal?.aborted) return { ok: false, aborted: true, duration_ms };
     return { ok: false, error: describe(error), duration_ms };
   } finally {
-    clearTimeout(timer);
+    cancelTimeout();
     signal?.removeEventListener("abort", onAbort);
   }
+}
+
+/** Attempt timeouts by length: one timer per length instead of one per attempt. */
+const TIMEOUTS = new Map<number, DeadlineQueue>();
+
+function timeoutsOf(ms: number): DeadlineQueue {
+  let queue = TIMEOUTS.get(ms);
+  if (!queue) TIMEOUTS.set(ms, queue = new DeadlineQueue(ms));
+  return queue;
 }
