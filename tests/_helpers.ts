@@ -76,3 +76,16 @@ export function initializeRequest(clientName = "raw"): Record<string, unknown> {
     },
   };
 }
+
+/** Polls `check` every 5 ms until it holds; fails naming `what` after `ms`. */
+export async function until(
+  check: () => boolean | Promise<boolean>,
+  what: string,
+  ms = 10_000,
+): Promise<void> {
+  const end = Date.now() + ms;
+  while (!(await check())) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+}

@@ -1,4 +1,5 @@
 import { assertEquals, assertThrows } from "../_asserts.ts";
+import { until } from "../_helpers.ts";
 import { DeadlineQueue } from "../../src/deadlines.ts";
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -15,11 +16,12 @@ Deno.test("DeadlineQueue: expires what is still pending after ms, in the order a
   cancelB(); // twice is harmless
   assertEquals(queue.size, 2);
   now = 50; // a is due (40), c is not (55)
-  await sleep(80); // the timer, armed for 40 ms, has fired
+  await until(() => expired.length > 0, "a to expire");
+  await sleep(20); // the timer re-armed for c and fired again: c is still not due
   assertEquals(expired, ["a"]);
   assertEquals(queue.size, 1);
   now = 55;
-  await sleep(40);
+  await until(() => expired.length > 1, "c to expire");
   assertEquals(expired, ["a", "c"]);
   assertEquals(queue.size, 0);
 });
@@ -32,13 +34,12 @@ Deno.test("DeadlineQueue: an operation added after the first one finished still 
   cancel();
   now = 90;
   queue.add(() => expired.push(2)); // due at 190, though the timer was armed for 100
-  await sleep(120); // the timer fires (its 100 ms), finds nothing due at now = 90
-  assertEquals(expired, []);
+  await sleep(150); // the timer fires (its 100 ms), finds nothing due at now = 90, re-arms
   now = 189;
-  await sleep(120); // re-armed for 189 → 190: 1 ms later
+  await sleep(50); // whenever it fires now, 2 is still 1 ms from due
   assertEquals(expired, []);
   now = 190;
-  await sleep(20);
+  await until(() => expired.length > 0, "2 to expire");
   assertEquals(expired, [2]);
 });
 
@@ -46,7 +47,7 @@ Deno.test("DeadlineQueue: a cancel after expiry does nothing; ms must be a finit
   const queue = new DeadlineQueue(0);
   let fired = 0;
   const cancel = queue.add(() => fired++);
-  await sleep(10);
+  await until(() => fired > 0, "the 0 ms timeout");
   cancel();
   assertEquals(fired, 1);
   assertThrows(() => new DeadlineQueue(-1), "ms must be a finite number ≥ 0");

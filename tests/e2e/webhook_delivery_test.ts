@@ -1,7 +1,7 @@
 import { createHmac, timingSafeEqual } from "node:crypto";
 import { Buffer } from "node:buffer";
 import { assert, assertEquals, assertMatch } from "../_asserts.ts";
-import { ROOT, runCli, tempHome } from "../_helpers.ts";
+import { ROOT, runCli, tempHome, until } from "../_helpers.ts";
 import {
   EVENT_DATA_SCHEMAS,
   EVENT_TYPES,
@@ -36,14 +36,6 @@ function receiver(status: () => number | Promise<number> = () => 200) {
     requests,
     [Symbol.asyncDispose]: () => server.shutdown(),
   };
-}
-
-async function until(check: () => boolean | Promise<boolean>, what: string, ms = 10_000) {
-  const end = Date.now() + ms;
-  while (!(await check())) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
 }
 
 function post(url: string, tool: string, args: unknown) {

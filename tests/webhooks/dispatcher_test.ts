@@ -15,6 +15,7 @@ import {
   retryDelayMs,
   verifySignature,
 } from "../../src/webhooks/mod.ts";
+import { until } from "../_helpers.ts";
 import { Receiver } from "./_receiver.ts";
 import { circuitOpened, setup, toolCalled } from "./_setup.ts";
 
@@ -337,14 +338,6 @@ async function outboxKeys(env: { store: { kv: Deno.Kv } }): Promise<string[]> {
     if (entry.key[1] !== "log") keys.push(entry.key.slice(1).join("/"));
   }
   return keys;
-}
-
-async function until(condition: () => Promise<boolean>, what: string): Promise<void> {
-  const deadline = Date.now() + 5000;
-  while (!await condition()) {
-    if (Date.now() > deadline) throw new Error(`Timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 5));
-  }
 }
 
 Deno.test("an event for several webhooks is queued as two records; a delivery gets its own only to retry", async () => {
