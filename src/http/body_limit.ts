@@ -31,11 +31,7 @@ export function bodyLimit(options: BodyLimitOptions): MiddlewareHandler {
       handler = honoBodyLimit({
         maxSize,
         onError: () => {
-          throw new GatewayError(
-            "PAYLOAD_TOO_LARGE",
-            `Payload too large: the request body is over ${maxSize} bytes`,
-            { details: { limit_bytes: maxSize } },
-          );
+          throw tooLarge(maxSize);
         },
       });
       limits.set(maxSize, handler);
@@ -43,8 +39,26 @@ export function bodyLimit(options: BodyLimitOptions): MiddlewareHandler {
     return handler;
   };
   return async function bodyLimit(c, next) {
+    // Decided from the headers when they can: reading `request.body` would
+    // create the body's stream, and the handler then reads the body through
+    // it instead of in one piece.
+    const { headers } = c.req.raw;
+    const length = headers.get("content-length");
+    if (length !== null && !headers.has("transfer-encoding")) {
+      const maxBytes = options.maxBytes(c.req.path);
+      if (maxBytes !== undefined && Number(length) > maxBytes) throw tooLarge(maxBytes);
+      return await next();
+    }
     const maxBytes = c.req.raw.body === null ? undefined : options.maxBytes(c.req.path);
     if (maxBytes === undefined) return await next();
     return await limiter(maxBytes)(c, next);
   };
+}
+
+function tooLarge(maxBytes: number): GatewayError {
+  return new GatewayError(
+    "PAYLOAD_TOO_LARGE",
+    `Payload too large: the request body is over ${maxBytes} bytes`,
+    { details: { limit_bytes: maxBytes } },
+  );
 }

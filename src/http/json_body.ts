@@ -35,7 +35,9 @@ export function jsonBody(options: JsonBodyOptions = {}): MiddlewareHandler {
     if (contentType !== undefined && !isJsonContentType(contentType)) {
       throw unsupported(contentType);
     }
-    const text = c.req.raw.body === null ? "" : await c.req.text();
+    // Not `c.req.raw.body === null`: creating the body's stream makes the
+    // read below go through it instead of taking the body in one piece.
+    const text = await c.req.text();
     if (text.trim() === "") {
       const headers = new Headers(c.req.raw.headers);
       headers.set("content-type", "application/json");

@@ -318,7 +318,8 @@ function isEventStream(response: Response): boolean {
 async function withParsedBody(
   request: Request,
 ): Promise<[Request, { parsedBody: unknown }?]> {
-  if (request.method !== "POST" || request.body === null) return [request];
+  // `request.body` is not touched: creating its stream would make text() read through it.
+  if (request.method !== "POST") return [request];
   const text = await request.text();
   try {
     return [request, { parsedBody: JSON.parse(text) }];

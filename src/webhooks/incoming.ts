@@ -447,6 +447,11 @@ function tooLarge(limit: number): GatewayError {
 }
 
 async function readLimited(request: Request, limit: number): Promise<Uint8Array> {
+  // A declared length (checked against the limit by the caller) bounds what
+  // the server reads: take it in one piece, without creating the body's stream.
+  if (request.headers.has("content-length") && !request.headers.has("transfer-encoding")) {
+    return new Uint8Array(await request.arrayBuffer());
+  }
   if (!request.body) return new Uint8Array();
   const reader = request.body.getReader();
   const chunks: Uint8Array[] = [];
