@@ -108,6 +108,16 @@ export class DeadlineQueue {
     }
     const next = this.#pending.values().next();
     if (!next.done) this.#arm(next.value.deadline);
-    for (const { onExpire } of due) onExpire();
+    // Every due operation expires even if one callback throws; the first
+    // error is then thrown as a timer callback's would be.
+    let failed: { error: unknown } | undefined;
+    for (const { onExpire } of due) {
+      try {
+        onExpire();
+      } catch (error) {
+        failed ??= { error };
+      }
+    }
+    if (failed) throw failed.error;
   }
 }

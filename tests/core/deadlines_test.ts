@@ -98,3 +98,30 @@ Deno.test("DeadlineQueue: a pending operation keeps the process alive until its 
     assertEquals(new TextDecoder().decode(output.stdout), ref ? "expired\n" : "");
   }
 });
+
+Deno.test("DeadlineQueue: a callback that throws does not keep the others due with it from expiring", async () => {
+  let now = 0;
+  const queue = new DeadlineQueue(10, { now: () => now });
+  const expired: string[] = [];
+  const uncaught: unknown[] = [];
+  const onError = (event: ErrorEvent) => {
+    event.preventDefault();
+    uncaught.push(event.error);
+  };
+  globalThis.addEventListener("error", onError);
+  try {
+    queue.add(() => {
+      throw new Error("boom");
+    });
+    queue.add(() => expired.push("b"));
+    queue.add(() => expired.push("c"));
+    now = 10;
+    await until(() => expired.length === 2, "b and c to expire");
+    assertEquals(expired, ["b", "c"]);
+    await until(() => uncaught.length === 1, "the error to be reported");
+    assertEquals((uncaught[0] as Error).message, "boom");
+    assertEquals(queue.size, 0);
+  } finally {
+    globalThis.removeEventListener("error", onError);
+  }
+});
