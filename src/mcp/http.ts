@@ -180,7 +180,9 @@ export class McpHttpSessions {
     session.active++;
     let response: Response;
     try {
-      response = await session.transport.handleRequest(...await withParsedBody(request));
+      response = await session.transport.handleRequest(
+        ...await withParsedBody(request, this.#maxBodyBytes),
+      );
     } catch (error) {
       this.#release(session);
       throw error;
@@ -311,19 +313,28 @@ function isEventStream(response: Response): boolean {
  * The request and its parsed JSON body for the transport. A POST's body is
  * read here in one piece: the SDK transport would read it chunk by chunk
  * through a stream reader, which cost more per call than the rest of its
- * request handling. A body that is not JSON is handed back to the transport
- * in a new request, so that it answers with its own error as before; other
- * methods go through untouched.
+ * request handling. A body that is not JSON, or is over `maxBytes` (the HTTP
+ * app's body limit normally refused it before), is handed back to the
+ * transport in a new request, so that it answers with its own error as
+ * before; other methods go through untouched.
  */
 async function withParsedBody(
   request: Request,
+  maxBytes: number,
 ): Promise<[Request, { parsedBody: unknown }?]> {
   // `request.body` is not touched: creating its stream would make text() read through it.
   if (request.method !== "POST") return [request];
   const text = await request.text();
-  try {
-    return [request, { parsedBody: JSON.parse(text) }];
-  } catch {
-    return [new Request(request, { body: text })];
+  const overLimit = text.length > maxBytes ||
+    (text.length * 3 > maxBytes && encoder.encode(text).length > maxBytes);
+  if (!overLimit) {
+    try {
+      return [request, { parsedBody: JSON.parse(text) }];
+    } catch {
+      // Not JSON: the transport answers it.
+    }
   }
+  return [new Request(request, { body: text })];
 }
+
+const encoder = new TextEncoder();

@@ -252,3 +252,36 @@ Deno.test("/mcp: the bearer token applies to MCP clients", async () => {
   await using c = await mcpClient(t.app, { authorization: "Bearer mcp-token" });
   assertEquals((await c.client.listTools()).tools.length, 5);
 });
+
+Deno.test("McpHttpSessions keeps its own body limit when called without the app's middleware", async () => {
+  await using t = await testApp({ file: { server: { body_limit_bytes: 2048 } } });
+  const post = (body: string, sessionId?: string) =>
+    t.mcp.handle(
+      new Request("http://127.0.0.1/mcp", {
+        method: "POST",
+        headers: { ...MCP_HEADERS, ...(sessionId ? { "mcp-session-id": sessionId } : {}) },
+        body,
+      }),
+    );
+  const opened = await post(INITIALIZE);
+  assertEquals(opened.status, 200);
+  await opened.body?.cancel();
+  const id = opened.headers.get("mcp-session-id")!;
+  const call = (message: string) =>
+    JSON.stringify({
+      jsonrpc: "2.0",
+      id: 9,
+      method: "tools/call",
+      params: { name: "echo", arguments: { message } },
+    });
+  const tooLarge = await post(call("x".repeat(4000)), id);
+  assertEquals(tooLarge.status, 413);
+  await tooLarge.body?.cancel();
+  // Under the limit in characters, over it in UTF-8 bytes (3 bytes each).
+  const multibyte = await post(call("€".repeat(1000)), id);
+  assertEquals(multibyte.status, 413);
+  await multibyte.body?.cancel();
+  const fits = await post(call("€".repeat(100)), id);
+  assertEquals(fits.status, 200);
+  assertEquals((await fits.json()).result.structuredContent, { echoed: "€".repeat(100) });
+});
