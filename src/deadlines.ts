@@ -21,6 +21,9 @@ export interface DeadlineQueueOptions {
   now?: () => number;
 }
 
+/** The longest delay `setTimeout` takes (about 24.8 days). */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
 interface Pending {
   deadline: number;
   onExpire: () => void;
@@ -90,10 +93,9 @@ export class DeadlineQueue {
   }
 
   #arm(deadline: number): void {
-    this.#timer = setTimeout(
-      () => this.#fire(),
-      Math.max(0, deadline - this.#now()),
-    ) as unknown as number;
+    // Longer delays than a timer takes are served in steps: #fire re-arms.
+    const delay = Math.min(MAX_TIMER_MS, Math.max(0, deadline - this.#now()));
+    this.#timer = setTimeout(() => this.#fire(), delay) as unknown as number;
     if (!this.#ref) Deno.unrefTimer(this.#timer);
   }
 

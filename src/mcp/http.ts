@@ -8,6 +8,7 @@
  */
 import type { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js";
+import { DeadlineQueue } from "../deadlines.ts";
 import type { Gateway } from "../gateway/mod.ts";
 import { createMcpServer } from "./server.ts";
 
@@ -32,10 +33,8 @@ interface Session {
   detach: () => void;
   /** Requests whose response (body included) has not finished. */
   active: number;
-  /** When `active` last fell (performance.now()). */
-  idleSince: number;
-  /** Expires the session once idle for `idleMs`; armed while idle. */
-  timer: ReturnType<typeof setTimeout> | undefined;
+  /** Cancels the idle expiry armed while no request is active. */
+  cancelExpiry: (() => void) | undefined;
   closed: boolean;
 }
 
@@ -57,7 +56,6 @@ const SERVER_ERROR = -32000;
  */
 export class McpHttpSessions {
   #gateway: Gateway;
-  #idleMs: number;
   #maxSessions: number;
   #maxBodyBytes: number;
   #generateId: () => string;
@@ -65,6 +63,8 @@ export class McpHttpSessions {
   #sessions = new Map<string, Session>();
   #pending = new Set<Session>();
   #draining = false;
+  /** Idle expiries of all sessions, on one timer that does not keep the process alive. */
+  #expiries: DeadlineQueue;
 
   /**
    * @param gateway The gateway whose tools the sessions offer.
@@ -83,7 +83,7 @@ export class McpHttpSessions {
       if (!(value > 0)) throw new RangeError(`Invalid ${name}: ${value} is not positive`);
     }
     this.#gateway = gateway;
-    this.#idleMs = idleMs;
+    this.#expiries = new DeadlineQueue(idleMs, { ref: false });
     this.#maxSessions = maxSessions;
     this.#maxBodyBytes = maxBodyBytes;
     this.#generateId = generateId;
@@ -167,8 +167,7 @@ export class McpHttpSessions {
       transport,
       detach,
       active: 0,
-      idleSince: performance.now(),
-      timer: undefined,
+      cancelExpiry: undefined,
       closed: false,
     };
     // Set before connect(): the server chains its own close handler after it.
@@ -178,6 +177,8 @@ export class McpHttpSessions {
 
   async #serve(session: Session, request: Request): Promise<Response> {
     session.active++;
+    session.cancelExpiry?.();
+    session.cancelExpiry = undefined;
     let response: Response;
     try {
       response = await session.transport.handleRequest(
@@ -192,30 +193,15 @@ export class McpHttpSessions {
 
   #release(session: Session): void {
     session.active--;
-    session.idleSince = performance.now();
     if (session.active > 0 || session.closed || session.id === undefined) return;
-    // One timer per idle stretch, not one per request: a request that came
-    // and went meanwhile only moved idleSince, and the timer re-arms for the rest.
-    if (session.timer === undefined) this.#expireAfter(session, this.#idleMs);
-  }
-
-  #expireAfter(session: Session, ms: number): void {
-    const timer = setTimeout(() => {
-      session.timer = undefined;
-      if (session.active > 0 || session.closed) return; // #release re-arms it.
-      const left = session.idleSince + this.#idleMs - performance.now();
-      if (left > 0) this.#expireAfter(session, left);
-      else void session.server.close();
-    }, ms);
-    Deno.unrefTimer(timer);
-    session.timer = timer;
+    session.cancelExpiry = this.#expiries.add(() => void session.server.close());
   }
 
   #forget(session: Session): void {
     if (session.closed) return;
     session.closed = true;
-    clearTimeout(session.timer);
-    session.timer = undefined;
+    session.cancelExpiry?.();
+    session.cancelExpiry = undefined;
     session.detach();
     if (session.id !== undefined) this.#sessions.delete(session.id);
   }
