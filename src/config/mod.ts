@@ -54,6 +54,7 @@ export const ConfigFileSchema = z.strictObject({
     body_limit_bytes: z.number().int().positive().default(1024 * 1024),
     cors_origins: z.array(z.string()).default([]),
     session_idle_ms: z.number().int().positive().default(30 * 60 * 1000),
+    mcp_responses: z.enum(["json", "sse"]).default("json"),
   }).prefault({}),
   events: z.strictObject({
     disabled: z.array(EventTypeSchema).default([]),

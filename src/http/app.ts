@@ -10,7 +10,7 @@ import { cors } from "hono/cors";
 import type { Config } from "../config/mod.ts";
 import { GatewayError } from "../errors/mod.ts";
 import type { Gateway } from "../gateway/mod.ts";
-import { McpHttpSessions } from "../mcp/mod.ts";
+import { mcpHttpOptions, McpHttpSessions } from "../mcp/mod.ts";
 import { bearerAuth } from "./bearer_auth.ts";
 import { bodyLimit } from "./body_limit.ts";
 import { dnsRebindingProtection, isLoopback } from "./dns_rebinding.ts";
@@ -90,10 +90,7 @@ export function createApp(options: AppOptions): ToolgateApp {
     log = (message: string) => console.error(`toolgate: ${message}`),
   } = options;
   const { server } = config;
-  const mcp = options.mcp ?? new McpHttpSessions(gateway, {
-    idleMs: server.session_idle_ms,
-    maxBodyBytes: server.body_limit_bytes,
-  });
+  const mcp = options.mcp ?? new McpHttpSessions(gateway, mcpHttpOptions(server));
   const app: ToolgateApp = new OpenAPIHono<AppEnv>({ defaultHook: validationHook });
   app.onError(errorHandler({ log }));
   app.notFound((c) =>

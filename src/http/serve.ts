@@ -8,7 +8,7 @@
 import type { Config } from "../config/mod.ts";
 import { GatewayError } from "../errors/mod.ts";
 import type { Gateway } from "../gateway/mod.ts";
-import { McpHttpSessions } from "../mcp/mod.ts";
+import { mcpHttpOptions, McpHttpSessions } from "../mcp/mod.ts";
 import { type AppOptions, createApp } from "./app.ts";
 import { isLoopback } from "./dns_rebinding.ts";
 import { ServerLifecycle } from "./lifecycle.ts";
@@ -78,10 +78,7 @@ export function serveHttp(options: ServeHttpOptions): HttpServer {
     );
   }
   const lifecycle = new ServerLifecycle();
-  const mcp = new McpHttpSessions(gateway, {
-    idleMs: config.server.session_idle_ms,
-    maxBodyBytes: config.server.body_limit_bytes,
-  });
+  const mcp = new McpHttpSessions(gateway, mcpHttpOptions(config.server));
   const app = createApp({ gateway, config, lifecycle, mcp, routes, isPublicPath, log });
   let url = "";
   const server = Deno.serve({

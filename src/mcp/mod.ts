@@ -7,5 +7,5 @@ export { createMcpServer } from "./server.ts";
 export type { McpServerOptions } from "./server.ts";
 export { serveStdio } from "./stdio.ts";
 export type { ServeStdioOptions } from "./stdio.ts";
-export { McpHttpSessions } from "./http.ts";
+export { mcpHttpOptions, McpHttpSessions } from "./http.ts";
 export type { McpHttpSessionsOptions } from "./http.ts";

@@ -23,6 +23,7 @@ Deno.test("loadConfig() applies defaults, then the file, then environment overri
   assertEquals(config.webhooks.retry_base_ms, 5);
   assertEquals(config.incoming.concurrency, 64);
   assertEquals(config.incoming.body_limit_bytes, 1024 * 1024);
+  assertEquals(config.server.mcp_responses, "json");
   assertEquals(Object.isFrozen(config.server), true);
 });
 
@@ -31,7 +32,7 @@ Deno.test("loadConfig() names every unknown key and bad value with its path", as
   await Deno.writeTextFile(
     `${tmp.home}/config.json`,
     JSON.stringify({
-      server: { port: "x", hots: "a" },
+      server: { port: "x", hots: "a", mcp_responses: "stream" },
       tools: { timeout_ms: -1 },
       incoming: { concurrency: 0 },
     }),
@@ -43,6 +44,7 @@ Deno.test("loadConfig() names every unknown key and bad value with its path", as
   assertEquals((error as GatewayError).code, "CONFIG_INVALID");
   assertMatch(error.message, /server\.port/);
   assertMatch(error.message, /hots/);
+  assertMatch(error.message, /server\.mcp_responses.*"json".*"sse"/);
   assertMatch(error.message, /tools\.timeout_ms/);
   assertMatch(error.message, /incoming\.concurrency/);
 });

@@ -17,7 +17,7 @@ import {
   ServerLifecycle,
   type ToolgateApp,
 } from "../../src/http/mod.ts";
-import { McpHttpSessions } from "../../src/mcp/mod.ts";
+import { mcpHttpOptions, McpHttpSessions } from "../../src/mcp/mod.ts";
 import { testGateway, testPlugin } from "../gateway/_fixtures.ts";
 
 /** Resolved config from a `config.json` object and environment variables. */
@@ -85,10 +85,7 @@ export interface TestApp extends AsyncDisposable {
 export async function testApp(options: TestAppOptions = {}): Promise<TestApp> {
   const config = await httpConfig(options.file, options.env);
   const t = await testGateway({ config, plugins: options.plugins ?? [testPlugin()] });
-  const mcp = new McpHttpSessions(t.gateway, {
-    idleMs: config.server.session_idle_ms,
-    maxBodyBytes: config.server.body_limit_bytes,
-  });
+  const mcp = new McpHttpSessions(t.gateway, mcpHttpOptions(config.server));
   const lifecycle = new ServerLifecycle();
   const logs: string[] = [];
   const app = createApp({

@@ -104,6 +104,32 @@ Deno.test("/mcp: requests are answered with one JSON body, not an SSE stream; no
   });
 });
 
+Deno.test("/mcp: with server.mcp_responses = sse a call is answered on an SSE stream; the SDK client works too", async () => {
+  await using t = await testApp({
+    file: { server: { mcp_responses: "sse" } },
+    plugins: [testPlugin({ failing: false, calls: 0 })],
+  });
+  const id = await initialize(t.app);
+  const call = await t.app.request("/mcp", {
+    method: "POST",
+    headers: { ...MCP_HEADERS, "mcp-session-id": id },
+    body: JSON.stringify({
+      jsonrpc: "2.0",
+      id: 3,
+      method: "tools/call",
+      params: { name: "echo", arguments: { message: "hi" } },
+    }),
+  });
+  assertEquals(call.status, 200);
+  assertMatch(call.headers.get("content-type") ?? "", /^text\/event-stream/);
+  const data = (await call.text()).split("\n").find((line) => line.startsWith("data:"));
+  assert(data, "an SSE data line");
+  assertEquals(JSON.parse(data.slice(5)).result.structuredContent, { echoed: "hi" });
+  await using c = await mcpClient(t.app);
+  const result = await c.client.callTool({ name: "echo", arguments: { message: "again" } });
+  assertEquals(result.structuredContent, { echoed: "again" });
+});
+
 Deno.test("/mcp: two concurrent sessions stay isolated", async () => {
   await using t = await testApp();
   await using a = await mcpClient(t.app);
