@@ -271,8 +271,9 @@ function rpcError(
  * once when there is no body).
  */
 function onBodyEnd(response: Response, done: () => void): Response {
-  // A JSON (or empty) body is complete already: only an SSE stream stays open.
-  if (response.body === null || !isEventStream(response)) {
+  // A JSON (or empty) body is complete already: only an SSE stream stays
+  // open. (The header first: reading `response.body` creates a stream.)
+  if (!isEventStream(response) || response.body === null) {
     done();
     return response;
   }
