@@ -27,6 +27,16 @@ async function initialize(app: ToolgateApp): Promise<string> {
   return id;
 }
 
+/** A raw `tools/call` of the test plugin's `echo`. */
+function echoCall(id: number, message: string): string {
+  return JSON.stringify({
+    jsonrpc: "2.0",
+    id,
+    method: "tools/call",
+    params: { name: "echo", arguments: { message } },
+  });
+}
+
 function listTools(app: ToolgateApp, sessionId: string): Promise<Response> {
   return Promise.resolve(app.request("/mcp", {
     method: "POST",
@@ -85,12 +95,7 @@ Deno.test("/mcp: requests are answered with one JSON body, not an SSE stream; no
   const call = await t.app.request("/mcp", {
     method: "POST",
     headers,
-    body: JSON.stringify({
-      jsonrpc: "2.0",
-      id: 7,
-      method: "tools/call",
-      params: { name: "echo", arguments: { message: "hi" } },
-    }),
+    body: echoCall(7, "hi"),
   });
   assertEquals(call.status, 200);
   assertMatch(call.headers.get("content-type") ?? "", /^application\/json/);
@@ -113,12 +118,7 @@ Deno.test("/mcp: with server.mcp_responses = sse a call is answered on an SSE st
   const call = await t.app.request("/mcp", {
     method: "POST",
     headers: { ...MCP_HEADERS, "mcp-session-id": id },
-    body: JSON.stringify({
-      jsonrpc: "2.0",
-      id: 3,
-      method: "tools/call",
-      params: { name: "echo", arguments: { message: "hi" } },
-    }),
+    body: echoCall(3, "hi"),
   });
   assertEquals(call.status, 200);
   assertMatch(call.headers.get("content-type") ?? "", /^text\/event-stream/);
@@ -293,21 +293,14 @@ Deno.test("McpHttpSessions keeps its own body limit when called without the app'
   assertEquals(opened.status, 200);
   await opened.body?.cancel();
   const id = opened.headers.get("mcp-session-id")!;
-  const call = (message: string) =>
-    JSON.stringify({
-      jsonrpc: "2.0",
-      id: 9,
-      method: "tools/call",
-      params: { name: "echo", arguments: { message } },
-    });
-  const tooLarge = await post(call("x".repeat(4000)), id);
+  const tooLarge = await post(echoCall(9, "x".repeat(4000)), id);
   assertEquals(tooLarge.status, 413);
   await tooLarge.body?.cancel();
   // Under the limit in characters, over it in UTF-8 bytes (3 bytes each).
-  const multibyte = await post(call("€".repeat(1000)), id);
+  const multibyte = await post(echoCall(9, "€".repeat(1000)), id);
   assertEquals(multibyte.status, 413);
   await multibyte.body?.cancel();
-  const fits = await post(call("€".repeat(100)), id);
+  const fits = await post(echoCall(9, "€".repeat(100)), id);
   assertEquals(fits.status, 200);
   assertEquals((await fits.json()).result.structuredContent, { echoed: "€".repeat(100) });
 });
