@@ -4,6 +4,7 @@
  *
  * @module
  */
+import { DeadlineQueue } from "../deadlines.ts";
 import { GatewayError } from "../errors/mod.ts";
 import {
   createEnvelope,
@@ -59,6 +60,13 @@ export const MAX_LIST_SCAN = 10_000;
  * commit, in ms (a timer of 1 ms fires after 1 to 2 ms).
  */
 const LINGER_MAX_MS = 1;
+
+/**
+ * How long an announced append ({@linkcode AuditLog.expect}) may hold back
+ * concurrent commits: a slower call (a long HTTP request, say) is withdrawn
+ * after this, so it never delays other calls' entries.
+ */
+const ANNOUNCE_WINDOW_MS = 5;
 
 /** Commits tried for one batch before giving up while other writers keep winning. */
 const MAX_COMMIT_ATTEMPTS = 200;
@@ -263,6 +271,8 @@ export class AuditLog {
   #closed = false;
   /** Appends announced by {@linkcode AuditLog.expect} and not yet made. */
   #expected = 0;
+  /** Withdraws announcements after {@linkcode ANNOUNCE_WINDOW_MS}, on one timer. */
+  #announcements = new DeadlineQueue(ANNOUNCE_WINDOW_MS, { ref: false });
   #onExpectedDone: (() => void) | undefined;
 
   /** @param options Store, bus and clock. */
@@ -334,18 +344,23 @@ export class AuditLog {
    * Announces an append that is coming (a tool call that started): while
    * announced appends are outstanding and appends arrive concurrently, the
    * appender waits for them, up to a millisecond or two, so that they share
-   * one commit. Never needed for correctness.
+   * one commit. An announcement not made good within {@linkcode ANNOUNCE_WINDOW_MS}
+   * is withdrawn. Never needed for correctness.
    *
    * @returns Call it once the append was made, or will not be; safe to call twice.
    */
   expect(): () => void {
     this.#expected++;
     let done = false;
-    return () => {
+    let withdraw = () => {};
+    const settle = () => {
       if (done) return;
       done = true;
+      withdraw();
       if (--this.#expected === 0) this.#onExpectedDone?.();
     };
+    withdraw = this.#announcements.add(settle);
+    return settle;
   }
 
   /** Waits until no announced append is outstanding, at most {@linkcode LINGER_MAX_MS}. */

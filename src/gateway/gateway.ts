@@ -84,13 +84,6 @@ const NO_SECRETS: SecretReader = { get: () => Promise.resolve(undefined) };
 
 const NOTHING = () => {};
 
-/**
- * How long a call's announced audit append may hold back concurrent commits:
- * a slower call (a long HTTP request, say) withdraws its announcement, so it
- * never delays other calls' entries.
- */
-const ANNOUNCE_WINDOW_MS = 5;
-
 /** The tool server core. */
 export class Gateway {
   readonly config: Config;
@@ -102,8 +95,6 @@ export class Gateway {
   #now: () => number;
   #plugins: HostedPlugin[] = [];
   #tools = new Map<string, RegisteredTool>();
-  /** Withdraws announced audit appends after {@linkcode ANNOUNCE_WINDOW_MS}. */
-  #announcements = new DeadlineQueue(ANNOUNCE_WINDOW_MS, { ref: false });
   #toolListeners = new Set<() => void>();
   #started = false;
   #stopped = false;
@@ -495,11 +486,9 @@ export class Gateway {
     }
     // Concurrent calls share audit commits: the log briefly waits for the announced appends.
     const appended = this.#audit?.expect?.() ?? NOTHING;
-    const withdraw = appended === NOTHING ? NOTHING : this.#announcements.add(appended);
     try {
       return await this.#call(tool, name, args, options, appended);
     } finally {
-      withdraw();
       appended();
     }
   }
