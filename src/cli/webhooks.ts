@@ -15,10 +15,12 @@ import {
   type IncomingWebhook,
   listIncomingWebhooks,
   listOutgoingWebhooks,
+  listUpstreams,
   type OutgoingWebhook,
   readIncomingStats,
   removeWebhook,
 } from "../store/mod.ts";
+import { builtinPlugins } from "../plugins/mod.ts";
 import { recentAttempts, testWebhook } from "../webhooks/mod.ts";
 import { type CliContext, table, usage } from "./context.ts";
 
@@ -26,6 +28,37 @@ import { type CliContext, table, usage } from "./context.ts";
 export const RESERVED_PATHS = ["/tools", "/health", "/audit", "/openapi.json", "/mcp", "/events"];
 
 const PATH_PATTERN = /^\/[A-Za-z0-9._~!$&'()*+,;=:@%-]+(\/[A-Za-z0-9._~!$&'()*+,;=:@%-]+)*$/;
+
+/**
+ * Why an incoming endpoint's handler will not be found when payloads arrive,
+ * or `undefined` when a plugin offers it: a built-in tool of an enabled
+ * plugin, or `<plugin>__<tool>` of a configured MCP upstream (whose tools are
+ * known only once it runs).
+ */
+async function missingHandler(context: CliContext, handler: string): Promise<string | undefined> {
+  const config = await context.config();
+  const plugins = builtinPlugins();
+  const owner = plugins.find((plugin) => plugin.tools.some((tool) => tool.name === handler));
+  if (owner) {
+    return config.plugins.disabled.includes(owner.name)
+      ? `handler ${handler} belongs to plugin ${owner.name}, which is disabled in config ` +
+        `(plugins.disabled); payloads will fail with TOOL_NOT_FOUND until it is enabled`
+      : undefined;
+  }
+  const separator = handler.indexOf("__");
+  if (separator > 0) {
+    const plugin = handler.slice(0, separator);
+    const upstreams = [
+      ...Object.keys(config.plugins.upstreams),
+      ...(await listUpstreams(await context.store())).map((upstream) => upstream.name),
+    ];
+    if (upstreams.includes(plugin)) return undefined;
+  }
+  const tools = plugins.flatMap((plugin) => plugin.tools.map((tool) => tool.name));
+  return `no plugin offers a tool named ${handler} (built-in tools: ${tools.join(", ")}; ` +
+    `an MCP upstream's are named <plugin>__<tool>); payloads will fail with TOOL_NOT_FOUND ` +
+    `until one does`;
+}
 
 /** Validates an outgoing webhook URL: http or https only. */
 export function parseWebhookUrl(raw: string): string {
@@ -255,6 +288,8 @@ export function registerWebhooks(program: Command, context: CliContext): void {
         : parseRateLimit(options.rateLimit);
       const secret = await readSecret(context, options.secret);
       const config = await context.config();
+      const missing = await missingHandler(context, handler);
+      if (missing) context.warn(missing);
       const webhook = await addIncomingWebhook(await context.store(), {
         name,
         path,

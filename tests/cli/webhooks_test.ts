@@ -94,6 +94,47 @@ Deno.test("webhooks remove deletes outgoing and incoming ids; unknown id exits 1
   assertEquals(recreated.code, 0, recreated.stderr);
 });
 
+Deno.test("webhooks create warns when no plugin offers the handler, and registers it anyway", async () => {
+  await using tmp = await tempHome();
+  await Deno.writeTextFile(
+    `${tmp.home}/config.json`,
+    JSON.stringify({
+      plugins: {
+        disabled: ["http"],
+        upstreams: { cfg: { kind: "mcp", command: "/nonexistent/x" } },
+      },
+    }),
+  );
+  const stored = await runCli(["plugins", "add", "kept", "--command", "/nonexistent/y"], {
+    home: tmp.home,
+  });
+  assertEquals(stored.code, 0, stored.stderr);
+  const create = (name: string, handler: string) =>
+    runCli(
+      ["webhooks", "create", "--name", name, "--url", `/hooks/${name}`, "--handler", handler],
+      { home: tmp.home },
+    );
+  // Offered: a built-in tool, or <plugin>__<tool> of an upstream in config.json or the store.
+  for (const [name, handler] of [["a", "memory_set"], ["b", "cfg__echo"], ["c", "kept__echo"]]) {
+    const run = await create(name, handler);
+    assertEquals(run.code, 0, run.stderr);
+    assertEquals(run.stderr, "", `unexpected warning for ${handler}`);
+  }
+  const typo = await create("d", "memory_sett");
+  assertEquals(typo.code, 0, typo.stderr);
+  assertStringIncludes(typo.stderr, "warning: no plugin offers a tool named memory_sett");
+  assertStringIncludes(typo.stderr, "memory_set, memory_get");
+  assertStringIncludes(typo.stderr, "TOOL_NOT_FOUND");
+  const unknownUpstream = await create("e", "other__echo");
+  assertStringIncludes(unknownUpstream.stderr, "no plugin offers a tool named other__echo");
+  const disabled = await create("f", "http_request");
+  assertStringIncludes(disabled.stderr, "plugin http, which is disabled in config");
+  const list = JSON.parse(
+    (await runCli(["webhooks", "list", "--json", "--incoming"], { home: tmp.home })).stdout,
+  );
+  assertEquals(list.incoming.length, 6, "every endpoint is registered, warned or not");
+});
+
 const BAD_INPUT: { name: string; args: string[]; code: number; message: RegExp }[] = [
   {
     name: "malformed URL",
