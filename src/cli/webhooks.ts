@@ -21,7 +21,7 @@ import {
   removeWebhook,
 } from "../store/mod.ts";
 import { builtinPlugins } from "../plugins/mod.ts";
-import { recentAttempts, testWebhook } from "../webhooks/mod.ts";
+import { type DeliveryLogEntry, recentAttempts, testWebhook } from "../webhooks/mod.ts";
 import { type CliContext, table, usage } from "./context.ts";
 
 /** Paths served by the HTTP transport itself; incoming endpoints may not shadow them. */
@@ -58,6 +58,43 @@ async function missingHandler(context: CliContext, handler: string): Promise<str
   return `no plugin offers a tool named ${handler} (built-in tools: ${tools.join(", ")}; ` +
     `an MCP upstream's are named <plugin>__<tool>); payloads will fail with TOOL_NOT_FOUND ` +
     `until one does`;
+}
+
+/** Summary of an outgoing webhook's latest delivery attempts (its delivery log). */
+export interface RecentDeliveries {
+  /** Attempts in the log (it keeps the last 20). */
+  attempts: number;
+  /** Of those, answered 2xx. */
+  ok: number;
+  /** The latest attempt: when, and its HTTP status or error. */
+  last?: { at: string; ok: boolean; status?: number; error?: string };
+}
+
+/** Summarizes a delivery log given newest first. */
+export function recentDeliveries(log: readonly DeliveryLogEntry[]): RecentDeliveries {
+  const latest = log[0];
+  return {
+    attempts: log.length,
+    ok: log.filter((entry) => entry.ok).length,
+    ...(latest
+      ? {
+        last: {
+          at: latest.at,
+          ok: latest.ok,
+          ...(latest.status !== undefined ? { status: latest.status } : {}),
+          ...(latest.error !== undefined ? { error: latest.error } : {}),
+        },
+      }
+      : {}),
+  };
+}
+
+/** The STATS cell of an outgoing webhook in `webhooks list`. */
+function describeRecent(recent: RecentDeliveries): string {
+  const { last } = recent;
+  if (!last) return "no deliveries yet";
+  const result = last.status !== undefined ? `HTTP ${last.status}` : `error: ${last.error}`;
+  return `${recent.ok} of last ${recent.attempts} ok; last ${result} at ${last.at}`;
 }
 
 /** Validates an outgoing webhook URL: http or https only. */
@@ -198,9 +235,12 @@ export function registerWebhooks(program: Command, context: CliContext): void {
       const outgoing = both || options.outgoing ? await listOutgoingWebhooks(store) : [];
       const incoming = both || options.incoming ? await listIncomingWebhooks(store) : [];
       const stats = await Promise.all(incoming.map((w) => readIncomingStats(store, w.id)));
+      const recent = await Promise.all(
+        outgoing.map(async (w) => recentDeliveries(await recentAttempts(store, w.id))),
+      );
       if (options.json) {
         context.printJson({
-          outgoing: outgoing.map(publicOutgoing),
+          outgoing: outgoing.map((w, i) => ({ ...publicOutgoing(w), recent: recent[i] })),
           incoming: incoming.map((w, i) => ({ ...publicIncoming(w), stats: stats[i] })),
         });
         return;
@@ -210,13 +250,13 @@ export function registerWebhooks(program: Command, context: CliContext): void {
         return;
       }
       const rows = [
-        ...outgoing.map((w) => [
+        ...outgoing.map((w, i) => [
           w.id,
           "outgoing",
           w.url,
           w.events === "*" ? "* (all)" : w.events.join(","),
           w.secret ? "yes" : "no",
-          "",
+          describeRecent(recent[i]),
         ]),
         ...incoming.map((w, i) => [
           w.id,

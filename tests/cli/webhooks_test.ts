@@ -280,3 +280,40 @@ Deno.test("mcp start on stdio warns that registered incoming endpoints need --tr
     /1 incoming webhook endpoint\(s\) are registered; they are served only with --transport http/,
   );
 });
+
+Deno.test("webhooks list sums up each outgoing webhook's latest delivery attempts", async () => {
+  await using tmp = await tempHome();
+  await using receiver = Deno.serve(
+    { hostname: "127.0.0.1", port: 0, onListen: () => {} },
+    () => new Response(null, { status: 204 }),
+  );
+  const closed = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const closedPort = (closed.addr as Deno.NetAddr).port;
+  closed.close();
+  const add = async (url: string) =>
+    (await runCli(["webhooks", "add", "--url", url], { home: tmp.home })).stdout.trim();
+  const good = await add(`http://127.0.0.1:${receiver.addr.port}/hook`);
+  const bad = await add(`http://127.0.0.1:${closedPort}/hook`);
+  const idle = await add("http://127.0.0.1:9/never");
+  for (const id of [good, good, bad]) {
+    await runCli(["webhooks", "test", id, "--timeout", "2000"], { home: tmp.home });
+  }
+  const json = await runCli(["webhooks", "list", "--json"], { home: tmp.home });
+  assertEquals(json.code, 0, json.stderr);
+  const recent = Object.fromEntries(
+    JSON.parse(json.stdout).outgoing.map((w: { id: string; recent: unknown }) => [w.id, w.recent]),
+  );
+  assertEquals(recent[good].attempts, 2);
+  assertEquals(recent[good].ok, 2);
+  assertEquals(recent[good].last.status, 204);
+  assertEquals(recent[bad].attempts, 1);
+  assertEquals(recent[bad].ok, 0);
+  assertEquals(recent[bad].last.ok, false);
+  assert(recent[bad].last.error, "a refused connection is reported as an error");
+  assertEquals(recent[idle], { attempts: 0, ok: 0 });
+  const human = await runCli(["webhooks", "list"], { home: tmp.home });
+  const row = (id: string) => human.stdout.split("\n").find((line) => line.startsWith(id)) ?? "";
+  assertMatch(row(good), /2 of last 2 ok; last HTTP 204 at \d{4}-/);
+  assertMatch(row(bad), /0 of last 1 ok; last error: .+ at \d{4}-/);
+  assertStringIncludes(row(idle), "no deliveries yet");
+});
