@@ -590,10 +590,10 @@ export class DeliveryWriter {
       cost = ZERO;
     };
     for (const mutation of unit.plain) {
-      const next = addCost(cost, mutationCost(mutation));
-      if (part.length && !fits(next)) await commitPart();
+      const added = mutationCost(mutation);
+      if (part.length && !fits(addCost(cost, added))) await commitPart();
       part.push(mutation);
-      cost = addCost(cost, mutationCost(mutation));
+      cost = addCost(cost, added);
     }
     await commitPart();
     let collected = true;
