@@ -61,7 +61,7 @@ async function missingHandler(context: CliContext, handler: string): Promise<str
 }
 
 /** Summary of an outgoing webhook's latest delivery attempts (its delivery log). */
-export interface RecentDeliveries {
+interface RecentDeliveries {
   /** Attempts in the log (it keeps the last 20). */
   attempts: number;
   /** Of those, answered 2xx. */
@@ -71,7 +71,7 @@ export interface RecentDeliveries {
 }
 
 /** Summarizes a delivery log given newest first. */
-export function recentDeliveries(log: readonly DeliveryLogEntry[]): RecentDeliveries {
+function recentDeliveries(log: readonly DeliveryLogEntry[]): RecentDeliveries {
   const latest = log[0];
   return {
     attempts: log.length,
@@ -328,8 +328,6 @@ export function registerWebhooks(program: Command, context: CliContext): void {
         : parseRateLimit(options.rateLimit);
       const secret = await readSecret(context, options.secret);
       const config = await context.config();
-      const missing = await missingHandler(context, handler);
-      if (missing) context.warn(missing);
       const webhook = await addIncomingWebhook(await context.store(), {
         name,
         path,
@@ -338,6 +336,8 @@ export function registerWebhooks(program: Command, context: CliContext): void {
         ...(options.signatureHeader ? { signature_header: options.signatureHeader } : {}),
         ...(rateLimit ? { rate_limit_per_s: rateLimit } : {}),
       });
+      const missing = await missingHandler(context, handler);
+      if (missing) context.warn(missing);
       const host = config.server.host.includes(":")
         ? `[${config.server.host}]`
         : config.server.host;
