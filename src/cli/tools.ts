@@ -7,8 +7,6 @@
  */
 import type { Command } from "commander";
 import { GatewayError } from "../errors/mod.ts";
-import type { Gateway } from "../gateway/mod.ts";
-import { builtinPlugins } from "../plugins/mod.ts";
 import { type CliContext, table, usage } from "./context.ts";
 import { createRuntime, type Runtime } from "./runtime.ts";
 
@@ -46,34 +44,6 @@ export function parseToolArgs(raw: string): Record<string, unknown> {
     throw usage(`Invalid --args: expected a JSON object such as '{"key": "a"}', got ${kind}`);
   }
   return value as Record<string, unknown>;
-}
-
-/**
- * Explains a missing tool that belongs to a plugin which is not ready, with
- * that plugin's error code (e.g. `PLUGIN_NOT_CONFIGURED`).
- */
-function unavailableTool(gateway: Gateway, name: string): GatewayError | undefined {
-  const builtin = builtinPlugins().find((plugin) => plugin.tools.some((t) => t.name === name));
-  // MCP upstream tools are named <plugin>__<tool>.
-  const owner = builtin ?? { name: name.slice(0, Math.max(0, name.indexOf("__"))) };
-  if (!owner.name) return undefined;
-  const status = gateway.listPlugins().find((plugin) => plugin.name === owner.name);
-  if (!status || status.state === "ready") return undefined;
-  const code = status.error_code === "PLUGIN_NOT_CONFIGURED" ||
-      status.error_code === "PLUGIN_INIT_FAILED"
-    ? status.error_code
-    : "TOOL_NOT_FOUND";
-  const why = status.state === "disabled"
-    ? builtin
-      ? `plugin ${owner.name} is disabled in config (plugins.disabled)`
-      : `plugin ${owner.name} is disabled (toolgate plugins enable ${owner.name})`
-    : status.error ?? `plugin ${owner.name} is ${status.state}`;
-  const hint = code === "PLUGIN_NOT_CONFIGURED" && builtin
-    ? `; store its credentials with toolgate keychain set ${owner.name}.<key>, then retry`
-    : "";
-  return new GatewayError(code, `Tool ${name} is unavailable: ${why}${hint}`, {
-    details: { tool: name, plugin: owner.name, state: status.state },
-  });
 }
 
 function shorten(text: string, max: number): string {
@@ -135,10 +105,6 @@ export function registerTools(program: Command, context: CliContext): void {
         (plugin) => name.startsWith(`${plugin}__`),
       );
       try {
-        if (!runtime.gateway.hasTool(name)) {
-          const unavailable = unavailableTool(runtime.gateway, name);
-          if (unavailable) throw unavailable;
-        }
         const result = await runtime.gateway.call(name, args, { source: "cli" });
         if (options.json) {
           context.printJson({

@@ -415,6 +415,41 @@ export class Gateway {
   }
 
   /**
+   * Why a tool that is not on offer cannot be called, when a plugin that is
+   * not ready claims it (one of its static tools, or `<plugin>__<tool>` of a
+   * proxy plugin): `PLUGIN_NOT_CONFIGURED` or `PLUGIN_INIT_FAILED` with the
+   * plugin's error, else `TOOL_NOT_FOUND` naming the plugin's state
+   * (disabled, reconnecting, still starting). `undefined` when no plugin
+   * claims the name or the plugin that does is ready (it has no such tool).
+   */
+  unavailable(name: string): GatewayError | undefined {
+    if (this.#tools.has(name)) return undefined;
+    const plugin = this.#plugins.find((p) => p.definition.tools.some((t) => t.name === name)) ??
+      this.#plugins.find((p) => name.startsWith(`${p.definition.name}__`));
+    if (!plugin) return undefined;
+    const status = this.#statusOf(plugin);
+    if (status.state === "ready") return undefined; // It simply has no such tool.
+    const owner = plugin.definition.name;
+    const proxy = plugin.definition.upstreamStatus !== undefined;
+    const code = status.error_code === "PLUGIN_NOT_CONFIGURED" ||
+        status.error_code === "PLUGIN_INIT_FAILED"
+      ? status.error_code
+      : "TOOL_NOT_FOUND";
+    const why = status.state === "disabled"
+      ? proxy
+        ? `plugin ${owner} is disabled (toolgate plugins enable ${owner})`
+        : `plugin ${owner} is disabled in config (plugins.disabled)`
+      : status.error ?? `plugin ${owner} is ${status.state}`;
+    const hint = code === "PLUGIN_NOT_CONFIGURED" && !proxy
+      ? `; store its credentials with toolgate keychain set ${owner}.<key> ` +
+        `(a running server needs a restart to pick them up)`
+      : "";
+    return new GatewayError(code, `Tool ${name} is unavailable: ${why}${hint}`, {
+      details: { tool: name, plugin: owner, state: status.state },
+    });
+  }
+
+  /**
    * Status of every plugin. A ready proxy plugin whose upstream is down shows
    * state `reconnecting`; proxy plugins carry `upstream` and `last_error`.
    */
@@ -473,16 +508,18 @@ export class Gateway {
    * execute with timeout (retrying idempotent tools as configured) → audit →
    * events.
    *
-   * @throws {GatewayError} `TOOL_NOT_FOUND`, `TOOL_INPUT_INVALID`,
+   * @throws {GatewayError} `TOOL_NOT_FOUND`, `PLUGIN_NOT_CONFIGURED` or
+   * `PLUGIN_INIT_FAILED` (see {@linkcode Gateway.unavailable}), `TOOL_INPUT_INVALID`,
    * `CIRCUIT_OPEN`, `TOOL_TIMEOUT`, `PLUGIN_REQUEST_FAILED`,
    * `TOOL_EXECUTION_FAILED`, or a plugin's own code.
    */
   async call(name: string, args: unknown, options: CallOptions = {}): Promise<CallResult> {
     const tool = this.#tools.get(name);
     if (!tool) {
-      throw new GatewayError("TOOL_NOT_FOUND", `Unknown tool ${JSON.stringify(name)}`, {
-        details: { tool: name },
-      });
+      throw this.unavailable(name) ??
+        new GatewayError("TOOL_NOT_FOUND", `Unknown tool ${JSON.stringify(name)}`, {
+          details: { tool: name },
+        });
     }
     // Concurrent calls share audit commits: the log briefly waits for the announced appends.
     const appended = this.#audit?.expect?.() ?? NOTHING;

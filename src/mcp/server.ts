@@ -74,6 +74,9 @@ export function createMcpServer(
     const { name, arguments: args } = request.params;
     const gateway = ready ?? await starting!;
     if (!gateway.hasTool(name)) {
+      // A tool of a plugin that is not ready: its error, as a tool result.
+      const unavailable = gateway.unavailable(name);
+      if (unavailable) return toErrorResult(unavailable);
       throw new McpError(ErrorCode.InvalidParams, `Unknown tool: ${name}`);
     }
     try {

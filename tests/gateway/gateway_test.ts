@@ -1,5 +1,11 @@
 import { z } from "zod";
-import { assert, assertEquals, assertMatch, assertRejects } from "../_asserts.ts";
+import {
+  assert,
+  assertEquals,
+  assertMatch,
+  assertRejects,
+  assertStringIncludes,
+} from "../_asserts.ts";
 import { GatewayError } from "../../src/errors/mod.ts";
 import { EVENT_DATA_SCHEMAS, type EventType } from "../../src/events/mod.ts";
 import type { PluginDefinition } from "../../src/gateway/mod.ts";
@@ -226,6 +232,69 @@ Deno.test("plugin errors: not configured and throwing initialize leave other plu
     echoed: "still here",
   });
   assertValidEvents(t.events);
+});
+
+Deno.test("a call to a tool of a plugin that is not ready fails with the plugin's error", async () => {
+  const unconfigured: PluginDefinition = {
+    name: "needs_token",
+    version: "0.1.0",
+    zeroConfig: false,
+    isConfigured: () => false,
+    tools: [{
+      name: "t1",
+      description: "x",
+      input: z.object({}),
+      execute: () => Promise.resolve({}),
+    }],
+  };
+  const broken: PluginDefinition = {
+    name: "broken",
+    version: "0.1.0",
+    zeroConfig: true,
+    initialize: () => {
+      throw new Error("cannot start");
+    },
+    tools: [{
+      name: "t2",
+      description: "x",
+      input: z.object({}),
+      execute: () => Promise.resolve({}),
+    }],
+  };
+  await using t = await testGateway({
+    plugins: [unconfigured, broken, testPlugin()],
+    file: { plugins: { disabled: ["test"] } },
+  });
+  const failure = async (name: string) => {
+    const error = await assertRejects(() => t.gateway.call(name, {}), GatewayError);
+    // What REST, MCP and the CLI answer with is what call() throws.
+    assertEquals(t.gateway.unavailable(name)?.message, error.message);
+    return error;
+  };
+  const missing = await failure("t1");
+  assertEquals(missing.code, "PLUGIN_NOT_CONFIGURED");
+  assertEquals(
+    missing.message,
+    "Tool t1 is unavailable: Plugin needs_token is not configured: a required credential is " +
+      "missing; store its credentials with toolgate keychain set needs_token.<key> " +
+      "(a running server needs a restart to pick them up)",
+  );
+  assertEquals(missing.details, { tool: "t1", plugin: "needs_token", state: "not_configured" });
+  const failed = await failure("t2");
+  assertEquals(failed.code, "PLUGIN_INIT_FAILED");
+  assertStringIncludes(failed.message, "Tool t2 is unavailable: ");
+  assertStringIncludes(failed.message, "cannot start");
+  const disabled = await failure("echo");
+  assertEquals(disabled.code, "TOOL_NOT_FOUND");
+  assertEquals(
+    disabled.message,
+    "Tool echo is unavailable: plugin test is disabled in config (plugins.disabled)",
+  );
+  const unknown = await assertRejects(() => t.gateway.call("nope", {}), GatewayError);
+  assertEquals([unknown.code, unknown.message], ["TOOL_NOT_FOUND", 'Unknown tool "nope"']);
+  assertEquals(t.gateway.unavailable("nope"), undefined);
+  // Nothing was called, so nothing was audited or emitted beyond the start-up events.
+  assertEquals(types(t.events), ["plugin.error", "plugin.error"]);
 });
 
 Deno.test("plugins disabled in config are not initialized and offer no tools", async () => {

@@ -1,5 +1,7 @@
-import { assert, assertEquals, assertMatch } from "../_asserts.ts";
+import { z } from "zod";
+import { assert, assertEquals, assertMatch, assertStringIncludes } from "../_asserts.ts";
 import { GatewayError } from "../../src/errors/mod.ts";
+import type { PluginDefinition } from "../../src/gateway/mod.ts";
 import { testPlugin } from "../gateway/_fixtures.ts";
 import { postJson, testApp } from "./_fixtures.ts";
 
@@ -105,6 +107,26 @@ Deno.test("POST /tools/{name} answers 404 TOOL_NOT_FOUND, other paths 404 NOT_FO
   assertEquals(body.error.details, { tool: "nope" });
   await errorOf(await t.app.request("/nope"), 404, "NOT_FOUND");
   await errorOf(await t.app.request("/tools", { method: "DELETE" }), 404, "NOT_FOUND");
+});
+
+Deno.test("POST /tools/{name} of a plugin without its credentials answers 503 PLUGIN_NOT_CONFIGURED", async () => {
+  const unconfigured: PluginDefinition = {
+    name: "needs_token",
+    version: "0.1.0",
+    zeroConfig: false,
+    isConfigured: () => false,
+    tools: [{
+      name: "t1",
+      description: "x",
+      input: z.object({}),
+      execute: () => Promise.resolve({}),
+    }],
+  };
+  await using t = await testApp({ plugins: [unconfigured, testPlugin()] });
+  const body = await errorOf(await postJson(t.app, "/tools/t1", {}), 503, "PLUGIN_NOT_CONFIGURED");
+  assertStringIncludes(body.error.message, "Tool t1 is unavailable: Plugin needs_token is not");
+  assertStringIncludes(body.error.message, "toolgate keychain set needs_token.<key>");
+  assertEquals(body.error.details, { tool: "t1", plugin: "needs_token", state: "not_configured" });
 });
 
 Deno.test("POST /tools/{name} answers 415 for a non-JSON content type", async () => {

@@ -1,8 +1,9 @@
+import { z } from "zod";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js";
 import { assert, assertEquals, assertRejects } from "../_asserts.ts";
 import { GatewayError } from "../../src/errors/mod.ts";
-import type { Gateway } from "../../src/gateway/mod.ts";
+import type { Gateway, PluginDefinition } from "../../src/gateway/mod.ts";
 import { createMcpServer } from "../../src/mcp/server.ts";
 import { testGateway } from "../gateway/_fixtures.ts";
 
@@ -69,5 +70,34 @@ Deno.test("when the gateway fails to start, tool requests get the reason as a JS
     () => session.client.callTool({ name: "memory_get", arguments: { key: "k" } }),
     Error,
     "Cannot open /x/toolgate.kv: locked",
+  );
+});
+
+Deno.test("tools/call of a plugin that is not ready is a tool error with its code; an unknown tool a JSON-RPC error", async () => {
+  const unconfigured: PluginDefinition = {
+    name: "needs_token",
+    version: "0.1.0",
+    zeroConfig: false,
+    isConfigured: () => false,
+    tools: [{
+      name: "t1",
+      description: "x",
+      input: z.object({}),
+      execute: () => Promise.resolve({}),
+    }],
+  };
+  await using t = await testGateway({ plugins: [unconfigured] });
+  await using session = await connect(t.gateway);
+  const result = await session.client.callTool({ name: "t1", arguments: {} });
+  assertEquals(result.isError, true);
+  const [item] = result.content as { type: string; text: string }[];
+  assert(
+    item.text.startsWith("PLUGIN_NOT_CONFIGURED: Tool t1 is unavailable: Plugin needs_token"),
+    item.text,
+  );
+  await assertRejects(
+    () => session.client.callTool({ name: "no_such_tool", arguments: {} }),
+    Error,
+    "Unknown tool: no_such_tool",
   );
 });
