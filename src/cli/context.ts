@@ -89,6 +89,12 @@ export class CliContext {
   }
 }
 
+/** Whether `TOOLGATE_DEBUG` asks for debug output: set, and not `0`, `false`, `no` or `off`. */
+export function debugEnabled(env: Readonly<Record<string, string | undefined>>): boolean {
+  const value = env.TOOLGATE_DEBUG?.trim().toLowerCase();
+  return !!value && !["0", "false", "no", "off"].includes(value);
+}
+
 /**
  * Reports a failed command on stderr, one line, and returns its exit code:
  * a {@linkcode GatewayError}'s own, else 1 (`internal error`, with the stack
@@ -101,7 +107,7 @@ export function reportFailure(context: CliContext, error: unknown): number {
   }
   const message = error instanceof Error ? error.message : String(error);
   context.io.stderr(`toolgate: internal error: ${message}\n`);
-  if (context.io.env.TOOLGATE_DEBUG && error instanceof Error) {
+  if (debugEnabled(context.io.env) && error instanceof Error) {
     context.io.stderr(`${error.stack}\n`);
   }
   return 1;

@@ -7,7 +7,7 @@
  */
 import type { Command } from "commander";
 import { GatewayError } from "../errors/mod.ts";
-import { type CliContext, table, usage } from "./context.ts";
+import { type CliContext, debugEnabled, table, usage } from "./context.ts";
 import { createRuntime, type Runtime } from "./runtime.ts";
 
 /**
@@ -22,7 +22,7 @@ export function startQuietRuntime(
   return createRuntime(context, {
     upstreams,
     log: (message) => {
-      if (verbose || context.io.env.TOOLGATE_DEBUG) context.io.stderr(`toolgate: ${message}\n`);
+      if (verbose || debugEnabled(context.io.env)) context.io.stderr(`toolgate: ${message}\n`);
     },
   });
 }

@@ -146,14 +146,15 @@ function formatIssues(error: z.ZodError): string {
   }).join("; ");
 }
 
-function intEnv(env: Record<string, string>, name: string): number | undefined {
+/** An integer variable, at least `min` (0: a non-negative one, 1: a positive one). */
+function intEnv(env: Record<string, string>, name: string, min: 0 | 1): number | undefined {
   const raw = env[name];
   if (raw === undefined || raw === "") return undefined;
   const value = Number(raw);
-  if (!Number.isInteger(value) || value < 0) {
+  if (!Number.isInteger(value) || value < min) {
     throw new GatewayError(
       "CONFIG_INVALID",
-      `Invalid ${name}: "${raw}" is not a non-negative integer`,
+      `Invalid ${name}: "${raw}" is not a ${min ? "positive" : "non-negative"} integer`,
     );
   }
   return value;
@@ -189,7 +190,9 @@ export async function loadConfig(options: LoadConfigOptions = {}): Promise<Confi
   const dataDir = resolveDataDir(env);
   let raw: unknown = {};
   if (!options.ignoreFile) {
-    const path = env.TOOLGATE_CONFIG ?? `${dataDir}/config.json`;
+    // A file named by TOOLGATE_CONFIG must exist; the data dir's is optional.
+    const named = env.TOOLGATE_CONFIG || undefined;
+    const path = named ?? `${dataDir}/config.json`;
     try {
       const text = await Deno.readTextFile(path);
       try {
@@ -201,6 +204,12 @@ export async function loadConfig(options: LoadConfigOptions = {}): Promise<Confi
         );
       }
     } catch (error) {
+      if (error instanceof Deno.errors.NotFound && named) {
+        throw new GatewayError(
+          "CONFIG_INVALID",
+          `Cannot read TOOLGATE_CONFIG=${named}: no such file; unset it to use ${dataDir}/config.json`,
+        );
+      }
       if (!(error instanceof Deno.errors.NotFound)) {
         if (error instanceof GatewayError) throw error;
         throw new GatewayError(
@@ -211,8 +220,8 @@ export async function loadConfig(options: LoadConfigOptions = {}): Promise<Confi
       }
     }
   }
-  const file = parseConfigFile(raw);
-  const port = intEnv(env, "TOOLGATE_PORT");
+  const file = parseConfigFile(raw, env.TOOLGATE_CONFIG || "config.json");
+  const port = intEnv(env, "TOOLGATE_PORT", 0);
   if (port !== undefined) {
     if (port > 65535) {
       throw new GatewayError("CONFIG_INVALID", `Invalid TOOLGATE_PORT: ${port} is over 65535`);
@@ -220,11 +229,11 @@ export async function loadConfig(options: LoadConfigOptions = {}): Promise<Confi
     file.server.port = port;
   }
   if (env.TOOLGATE_HOST) file.server.host = env.TOOLGATE_HOST;
-  const retryBase = intEnv(env, "TOOLGATE_RETRY_BASE_MS");
+  const retryBase = intEnv(env, "TOOLGATE_RETRY_BASE_MS", 1);
   if (retryBase !== undefined) file.webhooks.retry_base_ms = retryBase;
-  const timeout = intEnv(env, "TOOLGATE_WEBHOOK_TIMEOUT_MS");
+  const timeout = intEnv(env, "TOOLGATE_WEBHOOK_TIMEOUT_MS", 1);
   if (timeout !== undefined) file.webhooks.timeout_ms = timeout;
-  const poll = intEnv(env, "TOOLGATE_POLL_MS");
+  const poll = intEnv(env, "TOOLGATE_POLL_MS", 1);
   if (poll !== undefined) file.webhooks.poll_ms = poll;
   if (env.TOOLGATE_SLACK_API_URL) file.plugins.slack.api_base_url = env.TOOLGATE_SLACK_API_URL;
   const config: Config = {

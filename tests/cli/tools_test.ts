@@ -1,4 +1,5 @@
 import { assert, assertEquals, assertStringIncludes } from "../_asserts.ts";
+import { debugEnabled } from "../../src/cli/context.ts";
 import { tempHome } from "../_helpers.ts";
 import { closedPort } from "../plugins/_gateway.ts";
 import { printed, toolgate } from "./_cli.ts";
@@ -144,4 +145,14 @@ Deno.test("tools call http_request reaches a local server; an unreachable one ex
     `toolgate: PLUGIN_REQUEST_FAILED: Request to 127.0.0.1:${port} failed: connection refused\n`,
   );
   assert(!printed(down).includes("at "), "no stack trace");
+});
+
+Deno.test("TOOLGATE_DEBUG turns debug output on unless it says 0, false, no or off", () => {
+  for (const on of ["1", "true", "yes", "verbose"]) {
+    assertEquals(debugEnabled({ TOOLGATE_DEBUG: on }), true, on);
+  }
+  for (const off of ["", "0", "false", "No", " off "]) {
+    assertEquals(debugEnabled({ TOOLGATE_DEBUG: off }), false, JSON.stringify(off));
+  }
+  assertEquals(debugEnabled({}), false);
 });

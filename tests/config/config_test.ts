@@ -58,6 +58,45 @@ Deno.test("loadConfig() rejects a bad environment value naming the variable", as
   assertMatch(error.message, /TOOLGATE_RETRY_BASE_MS: "soon"/);
 });
 
+Deno.test("loadConfig() holds environment values to the same bounds as the keys they set", async () => {
+  await using tmp = await tempHome();
+  for (
+    const name of ["TOOLGATE_RETRY_BASE_MS", "TOOLGATE_WEBHOOK_TIMEOUT_MS", "TOOLGATE_POLL_MS"]
+  ) {
+    const error = await assertRejects(
+      () => loadConfig({ env: { TOOLGATE_HOME: tmp.home, [name]: "0" } }),
+      GatewayError,
+    );
+    assertEquals(error.message, `Invalid ${name}: "0" is not a positive integer`);
+  }
+  // Port 0 asks the system for a free port.
+  const config = await loadConfig({ env: { TOOLGATE_HOME: tmp.home, TOOLGATE_PORT: "0" } });
+  assertEquals(config.server.port, 0);
+});
+
+Deno.test("a file named by TOOLGATE_CONFIG must exist, and its errors name it", async () => {
+  await using tmp = await tempHome();
+  const named = `${tmp.home}/other.json`;
+  const missing = await assertRejects(
+    () => loadConfig({ env: { TOOLGATE_HOME: tmp.home, TOOLGATE_CONFIG: named } }),
+    GatewayError,
+  );
+  assertEquals(missing.code, "CONFIG_INVALID");
+  assertEquals(
+    missing.message,
+    `Cannot read TOOLGATE_CONFIG=${named}: no such file; unset it to use ${tmp.home}/config.json`,
+  );
+  await Deno.writeTextFile(named, JSON.stringify({ tools: { timeout_ms: 0 } }));
+  const bad = await assertRejects(
+    () => loadConfig({ env: { TOOLGATE_HOME: tmp.home, TOOLGATE_CONFIG: named } }),
+    GatewayError,
+  );
+  assertMatch(bad.message, new RegExp(`^Invalid ${named}: tools\\.timeout_ms: `));
+  await Deno.writeTextFile(named, JSON.stringify({ tools: { timeout_ms: 5 } }));
+  const config = await loadConfig({ env: { TOOLGATE_HOME: tmp.home, TOOLGATE_CONFIG: named } });
+  assertEquals(config.tools.timeout_ms, 5);
+});
+
 Deno.test("an invalid config.json stops start-up with exit 1 and one line naming the key", async () => {
   await using tmp = await tempHome();
   await Deno.writeTextFile(`${tmp.home}/config.json`, JSON.stringify({ tools: { bogus: 1 } }));
