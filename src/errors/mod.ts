@@ -19,6 +19,11 @@ export const ERROR_CODES = {
   TOOL_TIMEOUT: { status: 504, exit: 1, doc: "The tool did not finish within its timeout" },
   TOOL_EXECUTION_FAILED: { status: 500, exit: 1, doc: "The tool threw an error" },
   CIRCUIT_OPEN: { status: 503, exit: 1, doc: "The tool's circuit breaker is open" },
+  CANCELLED: {
+    status: 499,
+    exit: 1,
+    doc: "The caller went away or cancelled before the call finished",
+  },
   UNAUTHORIZED: { status: 401, exit: 1, doc: "Missing or wrong bearer token" },
   FORBIDDEN: { status: 403, exit: 1, doc: "Host or Origin header not allowed" },
   PAYLOAD_TOO_LARGE: { status: 413, exit: 1, doc: "Request body over the size limit" },

@@ -509,7 +509,8 @@ export class Gateway {
    * events.
    *
    * @throws {GatewayError} `TOOL_NOT_FOUND`, `PLUGIN_NOT_CONFIGURED` or
-   * `PLUGIN_INIT_FAILED` (see {@linkcode Gateway.unavailable}), `TOOL_INPUT_INVALID`,
+   * `PLUGIN_INIT_FAILED` (see {@linkcode Gateway.unavailable}), `CANCELLED`
+   * (`options.signal` aborted: not counted by the breaker), `TOOL_INPUT_INVALID`,
    * `CIRCUIT_OPEN`, `TOOL_TIMEOUT`, `PLUGIN_REQUEST_FAILED`,
    * `TOOL_EXECUTION_FAILED`, or a plugin's own code.
    */
@@ -598,7 +599,8 @@ export class Gateway {
           ? { tool: name, plugin, output, latency_ms, rawResult: true }
           : { tool: name, plugin, output, latency_ms };
       } catch (thrown) {
-        const error = asToolError(name, thrown);
+        // A caller that leaves (or cancels) aborts the tool; that is not the tool failing.
+        const error = options.signal?.aborted ? cancelled(name, thrown) : asToolError(name, thrown);
         if (BREAKER_CODES.has(error.code)) tool.breaker.recordFailure();
         const retry = attempt < attempts && BREAKER_CODES.has(error.code) &&
           tool.breaker.state === "closed" && !options.signal?.aborted;
@@ -727,6 +729,15 @@ function invalidInput(tool: string, error: z.ZodError): GatewayError {
   const summary = fields.map((f) => `${f.path}: ${f.message}`).join("; ");
   return new GatewayError("TOOL_INPUT_INVALID", `Invalid arguments for ${tool}: ${summary}`, {
     details: { tool, fields },
+  });
+}
+
+/** The failure of a call whose caller aborted it: `CANCELLED`, unless the tool timed out first. */
+function cancelled(tool: string, thrown: unknown): GatewayError {
+  if (thrown instanceof GatewayError && thrown.code === "TOOL_TIMEOUT") return thrown;
+  return new GatewayError("CANCELLED", `Call of ${tool} cancelled: the caller went away`, {
+    details: { tool },
+    cause: thrown,
   });
 }
 

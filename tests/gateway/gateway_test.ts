@@ -95,6 +95,29 @@ Deno.test("a tool that throws a plain error fails with TOOL_EXECUTION_FAILED", a
   assertMatch(error.message, /boom/);
 });
 
+Deno.test("a call its caller aborts fails with CANCELLED and does not count against the circuit", async () => {
+  await using t = await testGateway({
+    file: { tools: { circuit_threshold: 2, overrides: { slow: { timeout_ms: 5_000 } } } },
+  });
+  t.events.length = 0;
+  for (let i = 0; i < 3; i++) {
+    const caller = new AbortController();
+    const calling = t.gateway.call("slow", {}, { signal: caller.signal });
+    setTimeout(() => caller.abort(new DOMException("client left", "AbortError")), 5);
+    const error = await assertRejects(() => calling, GatewayError);
+    assertEquals(
+      [error.code, error.message, error.details],
+      ["CANCELLED", "Call of slow cancelled: the caller went away", { tool: "slow" }],
+    );
+  }
+  // Three failures would have opened it (threshold 2).
+  assertEquals(t.gateway.openCircuits(), []);
+  assertEquals(types(t.events), ["tool.failed", "tool.failed", "tool.failed"]);
+  for (const event of t.events) {
+    assertEquals([event.data.error_code, event.data.circuit_state], ["CANCELLED", "closed"]);
+  }
+});
+
 Deno.test("the circuit opens after N failures, fails fast, then closes and the tool works again", async () => {
   const state = { failing: true, calls: 0 };
   await using t = await testGateway({

@@ -129,6 +129,25 @@ Deno.test("POST /tools/{name} of a plugin without its credentials answers 503 PL
   assertEquals(body.error.details, { tool: "t1", plugin: "needs_token", state: "not_configured" });
 });
 
+Deno.test("POST /tools/{name} whose client goes away is CANCELLED and leaves the circuit closed", async () => {
+  await using t = await testApp({
+    file: { tools: { circuit_threshold: 1, overrides: { slow: { timeout_ms: 5_000 } } } },
+  });
+  const client = new AbortController();
+  const answered = t.app.request("/tools/slow", {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: "{}",
+    signal: client.signal,
+  });
+  setTimeout(() => client.abort(), 5);
+  await errorOf(await answered, 499, "CANCELLED");
+  const health = await (await t.app.request("/health")).json();
+  assertEquals(health.open_circuits, [], "a client leaving is not the tool failing");
+  const failed = t.events.find((event) => event.type === "tool.failed");
+  assertEquals(failed?.data.error_code, "CANCELLED");
+});
+
 Deno.test("POST /tools/{name} answers 415 for a non-JSON content type", async () => {
   await using t = await testApp();
   const plain = await t.app.request("/tools/echo", {
