@@ -742,7 +742,15 @@ function cancelled(tool: string, thrown: unknown): GatewayError {
 }
 
 function asToolError(tool: string, thrown: unknown): GatewayError {
-  if (thrown instanceof GatewayError) return thrown;
+  if (thrown instanceof GatewayError) {
+    // Arguments a tool itself rejects name the tool, as schema failures do.
+    const details = thrown.details as Record<string, unknown> | undefined;
+    if (thrown.code !== "TOOL_INPUT_INVALID" || details?.tool !== undefined) return thrown;
+    return new GatewayError(thrown.code, thrown.message, {
+      details: { tool, ...details },
+      cause: thrown.cause,
+    });
+  }
   const message = thrown instanceof Error ? thrown.message : String(thrown);
   return new GatewayError("TOOL_EXECUTION_FAILED", `Tool ${tool} failed: ${message}`, {
     cause: thrown,

@@ -87,13 +87,20 @@ export function memoryKeyProblem(key: string): string | undefined {
   return undefined;
 }
 
+/** `TOOL_INPUT_INVALID` for one argument, with `details.fields` as schema failures have it. */
+function invalidArgument(
+  path: "key" | "value",
+  problem: string,
+  extra: Record<string, unknown> = {},
+): GatewayError {
+  return new GatewayError("TOOL_INPUT_INVALID", `Invalid memory ${path}: ${problem}`, {
+    details: { fields: [{ path, message: problem }], ...extra },
+  });
+}
+
 function checkKey(key: string): void {
   const problem = memoryKeyProblem(key);
-  if (problem) {
-    throw new GatewayError("TOOL_INPUT_INVALID", `Invalid memory key: ${problem}`, {
-      details: { field: "key" },
-    });
-  }
+  if (problem) throw invalidArgument("key", problem);
 }
 
 function parseRecord(key: string, value: unknown): MemoryEntry {
@@ -135,16 +142,14 @@ export async function setMemory(
   checkKey(key);
   const text = value === undefined ? undefined : JSON.stringify(value);
   if (text === undefined) {
-    throw new GatewayError("TOOL_INPUT_INVALID", "Invalid memory value: it is not a JSON value", {
-      details: { field: "value" },
-    });
+    throw invalidArgument("value", "it is not a JSON value");
   }
   const json = encoder.encode(text);
   if (json.length > MEMORY_VALUE_MAX_BYTES) {
-    throw new GatewayError(
-      "TOOL_INPUT_INVALID",
-      `Invalid memory value: its JSON is ${json.length} bytes; the limit is ${MEMORY_VALUE_MAX_BYTES} (60 KiB)`,
-      { details: { field: "value", size_bytes: json.length, limit: MEMORY_VALUE_MAX_BYTES } },
+    throw invalidArgument(
+      "value",
+      `its JSON is ${json.length} bytes; the limit is ${MEMORY_VALUE_MAX_BYTES} (60 KiB)`,
+      { size_bytes: json.length, limit: MEMORY_VALUE_MAX_BYTES },
     );
   }
   const record: MemoryRecord = { json, updated_at: now.toISOString() };

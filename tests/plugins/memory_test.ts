@@ -110,6 +110,18 @@ Deno.test("memory_set rejects a value over 60 KiB with its size and the limit", 
       MEMORY_VALUE_MAX_BYTES + 2
     } bytes; the limit is ${MEMORY_VALUE_MAX_BYTES} (60 KiB)`,
   );
+  // The same details shape as a schema failure: the tool and [{path, message}].
+  assertEquals(error.details, {
+    tool: "memory_set",
+    fields: [{
+      path: "value",
+      message: `its JSON is ${
+        MEMORY_VALUE_MAX_BYTES + 2
+      } bytes; the limit is ${MEMORY_VALUE_MAX_BYTES} (60 KiB)`,
+    }],
+    size_bytes: MEMORY_VALUE_MAX_BYTES + 2,
+    limit: MEMORY_VALUE_MAX_BYTES,
+  });
   const failed = gw.events.find((e) => e.type === "tool.failed");
   assertEquals(failed?.data.error_code, "TOOL_INPUT_INVALID");
 });
