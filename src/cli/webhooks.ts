@@ -352,10 +352,12 @@ export function registerWebhooks(program: Command, context: CliContext): void {
   webhooks.command("test")
     .description("send one signed webhook.test event to an outgoing webhook; exit 1 unless 2xx")
     .argument("<id>", "the outgoing webhook id (wh_…)")
-    .option("--timeout <ms>", "how long to wait for the response", "10000")
+    .option("--timeout <ms>", "how long to wait for the response (default: webhooks.timeout_ms)")
     .option("--json", "print the result as JSON")
-    .action(async (id: string, options: { timeout: string; json?: boolean }) => {
-      const timeoutMs = Number(options.timeout);
+    .action(async (id: string, options: { timeout?: string; json?: boolean }) => {
+      const timeoutMs = options.timeout === undefined
+        ? (await context.config()).webhooks.timeout_ms
+        : Number(options.timeout);
       if (!Number.isInteger(timeoutMs) || timeoutMs < 1) {
         throw usage(`Invalid --timeout "${options.timeout}": expected milliseconds, e.g. 5000`);
       }

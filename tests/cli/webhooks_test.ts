@@ -317,3 +317,34 @@ Deno.test("webhooks list sums up each outgoing webhook's latest delivery attempt
   assertMatch(row(bad), /0 of last 1 ok; last error: .+ at \d{4}-/);
   assertStringIncludes(row(idle), "no deliveries yet");
 });
+
+Deno.test("webhooks test waits webhooks.timeout_ms unless --timeout says otherwise", async () => {
+  await using tmp = await tempHome();
+  // A receiver that accepts connections and never answers.
+  const silent = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const held: Deno.Conn[] = [];
+  const accepting = (async () => {
+    for await (const conn of silent) held.push(conn);
+  })();
+  try {
+    const id = (await runCli(
+      ["webhooks", "add", "--url", `http://127.0.0.1:${(silent.addr as Deno.NetAddr).port}/`],
+      { home: tmp.home },
+    )).stdout.trim();
+    const configured = await runCli(["webhooks", "test", id], {
+      home: tmp.home,
+      env: { TOOLGATE_WEBHOOK_TIMEOUT_MS: "300" },
+    });
+    assertEquals(configured.code, 1);
+    assertStringIncludes(configured.stdout + configured.stderr, "Timed out after 300 ms");
+    const flag = await runCli(["webhooks", "test", id, "--timeout", "200"], {
+      home: tmp.home,
+      env: { TOOLGATE_WEBHOOK_TIMEOUT_MS: "300" },
+    });
+    assertStringIncludes(flag.stdout + flag.stderr, "Timed out after 200 ms");
+  } finally {
+    silent.close();
+    for (const conn of held) conn.close();
+    await accepting.catch(() => {});
+  }
+});
