@@ -95,7 +95,7 @@ export function createApp(options: AppOptions): ToolgateApp {
   app.onError(errorHandler({ log }));
   app.notFound((c) =>
     errorResponse(
-      new GatewayError("NOT_FOUND", `Not found: no route for ${c.req.method} ${c.req.path}`),
+      new GatewayError("NOT_FOUND", `No route for ${c.req.method} ${c.req.path}`),
     )
   );
   if (isLoopback(server.host)) {
