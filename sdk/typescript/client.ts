@@ -362,19 +362,29 @@ export class ToolgateClient {
    * an object in `structuredContent`.
    * @throws {ToolgateError} with the server's code when the call failed
    * (`TOOL_INPUT_INVALID`, `PLUGIN_REQUEST_FAILED`, `CIRCUIT_OPEN`, …) or the
-   * tool is unknown (`TOOL_NOT_FOUND`).
+   * tool is unknown (`TOOL_NOT_FOUND`); `CANCELLED` when `options.signal` aborted it.
    */
   async callTool(
     name: string,
     args: Record<string, unknown> = {},
     options: CallOptions = {},
   ): Promise<ToolResult> {
-    const result: ToolResult = await this.#request(async (client) =>
-      (await client.callTool({ name, arguments: args }, undefined, {
-        timeout: options.timeoutMs ?? this.#timeoutMs,
-        signal: options.signal,
-      })) as ToolResult
-    );
+    let result: ToolResult;
+    try {
+      result = await this.#request(async (client) =>
+        (await client.callTool({ name, arguments: args }, undefined, {
+          timeout: options.timeoutMs ?? this.#timeoutMs,
+          signal: options.signal,
+        })) as ToolResult
+      );
+    } catch (error) {
+      // The caller's own signal: the server records the call as CANCELLED too.
+      if (!options.signal?.aborted) throw error;
+      throw new ToolgateError("CANCELLED", `Call of ${name} cancelled by its signal`, {
+        details: { tool: name },
+        cause: error,
+      });
+    }
     if (result.isError) throw errorFromResult(result);
     return result;
   }

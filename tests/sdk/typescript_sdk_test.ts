@@ -86,6 +86,21 @@ Deno.test("TS SDK over stdio: list, call, typed errors with the server's codes",
     /^Unknown tool "no_such_tool"$/,
   );
 
+  // A call the caller's own signal aborts: CANCELLED (the server does not count it as a failure).
+  const silent = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  try {
+    const url = `http://127.0.0.1:${(silent.addr as Deno.NetAddr).port}/`;
+    const controller = new AbortController();
+    setTimeout(() => controller.abort(), 100);
+    await expectToolgateError(
+      () => client.callTool("http_request", { url }, { signal: controller.signal }),
+      "CANCELLED",
+      /^Call of http_request cancelled by its signal$/,
+    );
+  } finally {
+    silent.close();
+  }
+
   const usage = assertThrows(() => client.on("tool.complete", () => {}));
   assert(usage instanceof ToolgateError);
   assertEquals(usage.code, "USAGE");
