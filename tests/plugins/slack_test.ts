@@ -29,10 +29,12 @@ Deno.test("without slack.bot_token the plugin is not_configured and the others s
   assertEquals(error?.data.error_code, "PLUGIN_NOT_CONFIGURED");
   assertEquals(error?.data.state, "not_configured");
   assert(!gw.gateway.hasTool("slack_post_message"));
-  await expectCode(
+  // Its tools answer with the plugin's error and what to do, not as unknown tools.
+  const unavailable = await expectCode(
     () => gw.gateway.call("slack_post_message", { channel: "C1", text: "x" }),
-    "TOOL_NOT_FOUND",
+    "PLUGIN_NOT_CONFIGURED",
   );
+  assertStringIncludes(unavailable.message, "toolgate keychain set slack.<key>");
   assertEquals((await gw.gateway.call("memory_get", { key: "k" })).output.found, false);
 });
 
