@@ -11,6 +11,40 @@ import { Gateway, type GatewayOptions, type PluginDefinition } from "../../src/g
 import { GatewayError } from "../../src/errors/mod.ts";
 import { openStore, type Store } from "../../src/store/mod.ts";
 
+/** A plugin that is never configured (`isConfigured` false), with one tool `t1`. */
+export function unconfiguredPlugin(): PluginDefinition {
+  return {
+    name: "needs_token",
+    version: "0.1.0",
+    zeroConfig: false,
+    isConfigured: () => false,
+    tools: [{
+      name: "t1",
+      description: "x",
+      input: z.object({}),
+      execute: () => Promise.resolve({}),
+    }],
+  };
+}
+
+/** A plugin whose `initialize()` throws, with one tool `t2`. */
+export function brokenPlugin(): PluginDefinition {
+  return {
+    name: "broken",
+    version: "0.1.0",
+    zeroConfig: true,
+    initialize: () => {
+      throw new Error("cannot start");
+    },
+    tools: [{
+      name: "t2",
+      description: "x",
+      input: z.object({}),
+      execute: () => Promise.resolve({}),
+    }],
+  };
+}
+
 /** Config for tests, with overrides merged into the file section. */
 export async function testConfig(file: Record<string, unknown> = {}): Promise<Config> {
   const home = await Deno.makeTempDir({ prefix: "toolgate-gw-" });

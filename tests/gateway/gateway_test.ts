@@ -1,4 +1,3 @@
-import { z } from "zod";
 import {
   assert,
   assertEquals,
@@ -8,8 +7,7 @@ import {
 } from "../_asserts.ts";
 import { GatewayError } from "../../src/errors/mod.ts";
 import { EVENT_DATA_SCHEMAS, type EventType } from "../../src/events/mod.ts";
-import type { PluginDefinition } from "../../src/gateway/mod.ts";
-import { testGateway, testPlugin } from "./_fixtures.ts";
+import { brokenPlugin, testGateway, testPlugin, unconfiguredPlugin } from "./_fixtures.ts";
 
 function types(events: { type: string }[]): string[] {
   return events.map((e) => e.type);
@@ -209,33 +207,9 @@ Deno.test("every call is appended to the audit sink before it is answered", asyn
 });
 
 Deno.test("plugin errors: not configured and throwing initialize leave other plugins serving", async () => {
-  const unconfigured: PluginDefinition = {
-    name: "needs_token",
-    version: "0.1.0",
-    zeroConfig: false,
-    isConfigured: () => false,
-    tools: [{
-      name: "t1",
-      description: "x",
-      input: z.object({}),
-      execute: () => Promise.resolve({}),
-    }],
-  };
-  const broken: PluginDefinition = {
-    name: "broken",
-    version: "0.1.0",
-    zeroConfig: true,
-    initialize: () => {
-      throw new Error("cannot start");
-    },
-    tools: [{
-      name: "t2",
-      description: "x",
-      input: z.object({}),
-      execute: () => Promise.resolve({}),
-    }],
-  };
-  await using t = await testGateway({ plugins: [unconfigured, broken, testPlugin()] });
+  await using t = await testGateway({
+    plugins: [unconfiguredPlugin(), brokenPlugin(), testPlugin()],
+  });
   assertEquals(types(t.events), ["plugin.error", "plugin.error", "plugin.ready"]);
   assertEquals(t.events[0].data, {
     plugin_name: "needs_token",
@@ -258,34 +232,8 @@ Deno.test("plugin errors: not configured and throwing initialize leave other plu
 });
 
 Deno.test("a call to a tool of a plugin that is not ready fails with the plugin's error", async () => {
-  const unconfigured: PluginDefinition = {
-    name: "needs_token",
-    version: "0.1.0",
-    zeroConfig: false,
-    isConfigured: () => false,
-    tools: [{
-      name: "t1",
-      description: "x",
-      input: z.object({}),
-      execute: () => Promise.resolve({}),
-    }],
-  };
-  const broken: PluginDefinition = {
-    name: "broken",
-    version: "0.1.0",
-    zeroConfig: true,
-    initialize: () => {
-      throw new Error("cannot start");
-    },
-    tools: [{
-      name: "t2",
-      description: "x",
-      input: z.object({}),
-      execute: () => Promise.resolve({}),
-    }],
-  };
   await using t = await testGateway({
-    plugins: [unconfigured, broken, testPlugin()],
+    plugins: [unconfiguredPlugin(), brokenPlugin(), testPlugin()],
     file: { plugins: { disabled: ["test"] } },
   });
   const failure = async (name: string) => {

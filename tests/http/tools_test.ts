@@ -1,8 +1,6 @@
-import { z } from "zod";
 import { assert, assertEquals, assertMatch, assertStringIncludes } from "../_asserts.ts";
 import { GatewayError } from "../../src/errors/mod.ts";
-import type { PluginDefinition } from "../../src/gateway/mod.ts";
-import { testPlugin } from "../gateway/_fixtures.ts";
+import { testPlugin, unconfiguredPlugin } from "../gateway/_fixtures.ts";
 import { postJson, testApp } from "./_fixtures.ts";
 
 type ErrorJson = { error: { code: string; message: string; details?: Record<string, unknown> } };
@@ -110,19 +108,7 @@ Deno.test("POST /tools/{name} answers 404 TOOL_NOT_FOUND, other paths 404 NOT_FO
 });
 
 Deno.test("POST /tools/{name} of a plugin without its credentials answers 503 PLUGIN_NOT_CONFIGURED", async () => {
-  const unconfigured: PluginDefinition = {
-    name: "needs_token",
-    version: "0.1.0",
-    zeroConfig: false,
-    isConfigured: () => false,
-    tools: [{
-      name: "t1",
-      description: "x",
-      input: z.object({}),
-      execute: () => Promise.resolve({}),
-    }],
-  };
-  await using t = await testApp({ plugins: [unconfigured, testPlugin()] });
+  await using t = await testApp({ plugins: [unconfiguredPlugin(), testPlugin()] });
   const body = await errorOf(await postJson(t.app, "/tools/t1", {}), 503, "PLUGIN_NOT_CONFIGURED");
   assertStringIncludes(body.error.message, "Tool t1 is unavailable: Plugin needs_token is not");
   assertStringIncludes(body.error.message, "toolgate keychain set needs_token.<key>");

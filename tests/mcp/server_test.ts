@@ -1,11 +1,10 @@
-import { z } from "zod";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js";
 import { assert, assertEquals, assertRejects } from "../_asserts.ts";
 import { GatewayError } from "../../src/errors/mod.ts";
-import type { Gateway, PluginDefinition } from "../../src/gateway/mod.ts";
+import type { Gateway } from "../../src/gateway/mod.ts";
 import { createMcpServer } from "../../src/mcp/server.ts";
-import { testGateway } from "../gateway/_fixtures.ts";
+import { testGateway, unconfiguredPlugin } from "../gateway/_fixtures.ts";
 
 /** A promise with its settle functions, for a gateway still starting. */
 function deferred<T>() {
@@ -74,19 +73,7 @@ Deno.test("when the gateway fails to start, tool requests get the reason as a JS
 });
 
 Deno.test("tools/call of a plugin that is not ready is a tool error with its code; an unknown tool a JSON-RPC error", async () => {
-  const unconfigured: PluginDefinition = {
-    name: "needs_token",
-    version: "0.1.0",
-    zeroConfig: false,
-    isConfigured: () => false,
-    tools: [{
-      name: "t1",
-      description: "x",
-      input: z.object({}),
-      execute: () => Promise.resolve({}),
-    }],
-  };
-  await using t = await testGateway({ plugins: [unconfigured] });
+  await using t = await testGateway({ plugins: [unconfiguredPlugin()] });
   await using session = await connect(t.gateway);
   const result = await session.client.callTool({ name: "t1", arguments: {} });
   assertEquals(result.isError, true);
