@@ -313,6 +313,18 @@ Deno.test("removing an upstream plugin ends its process and withdraws its tools"
   }
 });
 
+Deno.test("removing an upstream that ignores SIGTERM and its closed stdin ends it with SIGKILL", async () => {
+  await using gw = await pluginGateway([]);
+  const status = await gw.gateway.addPlugin(
+    upstream(stdioSpec("stubborn", fixtureCommand(), { env: { IGNORE_TERM: "1" } })),
+  );
+  assertEquals(status.state, "ready");
+  const pid = status.upstream!.pid!;
+  assertEquals(await gw.gateway.removePlugin("stubborn"), true);
+  // stdin closed, 2 s, SIGTERM (ignored), 2 s, then SIGKILL.
+  await waitFor(() => !isAlive(pid), "the stubborn upstream process to end", 8_000);
+});
+
 Deno.test("the reference servers from npm (everything, memory) are hosted and callable", async () => {
   const dir = await Deno.makeTempDir({ prefix: "toolgate-kg-" });
   try {

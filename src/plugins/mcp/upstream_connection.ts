@@ -490,14 +490,31 @@ async function listAllTools(
   throw new Error(`tools/list returned more than ${MAX_TOOL_PAGES} pages`);
 }
 
+/** What {@linkcode closeLive} uses of the SDK transport's child process. */
+interface ChildEvents {
+  exitCode: number | null;
+  signalCode: string | null;
+  once(event: "exit", listener: () => void): unknown;
+}
+
 /**
  * Closes a connection: a stdio upstream gets its stdin closed and, if it
- * does not exit, SIGTERM then SIGKILL (the SDK's sequence); with `force`,
- * SIGTERM right away (a failed or stuck start).
+ * does not exit, SIGTERM then SIGKILL (the SDK's sequence, 2 s apart); with
+ * `force`, SIGTERM right away (a failed or stuck start). The SDK's SIGKILL
+ * is sent through `node:child_process`, which in Deno does nothing after an
+ * earlier `kill()`; so a child still running once the SDK is done gets
+ * SIGKILL from here.
  */
 async function closeLive(live: Live, force = false): Promise<void> {
   live.client.onclose = undefined;
   const pid = live.transport instanceof StdioClientTransport ? live.transport.pid : null;
+  // The SDK forgets its child when closing: watch it here to see whether it exited.
+  const child = (live.transport as unknown as { _process?: ChildEvents })._process;
+  // Exited before (a crash): never signal its pid, which may have been reused.
+  let exited = !child || child.exitCode !== null || child.signalCode !== null;
+  child?.once("exit", () => {
+    exited = true;
+  });
   if (force && pid !== null) {
     try {
       Deno.kill(pid, "SIGTERM");
@@ -514,6 +531,13 @@ async function closeLive(live: Live, force = false): Promise<void> {
     await live.client.close();
   } catch {
     // Closing a dead connection: nothing left to release.
+  }
+  if (pid !== null && !exited) {
+    try {
+      Deno.kill(pid, "SIGKILL");
+    } catch {
+      // It exited meanwhile.
+    }
   }
 }
 

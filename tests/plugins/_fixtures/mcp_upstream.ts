@@ -195,6 +195,12 @@ function serveHttp(): void {
   Deno.addSignalListener("SIGTERM", () => void httpServer.shutdown().then(() => Deno.exit(0)));
 }
 
+if (Deno.env.get("IGNORE_TERM")) {
+  // A server that ignores SIGTERM and outlives its stdin: only SIGKILL ends it.
+  Deno.addSignalListener("SIGTERM", () => {});
+  setInterval(() => {}, 1 << 30);
+}
+
 const pidFile = Deno.env.get("PID_FILE");
 if (pidFile) Deno.writeTextFileSync(pidFile, String(Deno.pid));
 if (Deno.args[0] === "http") serveHttp();
