@@ -114,7 +114,11 @@ async function checkManaged(context: CliContext, name: string, action: string): 
   if (builtinNames().includes(name)) {
     throw new GatewayError(
       "CONFLICT",
-      `Cannot ${action} plugin ${name}: it is built in; list it in plugins.disabled in config.json to turn it off`,
+      `Cannot ${action} plugin ${name}: it is built in; ${
+        action === "enable"
+          ? "remove it from plugins.disabled in config.json to turn it on"
+          : "list it in plugins.disabled in config.json to turn it off"
+      }`,
     );
   }
   const config = await context.config();
@@ -315,6 +319,11 @@ Examples:
         await checkManaged(context, name, action);
         const record = await setUpstreamEnabled(await context.store(), name, enabled);
         if (!record) throw notAdded(name);
+        if (enabled && (await context.config()).plugins.disabled.includes(name)) {
+          context.warn(
+            `plugins.disabled in config.json lists ${name}: it stays disabled until you remove it there`,
+          );
+        }
         context.print(
           enabled
             ? `Enabled plugin ${name}; a running server (re)starts it within a second`

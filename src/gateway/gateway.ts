@@ -414,6 +414,16 @@ export class Gateway {
     return this.#tools.has(name);
   }
 
+  /** Where a disabled plugin was turned off, and so how to turn it on. */
+  #howDisabled(name: string, status: PluginStatus): string {
+    if (this.config.plugins.disabled.includes(name)) {
+      return "disabled in config (remove it from plugins.disabled)";
+    }
+    return status.upstream?.source === "config"
+      ? `disabled in config (plugins.upstreams.${name}.enabled)`
+      : `disabled (toolgate plugins enable ${name})`;
+  }
+
   /**
    * Why a tool that is not on offer cannot be called, when a plugin that is
    * not ready claims it (one of its static tools, or `<plugin>__<tool>` of a
@@ -436,9 +446,7 @@ export class Gateway {
       ? status.error_code
       : "TOOL_NOT_FOUND";
     const why = status.state === "disabled"
-      ? proxy
-        ? `plugin ${owner} is disabled (toolgate plugins enable ${owner})`
-        : `plugin ${owner} is disabled in config (plugins.disabled)`
+      ? `plugin ${owner} is ${this.#howDisabled(owner, status)}`
       : status.error ?? `plugin ${owner} is ${status.state}`;
     const hint = code === "PLUGIN_NOT_CONFIGURED" && !proxy
       ? `; store its credentials with toolgate keychain set ${owner}.<key> ` +

@@ -71,7 +71,10 @@ Deno.test("plugins disabled in config.json are listed as disabled with no tools"
     tmp.home,
   );
   assertEquals(call.code, 1);
-  assertStringIncludes(call.stderr, "plugin http is disabled in config (plugins.disabled)");
+  assertStringIncludes(
+    call.stderr,
+    "plugin http is disabled in config (remove it from plugins.disabled)",
+  );
 });
 
 Deno.test("a bot token stored with keychain set via stdin is used by slack_post_message and never printed", async () => {

@@ -138,3 +138,42 @@ Deno.test("upstreams declared in config.json cannot be changed by the CLI; a bad
     "plugins.upstreams.cfg: expected exactly one of command (stdio) or url (Streamable HTTP)",
   );
 });
+
+Deno.test("a disabled upstream's tools say where it was turned off; plugins enable warns when plugins.disabled wins", async () => {
+  await using tmp = await tempHome();
+  const { command, args } = fixtureCommand();
+  await Deno.writeTextFile(
+    `${tmp.home}/config.json`,
+    JSON.stringify({
+      plugins: {
+        disabled: ["fix"],
+        upstreams: { cfg: { kind: "mcp", command, args, enabled: false } },
+      },
+    }),
+  );
+  const add = await toolgate(["plugins", "add", "fix", ...fixtureArgs()], tmp.home);
+  assertEquals(add.code, 0, add.stderr);
+  const enable = await toolgate(["plugins", "enable", "fix"], tmp.home);
+  assertEquals(enable.code, 0, enable.stderr);
+  assertStringIncludes(
+    enable.stderr,
+    "warning: plugins.disabled in config.json lists fix: it stays disabled until you remove it there",
+  );
+  const call = (tool: string) => toolgate(["tools", "call", tool, "--args", "{}"], tmp.home);
+  const listed = await call("fix__echo");
+  assertEquals(listed.code, 1);
+  assertStringIncludes(
+    listed.stderr,
+    "plugin fix is disabled in config (remove it from plugins.disabled)",
+  );
+  const declared = await call("cfg__echo");
+  assertStringIncludes(
+    declared.stderr,
+    "plugin cfg is disabled in config (plugins.upstreams.cfg.enabled)",
+  );
+  const builtin = await toolgate(["plugins", "enable", "http"], tmp.home);
+  assertStringIncludes(
+    builtin.stderr,
+    "remove it from plugins.disabled in config.json to turn it on",
+  );
+});

@@ -259,7 +259,7 @@ Deno.test("a call to a tool of a plugin that is not ready fails with the plugin'
   assertEquals(disabled.code, "TOOL_NOT_FOUND");
   assertEquals(
     disabled.message,
-    "Tool echo is unavailable: plugin test is disabled in config (plugins.disabled)",
+    "Tool echo is unavailable: plugin test is disabled in config (remove it from plugins.disabled)",
   );
   const unknown = await assertRejects(() => t.gateway.call("nope", {}), GatewayError);
   assertEquals([unknown.code, unknown.message], ["TOOL_NOT_FOUND", 'Unknown tool "nope"']);
