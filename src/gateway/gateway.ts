@@ -477,6 +477,8 @@ export class Gateway {
     if (status.state === "ready" && upstream.connection === "reconnecting") {
       status.state = "reconnecting";
     }
+    // Disabled in config (plugins.disabled): never started, so no connection.
+    if (status.state === "disabled") upstream = { ...upstream, connection: "closed" as const };
     if (upstream.last_error) status.last_error = upstream.last_error;
     status.upstream = upstream;
     return status;

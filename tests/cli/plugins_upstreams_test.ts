@@ -159,6 +159,13 @@ Deno.test("a disabled upstream's tools say where it was turned off; plugins enab
     enable.stderr,
     "warning: plugins.disabled in config.json lists fix: it stays disabled until you remove it there",
   );
+  const rows = JSON.parse(
+    (await toolgate(["plugins", "list", "--json"], tmp.home)).stdout,
+  ) as PluginRow[];
+  for (const name of ["fix", "cfg"]) {
+    const row = rows.find((r) => r.name === name)!;
+    assertEquals([row.state, row.upstream?.connection], ["disabled", "closed"], name);
+  }
   const call = (tool: string) => toolgate(["tools", "call", tool, "--args", "{}"], tmp.home);
   const listed = await call("fix__echo");
   assertEquals(listed.code, 1);
