@@ -96,6 +96,11 @@ Deno.test("upstream calls return its content and structuredContent; isError and 
     "PLUGIN_REQUEST_FAILED",
   );
   assertEquals(failed.message, "Upstream tool fix/fail failed: disk full");
+  const thrown = await expectCode(
+    () => gw.gateway.call("fix__fail", { message: "disk full", throw: true }),
+    "PLUGIN_REQUEST_FAILED",
+  );
+  assertEquals(thrown.message, "Upstream tool fix/fail failed: disk full");
   const toolFailed = ofType(gw.events, "tool.failed").at(-1)!;
   assertEquals(toolFailed.error_code, "PLUGIN_REQUEST_FAILED");
   assertEquals(toolFailed.tool_name, "fix__fail");

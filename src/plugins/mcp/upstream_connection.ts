@@ -432,7 +432,7 @@ export class UpstreamConnection {
       if (error.code === ErrorCode.RequestTimeout) {
         return new GatewayError(
           "TOOL_TIMEOUT",
-          `Upstream tool ${name}/${tool} timed out: ${error.message}`,
+          `Upstream tool ${name}/${tool} timed out: ${mcpMessage(error)}`,
           { details },
         );
       }
@@ -440,7 +440,7 @@ export class UpstreamConnection {
         return new GatewayError(
           "TOOL_INPUT_INVALID",
           `Invalid arguments for ${name}${"__"}${tool}: the upstream rejected them: ${
-            truncate(error.message)
+            truncate(mcpMessage(error))
           }`,
           { details },
         );
@@ -454,7 +454,7 @@ export class UpstreamConnection {
       }
       return new GatewayError(
         "PLUGIN_REQUEST_FAILED",
-        `Upstream tool ${name}/${tool} failed: ${truncate(error.message)}`,
+        `Upstream tool ${name}/${tool} failed: ${truncate(mcpMessage(error))}`,
         { details },
       );
     }
@@ -561,6 +561,11 @@ function toolsFingerprint(tools: UpstreamTool[]): string {
 function errorText(error: unknown): string {
   const message = error instanceof Error ? error.message : String(error);
   return message.replace(/\s+/g, " ").trim() || "unknown error";
+}
+
+/** An MCP error's text without the SDK's `MCP error <code>: ` prefixes (the upstream's may repeat it). */
+function mcpMessage(error: Error): string {
+  return error.message.replace(/^(MCP error -?\d+: )+/, "");
 }
 
 function truncate(text: string): string {

@@ -61,7 +61,10 @@ const baseTools: FixtureTool[] = [
   {
     name: "fail",
     description: "Always fails with the message",
-    inputSchema: { type: "object", properties: { message: { type: "string" } } },
+    inputSchema: {
+      type: "object",
+      properties: { message: { type: "string" }, throw: { type: "boolean" } },
+    },
   },
   {
     name: "env",
@@ -126,6 +129,8 @@ function createServer(): Server {
           return { ...text(`sum: ${sum}`), structuredContent: { sum } };
         }
         case "fail":
+          // `throw: true`: a JSON-RPC error (whose message the SDK prefixes) instead of isError.
+          if (args.throw) throw new McpError(ErrorCode.InternalError, String(args.message));
           return { ...text(String(args.message ?? "failed")), isError: true };
         case "env":
           return text(Deno.env.get(String(args.name)) ?? "(unset)");
