@@ -130,6 +130,22 @@ async function checkManaged(context: CliContext, name: string, action: string): 
   }
 }
 
+/**
+ * A registration as shown: secret-looking literal values redacted, keychain
+ * references (`keychain:<name>`, not secrets themselves) kept so they can be checked.
+ */
+function publicRecord(record: UpstreamRecord): UpstreamRecord {
+  const shown = (values: Record<string, string>) => {
+    const redacted = redact(values);
+    return Object.fromEntries(
+      Object.entries(values).map((
+        [key, value],
+      ) => [key, keychainReference(value) !== undefined ? value : redacted[key]]),
+    );
+  };
+  return { ...redact(record), env: shown(record.env), headers: shown(record.headers) };
+}
+
 function notAdded(name: string): GatewayError {
   return new GatewayError(
     "NOT_FOUND",
@@ -285,7 +301,7 @@ Examples:
         }
       }
       if (options.json) {
-        context.printJson(redact(record));
+        context.printJson(publicRecord(record));
         return;
       }
       context.print(

@@ -184,3 +184,27 @@ Deno.test("a disabled upstream's tools say where it was turned off; plugins enab
     "remove it from plugins.disabled in config.json to turn it on",
   );
 });
+
+Deno.test("plugins add --json shows keychain references and redacts literal secrets", async () => {
+  await using tmp = await tempHome();
+  const add = await toolgate([
+    "plugins",
+    "add",
+    "fix",
+    ...fixtureArgs(),
+    "--env",
+    "API_TOKEN=keychain:fix.token",
+    "--env",
+    "OTHER_TOKEN=l1teral-s3cret",
+    "--env",
+    "LOG_LEVEL=debug",
+    "--json",
+  ], tmp.home);
+  assertEquals(add.code, 0, add.stderr);
+  assert(!add.stdout.includes("l1teral-s3cret"), add.stdout);
+  assertEquals(JSON.parse(add.stdout).env, {
+    API_TOKEN: "keychain:fix.token",
+    OTHER_TOKEN: "[REDACTED]",
+    LOG_LEVEL: "debug",
+  });
+});
