@@ -43,6 +43,20 @@ export const McpUpstreamSchema = z.strictObject({
       code: "custom",
       message: "expected exactly one of command (stdio) or url (Streamable HTTP)",
     });
+  } else if (upstream.command !== undefined && Object.keys(upstream.headers).length) {
+    context.addIssue({
+      code: "custom",
+      path: ["headers"],
+      message: "headers are for a url (Streamable HTTP) upstream; a command takes env",
+    });
+  } else if (
+    upstream.url !== undefined && (upstream.args.length || Object.keys(upstream.env).length)
+  ) {
+    context.addIssue({
+      code: "custom",
+      path: [upstream.args.length ? "args" : "env"],
+      message: "args and env are for a command (stdio) upstream; a url takes headers",
+    });
   }
 });
 
@@ -84,13 +98,17 @@ export const ConfigFileSchema = z.strictObject({
     slack: z.strictObject({
       api_base_url: z.url().default("https://slack.com/api"),
     }).prefault({}),
-    upstreams: z.record(
-      z.string().regex(
-        UPSTREAM_NAME_PATTERN,
-        "expected a name matching ^[a-z0-9][a-z0-9_-]{0,31}$",
-      ),
-      McpUpstreamSchema,
-    ).default({}),
+    upstreams: z.record(z.string(), McpUpstreamSchema).superRefine((upstreams, context) => {
+      // Checked here rather than as the record's key schema, whose failure names no rule.
+      for (const name of Object.keys(upstreams)) {
+        const problem = !UPSTREAM_NAME_PATTERN.test(name)
+          ? "expected a name matching ^[a-z0-9][a-z0-9_-]{0,31}$"
+          : name.includes("__")
+          ? 'expected a name without "__" (it separates plugin and tool names)'
+          : undefined;
+        if (problem) context.addIssue({ code: "custom", path: [name], message: problem });
+      }
+    }).default({}),
     upstream_settings: z.strictObject({
       connect_timeout_ms: z.number().int().positive().default(15_000),
       restart_initial_ms: z.number().int().positive().default(500),

@@ -74,6 +74,34 @@ Deno.test("loadConfig() holds environment values to the same bounds as the keys 
   assertEquals(config.server.port, 0);
 });
 
+Deno.test("config.json upstreams are checked like plugins add: name rule, and fields of their kind", async () => {
+  await using tmp = await tempHome();
+  const problems = async (upstreams: Record<string, unknown>) => {
+    await Deno.writeTextFile(`${tmp.home}/config.json`, JSON.stringify({ plugins: { upstreams } }));
+    const error = await assertRejects(
+      () => loadConfig({ env: { TOOLGATE_HOME: tmp.home } }),
+      GatewayError,
+    );
+    return error.message;
+  };
+  assertMatch(
+    await problems({ Bad: { kind: "mcp", command: "x" } }),
+    /plugins\.upstreams\.Bad: expected a name matching/,
+  );
+  assertMatch(
+    await problems({ a__b: { kind: "mcp", command: "x" } }),
+    /plugins\.upstreams\.a__b: .*"__"/,
+  );
+  assertMatch(
+    await problems({ s: { kind: "mcp", command: "x", headers: { A: "b" } } }),
+    /plugins\.upstreams\.s\.headers: headers are for a url/,
+  );
+  assertMatch(
+    await problems({ h: { kind: "mcp", url: "http://127.0.0.1:9/mcp", env: { A: "b" } } }),
+    /plugins\.upstreams\.h\.env: args and env are for a command/,
+  );
+});
+
 Deno.test("a file named by TOOLGATE_CONFIG must exist, and its errors name it", async () => {
   await using tmp = await tempHome();
   const named = `${tmp.home}/other.json`;
