@@ -423,7 +423,7 @@ export class UpstreamConnection {
       // The gateway's timeout (its reason is TOOL_TIMEOUT) or the caller went away.
       if (signal.reason instanceof GatewayError) return signal.reason;
       return new GatewayError(
-        "PLUGIN_REQUEST_FAILED",
+        "CANCELLED",
         `Call to upstream tool ${name}/${tool} was cancelled: the caller went away`,
         { details },
       );
