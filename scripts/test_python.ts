@@ -25,6 +25,8 @@ if (probe.code !== 0) {
 const { code } = await new Deno.Command(PYTHON, {
   args: ["-m", "pytest", "-q", `${root}sdk/python/tests`, ...Deno.args],
   cwd: root,
+  // The tests start toolgate with this very Deno (with `npx deno` it may not be on PATH).
+  env: { DENO: Deno.execPath() },
   stdout: "inherit",
   stderr: "inherit",
 }).output();

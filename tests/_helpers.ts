@@ -10,6 +10,16 @@ export const ROOT = new URL("..", import.meta.url).pathname;
 /** Absolute path of `main.ts`. */
 export const MAIN = `${ROOT}main.ts`;
 
+/**
+ * The environment of a child process a test starts: this process's own (its
+ * `DENO_DIR`, `HOME`, `PATH`, proxy and CA variables) with `extra` on top.
+ * `Deno.Command` inherits it by itself; the MCP SDK's `StdioClientTransport`
+ * passes only a few variables unless given this.
+ */
+export function childEnv(extra: Record<string, string> = {}): Record<string, string> {
+  return { ...Deno.env.toObject(), ...extra };
+}
+
 /** A temporary data dir for `TOOLGATE_HOME`, removed by the returned disposer. */
 export async function tempHome(): Promise<{ home: string } & AsyncDisposable> {
   const home = await Deno.makeTempDir({ prefix: "toolgate-test-" });
@@ -44,7 +54,7 @@ export interface RunCliOptions {
 export async function runCli(args: string[], options: RunCliOptions): Promise<CliRun> {
   const script = options.script ?? MAIN;
   const child = new Deno.Command(Deno.execPath(), {
-    args: ["run", "-A", "--unstable-kv", script, ...args],
+    args: ["run", "-A", "--cached-only", "--cached-only", "--unstable-kv", script, ...args],
     cwd: options.cwd ?? ROOT,
     env: { TOOLGATE_HOME: options.home, TOOLGATE_KEYCHAIN: "file", NO_COLOR: "1", ...options.env },
     stdin: "piped",

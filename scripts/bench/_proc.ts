@@ -179,7 +179,18 @@ export async function startToolgateHttp(
   env: Record<string, string> = {},
 ): Promise<ReadyProcess & { url: string }> {
   const process = await spawnReady({
-    args: ["run", "-A", MAIN, "mcp", "start", "--transport", "http", "--port", "0"],
+    args: [
+      "run",
+      "-A",
+      "--cached-only",
+      MAIN,
+      "mcp",
+      "start",
+      "--transport",
+      "http",
+      "--port",
+      "0",
+    ],
     env: { TOOLGATE_HOME: home, TOOLGATE_KEYCHAIN: "file", ...env },
     ready: (out) => /listening on (http:\/\/[^\s]+:\d+) /.exec(out),
     // SIGTERM drains; closing stdin alone does not stop the HTTP server.

@@ -31,6 +31,7 @@ import {
   tempDir,
 } from "./_proc.ts";
 import { latency, rate, ratio, round3 } from "./_stats.ts";
+import { NPM_SERVERS_CONFIG, SUPERGATEWAY_PACKAGE } from "../npm_servers.ts";
 
 /** Options of the MCP scenarios. */
 export interface McpBenchOptions {
@@ -184,7 +185,7 @@ interface StdioServer {
 
 function toolgateStdio(home: string): StdioServer {
   return {
-    args: ["run", "-A", MAIN, "mcp", "start"],
+    args: ["run", "-A", "--cached-only", MAIN, "mcp", "start"],
     env: { TOOLGATE_HOME: home, TOOLGATE_KEYCHAIN: "file" },
   };
 }
@@ -192,8 +193,8 @@ function toolgateStdio(home: string): StdioServer {
 function bareStdio(dir: string, commitPerCall = false): StdioServer {
   const script = benchFile("_bare_mcp.ts");
   const args = commitPerCall
-    ? ["run", "-A", script, "stdio", `${dir}/bare-commit.kv`, "commit"]
-    : ["run", "-A", script, "stdio", `${dir}/bare.kv`];
+    ? ["run", "-A", "--cached-only", script, "stdio", `${dir}/bare-commit.kv`, "commit"]
+    : ["run", "-A", "--cached-only", script, "stdio", `${dir}/bare.kv`];
   return { args, env: {} };
 }
 
@@ -352,7 +353,6 @@ export async function httpCalls(
 }
 
 /** The `supergateway` npm package, pinned. */
-export const SUPERGATEWAY = "npm:supergateway@4.0.0";
 
 async function supergateway(
   dir: string,
@@ -367,10 +367,11 @@ async function supergateway(
     args: [
       "run",
       "-A",
-      // Outside the project's config and lock: the peer's dependencies stay out of deno.lock.
-      "--no-config",
-      "--no-lock",
-      SUPERGATEWAY,
+      // Under its own config and lock (scripts/npm_servers/): its dependencies stay out of deno.lock.
+      "--config",
+      NPM_SERVERS_CONFIG,
+      "--cached-only",
+      SUPERGATEWAY_PACKAGE,
       "--stdio",
       stdioCommand,
       "--outputTransport",
@@ -419,6 +420,7 @@ export async function benchMcpHttp({ mode }: McpBenchOptions): Promise<McpHttpBe
     await using bare = await startPortScript([
       "run",
       "-A",
+      "--cached-only",
       benchFile("_bare_mcp.ts"),
       "http",
       file,

@@ -12,9 +12,7 @@
  */
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
-
-/** The upstream server, pinned. */
-export const UPSTREAM_PACKAGE = "npm:@modelcontextprotocol/server-everything@2026.8.31";
+import { EVERYTHING_PACKAGE, npmServerArgs } from "../npm_servers.ts";
 
 const ROOT = new URL("../../", import.meta.url).pathname;
 const MAIN = `${ROOT}main.ts`;
@@ -51,16 +49,12 @@ export interface McpUpstreamBenchResult {
 }
 
 function upstreamArgs(): string[] {
-  return ["run", "--no-config", "--no-lock", "-A", "--quiet", UPSTREAM_PACKAGE, "stdio"];
+  return npmServerArgs(EVERYTHING_PACKAGE, "stdio");
 }
 
+/** This process's environment (cache, proxy and CA variables): the SDK passes only a few by itself. */
 function baseEnv(): Record<string, string> {
-  const env: Record<string, string> = { NO_COLOR: "1" };
-  for (const name of ["DENO_DIR", "HOME", "PATH"]) {
-    const value = Deno.env.get(name);
-    if (value !== undefined) env[name] = value;
-  }
-  return env;
+  return { ...Deno.env.toObject(), NO_COLOR: "1" };
 }
 
 function round3(value: number): number {
@@ -155,7 +149,7 @@ export async function benchMcpUpstream(
       await gateway.connect(
         new StdioClientTransport({
           command: Deno.execPath(),
-          args: ["run", "-A", MAIN, "mcp", "start"],
+          args: ["run", "-A", "--cached-only", MAIN, "mcp", "start"],
           env: { ...baseEnv(), TOOLGATE_HOME: home, TOOLGATE_KEYCHAIN: "file" },
           cwd: ROOT,
           stderr: "ignore",

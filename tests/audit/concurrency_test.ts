@@ -79,6 +79,7 @@ Deno.test("two processes appending to one data dir keep the chain contiguous and
       args: [
         "run",
         "-A",
+        "--cached-only",
         "--config",
         `${ROOT}deno.json`,
         WORKER,

@@ -27,7 +27,14 @@ Deno.test({
     const out = await Deno.makeTempFile({ prefix: "toolgate-bench-", suffix: ".json" });
     try {
       const run = await new Deno.Command(Deno.execPath(), {
-        args: ["run", "-A", `${ROOT}scripts/bench/main.ts`, "--smoke", `--out=${out}`],
+        args: [
+          "run",
+          "-A",
+          "--cached-only",
+          `${ROOT}scripts/bench/main.ts`,
+          "--smoke",
+          `--out=${out}`,
+        ],
         cwd: ROOT,
         env: { NO_COLOR: "1" },
         stdin: "null",

@@ -50,6 +50,7 @@ export async function startHttpServer(options: StartHttpServerOptions): Promise<
     args: [
       "run",
       "-A",
+      "--cached-only",
       MAIN,
       "mcp",
       "start",

@@ -6,7 +6,7 @@ Deno.test("the bundle serves every command from another working directory", asyn
   await using tmp = await tempHome();
   const bundle = `${tmp.home}/toolgate.js`;
   const built = await new Deno.Command(Deno.execPath(), {
-    args: ["run", "-A", `${ROOT}scripts/bundle.ts`, bundle],
+    args: ["run", "-A", "--cached-only", `${ROOT}scripts/bundle.ts`, bundle],
     stdout: "piped",
     stderr: "piped",
   }).output();

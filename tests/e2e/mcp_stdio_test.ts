@@ -1,7 +1,7 @@
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { assert, assertEquals, assertMatch } from "../_asserts.ts";
-import { initializeRequest, MAIN, ROOT, runCli, tempHome } from "../_helpers.ts";
+import { childEnv, initializeRequest, MAIN, ROOT, runCli, tempHome } from "../_helpers.ts";
 
 type TextContent = { type: string; text: string }[];
 
@@ -15,8 +15,8 @@ const HANDSHAKE_AND_LIST = [
 function connectClient(home: string): { client: Client; transport: StdioClientTransport } {
   const transport = new StdioClientTransport({
     command: Deno.execPath(),
-    args: ["run", "-A", "--unstable-kv", MAIN, "mcp", "start"],
-    env: { TOOLGATE_HOME: home, PATH: Deno.env.get("PATH") ?? "", NO_COLOR: "1" },
+    args: ["run", "-A", "--cached-only", "--unstable-kv", MAIN, "mcp", "start"],
+    env: childEnv({ TOOLGATE_HOME: home, NO_COLOR: "1" }),
     cwd: ROOT,
     stderr: "pipe",
   });
@@ -82,7 +82,7 @@ Deno.test("the official MCP client over stdio lists the built-in tools and calls
 Deno.test("stdout carries only JSON-RPC lines, and requests sent before stdin closes are all answered", async () => {
   await using tmp = await tempHome();
   const child = new Deno.Command(Deno.execPath(), {
-    args: ["run", "-A", "--unstable-kv", MAIN, "mcp", "start"],
+    args: ["run", "-A", "--cached-only", "--unstable-kv", MAIN, "mcp", "start"],
     env: { TOOLGATE_HOME: tmp.home, NO_COLOR: "1" },
     stdin: "piped",
     stdout: "piped",

@@ -3,9 +3,8 @@ import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { ToolListChangedNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
 import { assert, assertEquals, assertMatch, assertStringIncludes } from "../_asserts.ts";
-import { MAIN, ROOT, runCli, tempHome } from "../_helpers.ts";
+import { childEnv, MAIN, ROOT, runCli, tempHome } from "../_helpers.ts";
 import {
-  denoEnv,
   EVERYTHING_PACKAGE,
   fixtureCommand,
   isAlive,
@@ -56,7 +55,7 @@ function upstreamConfig(
   run: { command: string; args: string[] },
   env: Record<string, string> = {},
 ) {
-  return { kind: "mcp", command: run.command, args: run.args, env: { ...denoEnv(), ...env } };
+  return { kind: "mcp", command: run.command, args: run.args, env };
 }
 
 /** `toolgate plugins add <name> --command … --arg …` for a stdio upstream. */
@@ -83,7 +82,6 @@ Deno.test("upstream MCP servers behind the real HTTP server: REST, MCP HTTP, aud
   const kg = await runCli([
     ...addArgs("kg", npmCommand(MEMORY_PACKAGE)),
     `--env=MEMORY_FILE_PATH=${kgFile}`,
-    ...Object.entries(denoEnv()).map(([key, value]) => `--env=${key}=${value}`),
   ], { home });
   assertEquals(kg.code, 0, kg.stderr);
   const added = await runCli(
@@ -309,8 +307,8 @@ Deno.test("MCP stdio: fixture, everything and memory upstream tools are listed a
   );
   const transport = new StdioClientTransport({
     command: Deno.execPath(),
-    args: ["run", "-A", MAIN, "mcp", "start"],
-    env: { TOOLGATE_HOME: tmp.home, PATH: Deno.env.get("PATH") ?? "", NO_COLOR: "1", ...denoEnv() },
+    args: ["run", "-A", "--cached-only", "--cached-only", MAIN, "mcp", "start"],
+    env: childEnv({ TOOLGATE_HOME: tmp.home, NO_COLOR: "1" }),
     cwd: ROOT,
     stderr: "pipe",
   });

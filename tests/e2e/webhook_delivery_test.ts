@@ -261,7 +261,7 @@ Deno.test("a stdio server delivers server.started with transport stdio and its p
     { home: tmp.home },
   );
   const child = new Deno.Command(Deno.execPath(), {
-    args: ["run", "-A", `${ROOT}main.ts`, "mcp", "start"],
+    args: ["run", "-A", "--cached-only", `${ROOT}main.ts`, "mcp", "start"],
     env: { TOOLGATE_HOME: tmp.home, NO_COLOR: "1" },
     stdin: "piped",
     stdout: "piped",

@@ -12,7 +12,7 @@ const RECEIVERS = [
   {
     name: "TypeScript",
     command: Deno.execPath(),
-    args: ["run", "-A", `${ROOT}examples/receiver.ts`],
+    args: ["run", "-A", "--cached-only", `${ROOT}examples/receiver.ts`],
   },
   { name: "Python", command: "/usr/bin/python3", args: [`${ROOT}examples/receiver.py`] },
 ];

@@ -6,37 +6,34 @@
  * @module
  */
 import type { UpstreamSpec } from "../../src/plugins/mcp/mod.ts";
+import { npmServerArgs } from "../../scripts/npm_servers.ts";
 import { ROOT } from "../_helpers.ts";
 
-/** The reference "everything" server, pinned. */
-export const EVERYTHING_PACKAGE = "npm:@modelcontextprotocol/server-everything@2026.8.31";
-
-/** The reference knowledge-graph memory server, pinned. */
-export const MEMORY_PACKAGE = "npm:@modelcontextprotocol/server-memory@2026.8.31";
+export { EVERYTHING_PACKAGE, MEMORY_PACKAGE } from "../../scripts/npm_servers.ts";
 
 /** Path of the fixture upstream. */
 export const FIXTURE = `${ROOT}tests/plugins/_fixtures/mcp_upstream.ts`;
-
-/** Environment an upstream Deno needs beyond the SDK's defaults (its cache). */
-export function denoEnv(): Record<string, string> {
-  const dir = Deno.env.get("DENO_DIR");
-  return dir ? { DENO_DIR: dir, NO_COLOR: "1" } : { NO_COLOR: "1" };
-}
 
 /** Command and arguments that run the fixture upstream over stdio. */
 export function fixtureCommand(): { command: string; args: string[] } {
   return {
     command: Deno.execPath(),
-    args: ["run", "-A", "--config", `${ROOT}deno.json`, FIXTURE, "stdio"],
+    args: [
+      "run",
+      "-A",
+      "--cached-only",
+      "--cached-only",
+      "--config",
+      `${ROOT}deno.json`,
+      FIXTURE,
+      "stdio",
+    ],
   };
 }
 
-/** Command and arguments that run an npm MCP server with Deno. */
+/** Command and arguments that run a locked npm MCP server with Deno, from the cache. */
 export function npmCommand(pkg: string, ...args: string[]): { command: string; args: string[] } {
-  return {
-    command: Deno.execPath(),
-    args: ["run", "--no-config", "--no-lock", "-A", "--quiet", pkg, ...args],
-  };
+  return { command: Deno.execPath(), args: npmServerArgs(pkg, ...args) };
 }
 
 /** A stdio upstream spec. */
@@ -50,11 +47,10 @@ export function stdioSpec(
     source: "config",
     command: run.command,
     args: run.args,
-    env: { ...denoEnv(), ...extra.env },
+    env: {},
     headers: {},
     enabled: true,
     ...extra,
-    ...(extra.env ? { env: { ...denoEnv(), ...extra.env } } : {}),
   };
 }
 
@@ -71,7 +67,16 @@ export interface HttpFixture extends AsyncDisposable {
 /** Starts the fixture upstream in `http` mode (on `port`, default any) and waits for its address. */
 export async function startHttpFixture(port = 0): Promise<HttpFixture> {
   const child = new Deno.Command(Deno.execPath(), {
-    args: ["run", "-A", "--config", `${ROOT}deno.json`, FIXTURE, "http"],
+    args: [
+      "run",
+      "-A",
+      "--cached-only",
+      "--cached-only",
+      "--config",
+      `${ROOT}deno.json`,
+      FIXTURE,
+      "http",
+    ],
     env: { PORT: String(port) },
     stdin: "null",
     stdout: "piped",

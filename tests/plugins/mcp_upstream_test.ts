@@ -1,6 +1,7 @@
 import type { EventEnvelope } from "../../src/events/mod.ts";
 import { toToolResult } from "../../src/gateway/mod.ts";
 import {
+  inheritedEnv,
   mcpUpstreamPlugin,
   type UpstreamSettings,
   type UpstreamSpec,
@@ -23,6 +24,7 @@ const SETTINGS: UpstreamSettings = {
   connectTimeoutMs: 60_000,
   restartInitialMs: 300,
   restartMaxMs: 2_000,
+  inheritedEnv: inheritedEnv(Deno.env.toObject()),
 };
 
 function upstream(
@@ -147,6 +149,35 @@ Deno.test("keychain references in env are resolved at connect time; a missing en
   );
   assertEquals(ofType(gw.events, "plugin.error")[0].error_code, "PLUGIN_NOT_CONFIGURED");
   assert(gw.gateway.hasTool("memory_get"));
+});
+
+Deno.test("a stdio upstream inherits cache, proxy, CA and npm variables, none of toolgate's own, and its env wins", async () => {
+  const outer: Record<string, string> = {
+    ...Deno.env.toObject(),
+    HTTPS_PROXY: "http://proxy.internal:3128",
+    no_proxy: "localhost,127.0.0.1",
+    NODE_EXTRA_CA_CERTS: "/etc/corp/ca.pem",
+    npm_config_registry: "https://npm.internal/",
+    SSL_CERT_FILE: "/etc/corp/bundle.pem",
+    TOOLGATE_API_TOKEN: "admin-token",
+    TOOLGATE_SECRET_FIX_KEY: "secret",
+    AWS_SECRET_ACCESS_KEY: "aws",
+  };
+  const spec = stdioSpec("fix", fixtureCommand(), { env: { SSL_CERT_FILE: "/own/bundle.pem" } });
+  await using gw = await pluginGateway([
+    upstream(spec, {}, { inheritedEnv: inheritedEnv(outer) }),
+  ]);
+  const seen = async (name: string) =>
+    texts((await gw.gateway.call("fix__env", { name })).output)[0];
+  assertEquals(await seen("HTTPS_PROXY"), "http://proxy.internal:3128");
+  assertEquals(await seen("no_proxy"), "localhost,127.0.0.1");
+  assertEquals(await seen("NODE_EXTRA_CA_CERTS"), "/etc/corp/ca.pem");
+  assertEquals(await seen("npm_config_registry"), "https://npm.internal/");
+  assertEquals(await seen("SSL_CERT_FILE"), "/own/bundle.pem");
+  if (outer.DENO_DIR) assertEquals(await seen("DENO_DIR"), outer.DENO_DIR);
+  for (const name of ["TOOLGATE_API_TOKEN", "TOOLGATE_SECRET_FIX_KEY", "AWS_SECRET_ACCESS_KEY"]) {
+    assertEquals(await seen(name), "(unset)", name);
+  }
 });
 
 Deno.test("an upstream whose command cannot start fails with PLUGIN_INIT_FAILED while the other plugins serve", async () => {

@@ -71,7 +71,7 @@ summary.signature = [
 
 const stdio = new ToolgateClient({
   command: env.DENO_PATH,
-  args: ["run", "-A", "--unstable-kv", env.TOOLGATE_MAIN, "mcp", "start"],
+  args: ["run", "-A", "--cached-only", "--unstable-kv", env.TOOLGATE_MAIN, "mcp", "start"],
   env: { TOOLGATE_HOME: env.TOOLGATE_HOME, NO_COLOR: "1" },
   stderr: "ignore",
 });

@@ -71,7 +71,7 @@ Deno.test("examples/agent.ts runs over HTTP and over stdio", async () => {
   await using server = await startHttpServer({ home: tmp.home });
   const run = (env: Record<string, string>) =>
     new Deno.Command(Deno.execPath(), {
-      args: ["run", "-A", `${ROOT}examples/agent.ts`],
+      args: ["run", "-A", "--cached-only", `${ROOT}examples/agent.ts`],
       env: { NO_COLOR: "1", ...env },
       stdout: "piped",
       stderr: "piped",
@@ -101,7 +101,7 @@ Deno.test("examples/dashboard.ts prints latencies and failures of calls as they 
     config: { tools: { circuit_threshold: 1, circuit_reset_ms: 60_000 } },
   });
   const child = new Deno.Command(Deno.execPath(), {
-    args: ["run", "-A", `${ROOT}examples/dashboard.ts`],
+    args: ["run", "-A", "--cached-only", `${ROOT}examples/dashboard.ts`],
     env: { TOOLGATE_URL: server.url, NO_COLOR: "1" },
     stdout: "piped",
     stderr: "piped",

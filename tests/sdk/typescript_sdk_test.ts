@@ -43,7 +43,7 @@ Deno.test("TS SDK over stdio: list, call, typed errors with the server's codes",
   await using tmp = await tempHome();
   await using client = new ToolgateClient({
     command: Deno.execPath(),
-    args: ["run", "-A", "--unstable-kv", MAIN, "mcp", "start"],
+    args: ["run", "-A", "--cached-only", "--unstable-kv", MAIN, "mcp", "start"],
     env: { TOOLGATE_HOME: tmp.home, NO_COLOR: "1" },
     cwd: ROOT,
     stderr: "ignore",
@@ -269,7 +269,7 @@ Deno.test("the Node 20 build of the TS SDK calls tools and receives events from 
   await using tmp = await tempHome();
   const outdir = `${tmp.home}/sdk-dist`;
   const built = await new Deno.Command(Deno.execPath(), {
-    args: ["run", "-A", `${ROOT}scripts/build_sdk.ts`, outdir],
+    args: ["run", "-A", "--cached-only", `${ROOT}scripts/build_sdk.ts`, outdir],
     stdout: "piped",
     stderr: "piped",
   }).output();

@@ -36,7 +36,7 @@ def closed_port() -> int:
 def run_cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """Runs ``toolgate <args>`` with the data dir ``home``."""
     return subprocess.run(
-        [DENO, "run", "-A", "--unstable-kv", MAIN, *args],
+        [DENO, "run", "-A", "--cached-only", "--unstable-kv", MAIN, *args],
         cwd=ROOT,
         env={**os.environ, "TOOLGATE_HOME": str(home), "NO_COLOR": "1"},
         capture_output=True,
@@ -125,7 +125,7 @@ def start_server(
     if token:
         env["TOOLGATE_API_TOKEN"] = token
     process = subprocess.Popen(
-        [DENO, "run", "-A", MAIN, "mcp", "start", "--transport", "http", "--port", "0"],
+        [DENO, "run", "-A", "--cached-only", MAIN, "mcp", "start", "--transport", "http", "--port", "0"],
         cwd=ROOT,
         env=env,
         stdout=subprocess.PIPE,

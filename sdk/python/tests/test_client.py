@@ -93,7 +93,7 @@ def test_stdio_lists_calls_and_raises_typed_errors(home: Path) -> None:
     async def scenario() -> None:
         client = Client.stdio(
             DENO,
-            ["run", "-A", "--unstable-kv", MAIN, "mcp", "start"],
+            ["run", "-A", "--cached-only", "--unstable-kv", MAIN, "mcp", "start"],
             env={"TOOLGATE_HOME": str(home), "NO_COLOR": "1"},
             cwd=str(ROOT),
             stderr="ignore",

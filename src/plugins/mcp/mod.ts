@@ -20,6 +20,8 @@ export type { McpUpstreamPluginOptions } from "./upstream_plugin.ts";
 export { UpstreamConnection } from "./upstream_connection.ts";
 export type { UpstreamConnectionOptions, UpstreamTool } from "./upstream_connection.ts";
 export {
+  INHERITED_ENV_NAMES,
+  inheritedEnv,
   specFingerprint,
   TOOL_NAME_SEPARATOR,
   UPSTREAM_NAME_PATTERN,

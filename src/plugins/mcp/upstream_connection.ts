@@ -258,11 +258,11 @@ export class UpstreamConnection {
   async #transport(): Promise<StdioClientTransport | StreamableHTTPClientTransport> {
     const spec = this.#spec;
     if (spec.command !== undefined) {
-      const env = await resolveValues(spec.env, "env", this.#resolveSecret);
+      const own = await resolveValues(spec.env, "env", this.#resolveSecret);
       const transport = new StdioClientTransport({
         command: spec.command,
         args: spec.args,
-        env,
+        env: { ...this.#settings.inheritedEnv, ...own },
         stderr: "pipe",
       });
       this.#pipeStderr(transport);

@@ -43,6 +43,71 @@ export interface UpstreamSettings {
   restartInitialMs: number;
   /** Longest delay between restarts, in ms. */
   restartMaxMs: number;
+  /**
+   * What a stdio upstream inherits from toolgate's environment
+   * ({@linkcode inheritedEnv}); its own `env` entries go on top.
+   * @default {}
+   */
+  inheritedEnv?: Readonly<Record<string, string>>;
+}
+
+/**
+ * Variables a stdio upstream inherits from toolgate's environment: what a
+ * shell, `npx`, `uvx` or `deno` needs to find its cache and reach a registry
+ * through a proxy or a custom CA. Secrets of toolgate's own (`TOOLGATE_*`)
+ * and anything else stay behind.
+ */
+export const INHERITED_ENV_NAMES: readonly string[] = [
+  "HOME",
+  "LOGNAME",
+  "PATH",
+  "SHELL",
+  "TERM",
+  "USER",
+  "TMPDIR",
+  "LANG",
+  "LC_ALL",
+  "LC_CTYPE",
+  "TZ",
+  "XDG_CONFIG_HOME",
+  "XDG_CACHE_HOME",
+  "XDG_DATA_HOME",
+  "XDG_RUNTIME_DIR",
+  "DENO_DIR",
+  "DENO_CERT",
+  "DENO_TLS_CA_STORE",
+  "DENO_AUTH_TOKENS",
+  "HTTP_PROXY",
+  "HTTPS_PROXY",
+  "NO_PROXY",
+  "ALL_PROXY",
+  "http_proxy",
+  "https_proxy",
+  "no_proxy",
+  "all_proxy",
+  "SSL_CERT_FILE",
+  "SSL_CERT_DIR",
+  "NODE_EXTRA_CA_CERTS",
+  "REQUESTS_CA_BUNDLE",
+  "CURL_CA_BUNDLE",
+];
+
+/** Prefixes of inherited variables (npm's own configuration: registry, cafile, proxy). */
+const INHERITED_ENV_PREFIXES = ["NPM_CONFIG_", "npm_config_"];
+
+/**
+ * The part of `env` a stdio upstream inherits: {@linkcode INHERITED_ENV_NAMES}
+ * and npm's `NPM_CONFIG_*` variables, when set.
+ */
+export function inheritedEnv(env: Readonly<Record<string, string>>): Record<string, string> {
+  const inherited: Record<string, string> = {};
+  for (const [name, value] of Object.entries(env)) {
+    if (
+      INHERITED_ENV_NAMES.includes(name) ||
+      INHERITED_ENV_PREFIXES.some((prefix) => name.startsWith(prefix))
+    ) inherited[name] = value;
+  }
+  return inherited;
 }
 
 /** The upstream settings of a configuration. */
@@ -52,6 +117,7 @@ export function upstreamSettings(config: Config): UpstreamSettings {
     connectTimeoutMs: settings.connect_timeout_ms,
     restartInitialMs: settings.restart_initial_ms,
     restartMaxMs: settings.restart_max_ms,
+    inheritedEnv: inheritedEnv(config.env),
   };
 }
 
