@@ -256,7 +256,7 @@ Deno.test("upstream MCP servers behind the real HTTP server: REST, MCP HTTP, aud
     assertEquals([fix.state, fix.upstream?.restarts, fix.server?.transport], ["ready", 1, "http"]);
     restartedPid = fix.upstream!.pid!;
     assert(restartedPid !== fixPid && isAlive(restartedPid));
-    assertStringIncludes(fix.last_error!, "the upstream process exited");
+    assertStringIncludes(fix.last_error!, "the upstream process was killed by SIGKILL");
     assert(!isAlive(fixPid));
 
     // Live add, disable and remove by the CLI, while the server runs.

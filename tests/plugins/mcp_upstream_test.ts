@@ -200,6 +200,28 @@ Deno.test("an upstream whose command cannot start fails with PLUGIN_INIT_FAILED 
   await gw.gateway.call("memory_set", { key: "a", value: 1 });
 });
 
+Deno.test("an upstream process that exits while starting reports its exit code and last stderr lines", async () => {
+  const script = [
+    "echo 'Need to install the following packages: @acme/mcp@1.0.0' >&2",
+    'for i in 1 2 3 4 5 6; do echo "npm error line $i" >&2; done',
+    "printf 'npm error 404 Not Found - @acme/mcp' >&2",
+    "exit 3",
+  ].join("; ");
+  await using gw = await pluginGateway([
+    upstream(stdioSpec("acme", { command: "sh", args: ["-c", script] })),
+    memoryPlugin(),
+  ]);
+  const [acme] = gw.gateway.listPlugins();
+  assertEquals([acme.state, acme.error_code], ["error", "PLUGIN_INIT_FAILED"]);
+  const expected = "MCP upstream sh exited with code 3 while starting; stderr: " +
+    "npm error line 3 | npm error line 4 | npm error line 5 | npm error line 6 | " +
+    "npm error 404 Not Found - @acme/mcp";
+  assertEquals(acme.error, `Plugin acme failed to initialize: ${expected}`);
+  assertEquals(acme.upstream?.last_error, expected);
+  const call = await expectCode(() => gw.gateway.call("acme__fetch", {}), "PLUGIN_INIT_FAILED");
+  assertStringIncludes(call.message, expected);
+});
+
 Deno.test("an upstream that never answers the handshake fails after the connect timeout and its process is ended", async () => {
   const pidFile = await Deno.makeTempFile();
   try {
@@ -237,16 +259,24 @@ Deno.test("a killed upstream fails fast, opens its circuit, restarts with backof
   const before = gw.gateway.listPlugins()[0].upstream!.pid!;
   Deno.kill(before, "SIGKILL");
   await waitFor(() => gw.gateway.listPlugins()[0].state === "reconnecting", "state reconnecting");
-  const status = gw.gateway.listPlugins()[0];
-  assertStringIncludes(status.last_error!, "the upstream process exited");
-  assert(status.upstream?.next_attempt_at);
+  const status = await waitFor(() => {
+    const [plugin] = gw.gateway.listPlugins();
+    return plugin.upstream?.next_attempt_at ? plugin : undefined;
+  }, "the restart to be scheduled");
+  assertEquals(
+    status.last_error,
+    "the upstream process was killed by SIGKILL; stderr: fixture upstream ready on stdio",
+  );
 
   const started = Date.now();
   const first = await expectCode(
     () => gw.gateway.call("fix__echo", { text: "a" }),
     "PLUGIN_REQUEST_FAILED",
   );
-  assertStringIncludes(first.message, "Upstream fix is unavailable: the upstream process exited");
+  assertStringIncludes(
+    first.message,
+    "Upstream fix is unavailable: the upstream process was killed by SIGKILL",
+  );
   await expectCode(() => gw.gateway.call("fix__echo", { text: "a" }), "PLUGIN_REQUEST_FAILED");
   assert(Date.now() - started < 500, "calls to a dead upstream were not fast");
   await expectCode(() => gw.gateway.call("fix__echo", { text: "a" }), "CIRCUIT_OPEN");

@@ -27,6 +27,12 @@ const MAX_TOOL_PAGES = 100;
 /** Longest upstream error text carried in a message. */
 const MAX_ERROR_TEXT = 2000;
 
+/** Stderr lines of a stdio upstream kept for its `last_error`. */
+const STDERR_TAIL_LINES = 5;
+
+/** How long a failed start or a lost process is given to report its exit and last stderr. */
+const EXIT_REPORT_WAIT_MS = 1000;
+
 /** A tool as an upstream lists it (the fields the gateway uses). */
 export interface UpstreamTool {
   name: string;
@@ -69,6 +75,10 @@ interface Live {
   client: Client;
   transport: StdioClientTransport | StreamableHTTPClientTransport;
   generation: number;
+  /** A stdio upstream's last stderr lines. */
+  stderr?: StderrTail;
+  /** A stdio upstream's process, once spawned (the SDK forgets it when it ends). */
+  child?: ChildEvents;
 }
 
 /** A connection to one MCP upstream that restarts itself. */
@@ -232,9 +242,10 @@ export class UpstreamConnection {
     const client = new Client({ name: "toolgate", version: VERSION }, { capabilities: {} });
     let live: Live | undefined;
     try {
-      const transport = await this.#transport();
-      live = { client, transport, generation };
+      const { transport, stderr } = await this.#transport();
+      live = { client, transport, generation, stderr };
       const current = live;
+      if (transport instanceof StdioClientTransport) keepChild(transport, current);
       client.setNotificationHandler(ToolListChangedNotificationSchema, () => {
         if (this.#live === current) void this.#refresh();
       });
@@ -247,15 +258,26 @@ export class UpstreamConnection {
       const tools = await abortable(listAllTools(client, options), controller.signal);
       return { live, tools };
     } catch (error) {
-      if (live) await closeLive(live, true);
-      throw controller.signal.aborted ? controller.signal.reason : error;
+      const reason = controller.signal.aborted ? controller.signal.reason : error;
+      if (!live?.child?.pid || this.#closed) {
+        if (live) await closeLive(live, true);
+        throw reason;
+      }
+      // A process that ran and failed: its exit status and last stderr lines say why
+      // (one that is still running after a timeout is not waited for).
+      const exit = await exitReport(live, controller.signal.aborted ? 0 : EXIT_REPORT_WAIT_MS);
+      await closeLive(live, true);
+      throw new UpstreamStartError(errorText(reason), exit);
     } finally {
       clearTimeout(timer);
       if (this.#connecting === controller) this.#connecting = undefined;
     }
   }
 
-  async #transport(): Promise<StdioClientTransport | StreamableHTTPClientTransport> {
+  async #transport(): Promise<{
+    transport: StdioClientTransport | StreamableHTTPClientTransport;
+    stderr?: StderrTail;
+  }> {
     const spec = this.#spec;
     if (spec.command !== undefined) {
       const own = await resolveValues(spec.env, "env", this.#resolveSecret);
@@ -265,32 +287,48 @@ export class UpstreamConnection {
         env: { ...this.#settings.inheritedEnv, ...own },
         stderr: "pipe",
       });
-      this.#pipeStderr(transport);
-      return transport;
+      const stderr = this.#pipeStderr(transport);
+      return { transport, stderr };
     }
     const headers = await resolveValues(spec.headers, "header", this.#resolveSecret);
-    return new StreamableHTTPClientTransport(new URL(spec.url!), { requestInit: { headers } });
+    return {
+      transport: new StreamableHTTPClientTransport(new URL(spec.url!), {
+        requestInit: { headers },
+      }),
+    };
   }
 
-  /** Forwards the upstream's stderr, line by line, to our log (never our stdout). */
-  #pipeStderr(transport: StdioClientTransport): void {
+  /**
+   * Forwards the upstream's stderr, line by line, to our log (never our
+   * stdout), keeping the last lines for its `last_error`.
+   */
+  #pipeStderr(transport: StdioClientTransport): StderrTail {
+    const tail = new StderrTail();
     const stream = transport.stderr;
-    if (!stream) return;
+    if (!stream) return tail;
     const decoder = new TextDecoder();
     let pending = "";
+    const line = (text: string) => {
+      if (!text) return;
+      this.#log(truncate(text));
+      tail.push(text);
+    };
     stream.on("data", (chunk: Uint8Array) => {
       pending += decoder.decode(chunk, { stream: true });
       const lines = pending.split("\n");
       pending = lines.pop() ?? "";
-      for (const line of lines) {
-        const text = line.trimEnd();
-        if (text) this.#log(truncate(text));
-      }
+      for (const text of lines) line(text.trimEnd());
       if (pending.length > MAX_ERROR_TEXT) {
-        this.#log(truncate(pending));
+        line(pending);
         pending = "";
       }
     });
+    stream.on("end", () => {
+      line((pending + decoder.decode()).trimEnd());
+      pending = "";
+      tail.end();
+    });
+    return tail;
   }
 
   #adopt(live: Live, tools: UpstreamTool[]): void {
@@ -308,10 +346,22 @@ export class UpstreamConnection {
   #lost(live: Live, reason: string): void {
     if (this.#closed || this.#live !== live) return;
     this.#live = undefined;
-    const exited = live.transport instanceof StdioClientTransport;
-    this.#recordError(exited ? `the upstream process exited (${reason})` : reason);
-    void closeLive(live);
-    this.#scheduleRestart();
+    if (!live.stderr) {
+      this.#recordError(reason);
+      void closeLive(live);
+      this.#scheduleRestart();
+      return;
+    }
+    // Calls fail fast at once; the restart waits for the exit status and last stderr lines.
+    this.#state = "reconnecting";
+    this.#recordError("the upstream process exited");
+    void (async () => {
+      const exit = await exitReport(live, EXIT_REPORT_WAIT_MS);
+      if (this.#closed) return;
+      this.#recordError(`the upstream process ${exit.status ?? "exited"}${stderrSuffix(exit)}`);
+      await closeLive(live);
+      this.#scheduleRestart();
+    })();
   }
 
   #scheduleRestart(): void {
@@ -407,6 +457,15 @@ export class UpstreamConnection {
 
   #connectError(error: unknown): GatewayError {
     if (error instanceof GatewayError) return error;
+    if (error instanceof UpstreamStartError) {
+      const { status } = error.exit;
+      const message = status
+        ? `MCP upstream ${this.#spec.command} ${status} while starting`
+        : `MCP upstream ${this.#spec.command} did not start: ${error.message}`;
+      return new GatewayError("PLUGIN_INIT_FAILED", message + stderrSuffix(error.exit), {
+        cause: error,
+      });
+    }
     const how = this.#spec.command !== undefined
       ? `cannot run ${this.#spec.command}`
       : `cannot reach ${safeUrl(this.#spec.url!)}`;
@@ -490,11 +549,104 @@ async function listAllTools(
   throw new Error(`tools/list returned more than ${MAX_TOOL_PAGES} pages`);
 }
 
-/** What {@linkcode closeLive} uses of the SDK transport's child process. */
+/** What is used of the SDK transport's child process (a `node:child_process` one). */
 interface ChildEvents {
+  pid?: number;
   exitCode: number | null;
   signalCode: string | null;
   once(event: "exit", listener: () => void): unknown;
+}
+
+/**
+ * Keeps the transport's child process in `live` once it is spawned: the SDK
+ * holds it privately and drops it when the process ends, which is when its
+ * exit status is wanted.
+ */
+function keepChild(transport: StdioClientTransport, live: Live): void {
+  const start = transport.start.bind(transport);
+  transport.start = async () => {
+    try {
+      await start();
+    } finally {
+      live.child = (transport as unknown as { _process?: ChildEvents })._process;
+    }
+  };
+}
+
+/** The last lines a stdio upstream wrote to stderr, and whether it closed stderr. */
+class StderrTail {
+  #lines: string[] = [];
+  #ended = Promise.withResolvers<void>();
+
+  /** Keeps `line`, dropping the oldest beyond {@linkcode STDERR_TAIL_LINES}. */
+  push(line: string): void {
+    this.#lines.push(line);
+    if (this.#lines.length > STDERR_TAIL_LINES) this.#lines.shift();
+  }
+
+  /** Marks stderr closed (every line is in). */
+  end(): void {
+    this.#ended.resolve();
+  }
+
+  /** Resolves once stderr is closed. */
+  get ended(): Promise<void> {
+    return this.#ended.promise;
+  }
+
+  /** The kept lines, one text (`undefined` when there were none). */
+  text(): string | undefined {
+    return this.#lines.length ? truncate(this.#lines.join(" | ")) : undefined;
+  }
+}
+
+/** A stdio upstream that started but did not complete the handshake. */
+class UpstreamStartError extends Error {
+  /** How its process ended, and its last stderr lines. */
+  readonly exit: ExitReport;
+
+  constructor(message: string, exit: ExitReport) {
+    super(message);
+    this.exit = exit;
+  }
+}
+
+/** How a stdio upstream's process ended, for `last_error`. */
+interface ExitReport {
+  /** `exited with code 1`, `was killed by SIGKILL`; none while it runs. */
+  status?: string;
+  /** Its last stderr lines, `" | "`-joined. */
+  stderr?: string;
+}
+
+/** `; stderr: <lines>`, or nothing. */
+function stderrSuffix(exit: ExitReport): string {
+  return exit.stderr ? `; stderr: ${exit.stderr}` : "";
+}
+
+/**
+ * How a stdio upstream's process ended and what it last wrote to stderr;
+ * waits up to `waitMs` for the exit and the end of its stderr.
+ */
+async function exitReport(live: Live, waitMs: number): Promise<ExitReport> {
+  const { child } = live;
+  const exitedNow = () =>
+    child !== undefined && (child.exitCode !== null || child.signalCode !== null);
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const timeout = new Promise<void>((resolve) => timer = setTimeout(resolve, waitMs));
+  const exited = new Promise<void>((resolve) => {
+    if (!child || exitedNow()) resolve();
+    else child.once("exit", () => resolve());
+  });
+  await Promise.race([Promise.all([exited, live.stderr?.ended]), timeout]);
+  clearTimeout(timer);
+  const report: ExitReport = { stderr: live.stderr?.text() };
+  if (exitedNow()) {
+    report.status = child!.signalCode !== null
+      ? `was killed by ${child!.signalCode}`
+      : `exited with code ${child!.exitCode}`;
+  }
+  return report;
 }
 
 /**
@@ -508,8 +660,7 @@ interface ChildEvents {
 async function closeLive(live: Live, force = false): Promise<void> {
   live.client.onclose = undefined;
   const pid = live.transport instanceof StdioClientTransport ? live.transport.pid : null;
-  // The SDK forgets its child when closing: watch it here to see whether it exited.
-  const child = (live.transport as unknown as { _process?: ChildEvents })._process;
+  const { child } = live;
   // Exited before (a crash): never signal its pid, which may have been reused.
   let exited = !child || child.exitCode !== null || child.signalCode !== null;
   child?.once("exit", () => {
