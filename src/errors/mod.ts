@@ -39,6 +39,11 @@ export const ERROR_CODES = {
   STORE_CORRUPT: { status: 500, exit: 1, doc: "The data directory cannot be read" },
   DELIVERY_FAILED: { status: 502, exit: 1, doc: "A webhook delivery failed" },
   UNAVAILABLE: { status: 503, exit: 1, doc: "The server is not serving" },
+  LISTEN_FAILED: {
+    status: 500,
+    exit: 1,
+    doc: "The HTTP server cannot listen on its address (port in use, address not here)",
+  },
   INTERNAL: { status: 500, exit: 1, doc: "Unexpected internal error" },
 } as const;
 

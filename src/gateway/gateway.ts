@@ -266,6 +266,22 @@ export class Gateway {
   async #initialize(plugin: HostedPlugin): Promise<PluginOutcome> {
     const { definition, context } = plugin;
     try {
+      const missing: string[] = [];
+      for (const key of definition.secrets ?? []) {
+        if (!(await context.secrets.get(key))) missing.push(`${definition.name}.${key}`);
+      }
+      if (missing.length) {
+        const [first] = missing;
+        return {
+          state: "not_configured",
+          code: "PLUGIN_NOT_CONFIGURED",
+          error: `Plugin ${definition.name} is not configured: ${missing.join(", ")} ${
+            missing.length > 1 ? "are" : "is"
+          } not set; store ${
+            missing.length > 1 ? "each" : "it"
+          } with toolgate keychain set ${first}`,
+        };
+      }
       if (definition.isConfigured && !(await definition.isConfigured(context))) {
         return {
           state: "not_configured",
@@ -448,10 +464,13 @@ export class Gateway {
     const why = status.state === "disabled"
       ? `plugin ${owner} is ${this.#howDisabled(owner, status)}`
       : status.error ?? `plugin ${owner} is ${status.state}`;
-    const hint = code === "PLUGIN_NOT_CONFIGURED" && !proxy
-      ? `; store its credentials with toolgate keychain set ${owner}.<key> ` +
-        `(a running server needs a restart to pick them up)`
-      : "";
+    const named = (plugin.definition.secrets ?? []).length > 0;
+    const hint = code !== "PLUGIN_NOT_CONFIGURED" || proxy
+      ? ""
+      : named
+      ? " (a running server needs a restart to pick it up)"
+      : `; store its credentials with toolgate keychain set ${owner}.<key> ` +
+        `(a running server needs a restart to pick them up)`;
     return new GatewayError(code, `Tool ${name} is unavailable: ${why}${hint}`, {
       details: { tool: name, plugin: owner, state: status.state },
     });

@@ -82,7 +82,16 @@ export interface PluginDefinition {
   description?: string;
   /** Needs no credentials or configuration. */
   zeroConfig: boolean;
-  /** Whether the plugin has what it needs; `false` → state `not_configured`. */
+  /**
+   * Keychain keys the plugin needs (`bot_token` for `slack.bot_token`): one
+   * not set → state `not_configured`, with a message naming it.
+   * @default []
+   */
+  secrets?: readonly string[];
+  /**
+   * Whether the plugin has what it needs beyond {@linkcode PluginDefinition.secrets};
+   * `false` → state `not_configured`.
+   */
   isConfigured?(context: PluginContext): boolean | Promise<boolean>;
   /** Prepares the plugin; throwing → state `error`. */
   initialize?(context: PluginContext): void | Promise<void>;

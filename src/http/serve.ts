@@ -81,22 +81,23 @@ export function serveHttp(options: ServeHttpOptions): HttpServer {
   const mcp = new McpHttpSessions(gateway, mcpHttpOptions(config.server));
   const app = createApp({ gateway, config, lifecycle, mcp, routes, isPublicPath, log });
   let url = "";
-  const server = Deno.serve({
-    hostname: host,
-    port,
-    onListen: (addr) => {
-      const shown = addr.hostname.includes(":") ? `[${addr.hostname}]` : addr.hostname;
-      url = `http://${shown}:${addr.port}`;
-      options.onListen?.({ hostname: addr.hostname, port: addr.port, url });
-    },
-    onError: (error) => {
-      log(`request failed: ${(error as Error)?.stack ?? String(error)}`);
-      return new Response(
-        JSON.stringify({ error: { code: "INTERNAL", message: "Internal error" } }),
-        { status: 500, headers: { "content-type": "application/json" } },
-      );
-    },
-  }, app.fetch);
+  const server = listenOrExplain(host, port, () =>
+    Deno.serve({
+      hostname: host,
+      port,
+      onListen: (addr) => {
+        const shown = addr.hostname.includes(":") ? `[${addr.hostname}]` : addr.hostname;
+        url = `http://${shown}:${addr.port}`;
+        options.onListen?.({ hostname: addr.hostname, port: addr.port, url });
+      },
+      onError: (error) => {
+        log(`request failed: ${(error as Error)?.stack ?? String(error)}`);
+        return new Response(
+          JSON.stringify({ error: { code: "INTERNAL", message: "Internal error" } }),
+          { status: 500, headers: { "content-type": "application/json" } },
+        );
+      },
+    }, app.fetch));
 
   let stopping: Promise<void> | undefined;
   const shutdown = () => {
@@ -125,6 +126,33 @@ export function serveHttp(options: ServeHttpOptions): HttpServer {
     shutdown,
     finished,
   };
+}
+
+/**
+ * Runs `serve`, turning the errors of a bind that fails into a message that
+ * says what to change.
+ *
+ * @throws {GatewayError} `LISTEN_FAILED` when the address is in use, not on
+ * this machine, or needs privileges.
+ */
+function listenOrExplain<T>(host: string, port: number, serve: () => T): T {
+  try {
+    return serve();
+  } catch (error) {
+    const address = `${host.includes(":") ? `[${host}]` : host}:${port}`;
+    const pick = "pick another with --port <n>, --port 0 or TOOLGATE_PORT";
+    let why: string | undefined;
+    if (error instanceof Deno.errors.AddrInUse) why = `the address is in use; ${pick}`;
+    else if (error instanceof Deno.errors.AddrNotAvailable) {
+      why = "the address is not on this machine; pick another with --host or TOOLGATE_HOST";
+    } else if (error instanceof Deno.errors.PermissionDenied) {
+      why = `permission denied (ports below 1024 need privileges); ${pick}`;
+    }
+    if (!why) throw error;
+    throw new GatewayError("LISTEN_FAILED", `Cannot listen on ${address}: ${why}`, {
+      cause: error,
+    });
+  }
 }
 
 /** Whether `promise` settles within `ms` (the timer never outlives the wait). */

@@ -47,7 +47,10 @@ Deno.test("without a Slack token, plugins list shows slack not_configured while 
     call.stderr,
     "toolgate: PLUGIN_NOT_CONFIGURED: Tool slack_post_message is unavailable: Plugin slack is not configured",
   );
-  assertStringIncludes(call.stderr, "toolgate keychain set slack.<key>");
+  assertStringIncludes(
+    call.stderr,
+    "Plugin slack is not configured: slack.bot_token is not set; store it with toolgate keychain set slack.bot_token (a running server needs a restart to pick it up)",
+  );
 
   const memory = await toolgate(
     ["tools", "call", "memory_get", "--args", '{"key": "a"}'],

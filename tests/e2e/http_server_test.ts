@@ -351,3 +351,18 @@ Deno.test("http transport: binding beyond loopback without a token refuses to st
   assertEquals(run.code, 1);
   assertMatch(run.stderr, /Refusing to bind 0\.0\.0\.0: set TOOLGATE_API_TOKEN/);
 });
+
+Deno.test("http transport: a port in use stops start-up with exit 1 and one line that says what to change", async () => {
+  await using tmp = await tempHome();
+  using taken = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const port = (taken.addr as Deno.NetAddr).port;
+  const run = await runCli(["mcp", "start", "--transport", "http", "--port", String(port)], {
+    home: tmp.home,
+  });
+  assertEquals(run.code, 1);
+  assertEquals(
+    run.stderr.trimEnd().split("\n").at(-1),
+    `toolgate: Cannot listen on 127.0.0.1:${port}: the address is in use; ` +
+      "pick another with --port <n>, --port 0 or TOOLGATE_PORT",
+  );
+});

@@ -88,7 +88,8 @@ Deno.test("all 8 event types reach a real receiver with the spec's headers, fiel
   assertEquals(byType("server.started")[0].transport, "http");
   assertEquals(byType("plugin.error")[0], {
     plugin_name: "slack",
-    error: "Plugin slack is not configured: a required credential is missing",
+    error:
+      "Plugin slack is not configured: slack.bot_token is not set; store it with toolgate keychain set slack.bot_token",
     error_code: "PLUGIN_NOT_CONFIGURED",
     state: "not_configured",
   });

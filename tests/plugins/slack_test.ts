@@ -34,7 +34,17 @@ Deno.test("without slack.bot_token the plugin is not_configured and the others s
     () => gw.gateway.call("slack_post_message", { channel: "C1", text: "x" }),
     "PLUGIN_NOT_CONFIGURED",
   );
-  assertStringIncludes(unavailable.message, "toolgate keychain set slack.<key>");
+  assertEquals(
+    unavailable.message,
+    "Tool slack_post_message is unavailable: Plugin slack is not configured: slack.bot_token " +
+      "is not set; store it with toolgate keychain set slack.bot_token " +
+      "(a running server needs a restart to pick it up)",
+  );
+  assertEquals(
+    slack.error,
+    "Plugin slack is not configured: slack.bot_token is not set; " +
+      "store it with toolgate keychain set slack.bot_token",
+  );
   assertEquals((await gw.gateway.call("memory_get", { key: "k" })).output.found, false);
 });
 

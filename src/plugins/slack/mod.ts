@@ -219,9 +219,7 @@ export function slackPlugin(): PluginDefinition {
     version: VERSION,
     description: "Post messages and list channels in Slack (needs slack.bot_token)",
     zeroConfig: false,
-    async isConfigured(context) {
-      return Boolean(await context.secrets.get(SLACK_TOKEN_KEY));
-    },
+    secrets: [SLACK_TOKEN_KEY],
     tools: [
       {
         name: "slack_post_message",
