@@ -7,6 +7,7 @@
 import { type Config, loadConfig, readEnv } from "../config/mod.ts";
 import { GatewayError } from "../errors/mod.ts";
 import { openStore, type Store } from "../store/mod.ts";
+import { InputCancelledError, readHiddenLine } from "./_hidden_input.ts";
 
 /** The process I/O a command uses; injected so tests can capture it. */
 export interface CliIo {
@@ -20,6 +21,15 @@ export interface CliIo {
   env: Record<string, string>;
   /** Whether stderr is a terminal (colour and progress only then). */
   stderrIsTty: boolean;
+  /** Whether stdin is a terminal (a person typing, not a pipe or an MCP host). */
+  stdinIsTty: boolean;
+  /**
+   * Reads a secret: from a terminal, after `prompt` on stderr with echo off
+   * (one line); otherwise all of stdin.
+   *
+   * @throws {GatewayError} `USAGE` when the user presses Ctrl-C at the prompt.
+   */
+  readSecret(prompt: string): Promise<string>;
 }
 
 /** The I/O of the real process. */
@@ -31,6 +41,17 @@ export function processIo(): CliIo {
     readStdin: async () => await new Response(Deno.stdin.readable).text(),
     env: readEnv(),
     stderrIsTty: Deno.stderr.isTerminal(),
+    stdinIsTty: Deno.stdin.isTerminal(),
+    readSecret: async (prompt) => {
+      if (!Deno.stdin.isTerminal()) return await new Response(Deno.stdin.readable).text();
+      const write = (text: string) => writeAll(Deno.stderr, encoder.encode(text));
+      try {
+        return await readHiddenLine(Deno.stdin, prompt, write);
+      } catch (error) {
+        if (error instanceof InputCancelledError) throw usage("Cancelled: nothing was stored");
+        throw error;
+      }
+    },
   };
 }
 

@@ -38,7 +38,9 @@ export function registerKeychain(program: Command, context: CliContext): void {
     .description("manage plugin credentials (<plugin>.<key>), e.g. slack.bot_token");
 
   keychain.command("set")
-    .description("store a secret read from stdin (one trailing newline is stripped)")
+    .description(
+      "store a secret: typed at a hidden prompt, or read from stdin (one trailing newline is stripped)",
+    )
     .argument("<name>", "<plugin>.<key>, e.g. slack.bot_token")
     .addHelpText(
       "after",
@@ -46,10 +48,13 @@ export function registerKeychain(program: Command, context: CliContext): void {
     )
     .action(async (raw: string) => {
       const name = parseName(raw);
-      const value = (await context.io.readStdin()).replace(/\r?\n$/, "");
+      const value = (await context.io.readSecret(`Value for ${name} (input hidden): `))
+        .replace(/\r?\n$/, "");
       if (value.length === 0) {
         throw usage(
-          `Invalid value for ${name}: stdin was empty; pipe the secret in, e.g. printf %s "$TOKEN" | toolgate keychain set ${name}`,
+          context.io.stdinIsTty
+            ? `Invalid value for ${name}: nothing was typed; type the secret, or pipe it in, e.g. printf %s "$TOKEN" | toolgate keychain set ${name}`
+            : `Invalid value for ${name}: stdin was empty; pipe the secret in, e.g. printf %s "$TOKEN" | toolgate keychain set ${name}`,
         );
       }
       const config = await context.config();

@@ -59,6 +59,12 @@ export async function startStdio(context: CliContext): Promise<void> {
   // (the store, plugins, the dispatcher) runs while the host's `initialize`
   // is answered: MCP hosts spawn a server per session and wait for that reply.
   await context.config();
+  if (context.io.stdinIsTty) {
+    context.io.stderr(
+      "toolgate: speaking MCP (JSON-RPC) on stdin/stdout for an MCP host such as Claude Desktop or Cursor; " +
+        "to serve REST, MCP over HTTP and webhooks instead run: toolgate mcp start --transport http\n",
+    );
+  }
   const stop = new AbortController();
   const onSignal = () => stop.abort();
   Deno.addSignalListener("SIGTERM", onSignal);
