@@ -12,7 +12,6 @@ import {
   type CallToolResult,
   ErrorCode,
   ListToolsRequestSchema,
-  McpError,
 } from "@modelcontextprotocol/sdk/types.js";
 import { GatewayError } from "../errors/mod.ts";
 import { type Gateway, toErrorResult, toToolResult } from "../gateway/mod.ts";
@@ -77,7 +76,7 @@ export function createMcpServer(
       // A tool of a plugin that is not ready: its error, as a tool result.
       const unavailable = gateway.unavailable(name);
       if (unavailable) return toErrorResult(unavailable);
-      throw new McpError(ErrorCode.InvalidParams, `Unknown tool: ${name}`);
+      throw new JsonRpcError(ErrorCode.InvalidParams, `Unknown tool: ${name}`);
     }
     try {
       const result = await gateway.call(name, args ?? {}, {
@@ -108,4 +107,19 @@ export function createMcpServer(
     detachGateway();
   };
   return { server, detach };
+}
+
+/**
+ * A JSON-RPC error whose message goes on the wire as it is. The SDK's
+ * `McpError` puts `MCP error <code>: ` in front of its message, and clients
+ * add that prefix once more when they read the error.
+ */
+class JsonRpcError extends Error {
+  /** The JSON-RPC error code. */
+  readonly code: number;
+
+  constructor(code: number, message: string) {
+    super(message);
+    this.code = code;
+  }
 }

@@ -72,7 +72,7 @@ Deno.test("the official MCP client over stdio lists the built-in tools and calls
     } catch (error) {
       unknownError = error;
     }
-    assertMatch(String(unknownError), /Unknown tool: no_such_tool/);
+    assertEquals((unknownError as Error).message, "MCP error -32602: Unknown tool: no_such_tool");
   } finally {
     await client.close();
     await receiver.shutdown();

@@ -1,5 +1,6 @@
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js";
+import { McpError } from "@modelcontextprotocol/sdk/types.js";
 import { assert, assertEquals, assertRejects } from "../_asserts.ts";
 import { GatewayError } from "../../src/errors/mod.ts";
 import type { Gateway } from "../../src/gateway/mod.ts";
@@ -82,9 +83,11 @@ Deno.test("tools/call of a plugin that is not ready is a tool error with its cod
     item.text.startsWith("PLUGIN_NOT_CONFIGURED: Tool t1 is unavailable: Plugin needs_token"),
     item.text,
   );
-  await assertRejects(
+  const unknown = await assertRejects(
     () => session.client.callTool({ name: "no_such_tool", arguments: {} }),
-    Error,
-    "Unknown tool: no_such_tool",
+    McpError,
   );
+  // The client puts "MCP error -32602: " in front, once.
+  assertEquals(unknown.message, "MCP error -32602: Unknown tool: no_such_tool");
+  assertEquals((unknown as McpError).code, -32602);
 });
