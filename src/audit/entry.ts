@@ -46,6 +46,9 @@ export const AUDIT_OUTCOME_SCHEMAS: Readonly<Record<string, z.ZodType>> = {
   "webhook.incoming": WebhookIncomingOutcomeSchema,
 };
 
+/** The kinds toolgate writes, for filters: `tool.call`, `webhook.incoming`. */
+export const AUDIT_KINDS = Object.keys(AUDIT_OUTCOME_SCHEMAS) as [string, ...string[]];
+
 /** Schema of what {@linkcode AuditLog.append} takes. */
 export const AuditAppendInputSchema = z.strictObject({
   kind: AuditKindSchema,

@@ -52,6 +52,7 @@ export type {
   AuditPage,
 } from "./audit_log.ts";
 export {
+  AUDIT_KINDS,
   AUDIT_OUTCOME_SCHEMAS,
   AuditAppendInputSchema,
   AuditEntrySchema,

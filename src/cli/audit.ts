@@ -4,7 +4,7 @@
  * @module
  */
 import type { Command } from "commander";
-import { type AuditLog, createAuditLog, MAX_LIST_LIMIT } from "../audit/mod.ts";
+import { AUDIT_KINDS, type AuditLog, createAuditLog, MAX_LIST_LIMIT } from "../audit/mod.ts";
 import { GatewayError } from "../errors/mod.ts";
 import { type CliContext, table, usage } from "./context.ts";
 
@@ -21,6 +21,11 @@ function parseAfter(raw: string | undefined): number | undefined {
   if (raw === undefined) return undefined;
   if (!/^\d+$/.test(raw)) throw usage(`Invalid --after "${raw}": expected a seq number`);
   return Number(raw);
+}
+
+function parseKind(raw: string | undefined): string | undefined {
+  if (raw === undefined || AUDIT_KINDS.includes(raw)) return raw;
+  throw usage(`Invalid --kind "${raw}": expected one of ${AUDIT_KINDS.join(", ")}`);
 }
 
 function parseSince(raw: string | undefined): Date | undefined {
@@ -73,7 +78,7 @@ export function registerAudit(program: Command, context: CliContext): void {
     }) => {
       const query = {
         tool: options.tool,
-        kind: options.kind,
+        kind: parseKind(options.kind),
         since: parseSince(options.since),
         after: parseAfter(options.after),
         limit: parseLimit(options.limit),
@@ -99,7 +104,16 @@ export function registerAudit(program: Command, context: CliContext): void {
         ]),
       ));
       if (page.next_after !== null) {
-        context.print(`More entries: toolgate audit list --after ${page.next_after}`);
+        // The same filters (a duration as the time it meant), the next page.
+        const next = [
+          ...(query.tool !== undefined ? ["--tool", query.tool] : []),
+          ...(query.kind !== undefined ? ["--kind", query.kind] : []),
+          ...(query.since !== undefined ? ["--since", query.since.toISOString()] : []),
+          ...(query.limit !== undefined ? ["--limit", String(query.limit)] : []),
+          "--after",
+          String(page.next_after),
+        ].map(shellWord);
+        context.print(`More entries: toolgate audit list ${next.join(" ")}`);
       }
     });
 
@@ -146,7 +160,7 @@ export function registerAudit(program: Command, context: CliContext): void {
       }
       const filter = {
         tool: options.tool,
-        kind: options.kind,
+        kind: parseKind(options.kind),
         since: parseSince(options.since),
         after: parseAfter(options.after),
       };
@@ -174,4 +188,9 @@ function describeOutcome(outcome: Record<string, unknown>): string {
   if (outcome.ok === false) return String(outcome.error_code ?? "failed");
   if (outcome.accepted === true) return "accepted";
   return JSON.stringify(outcome).slice(0, 40);
+}
+
+/** `word` as one shell word: quoted only when it needs it. */
+function shellWord(word: string): string {
+  return /^[\w@%+=:,./-]+$/.test(word) ? word : `'${word.replaceAll("'", `'\\''`)}'`;
 }

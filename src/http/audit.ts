@@ -6,6 +6,7 @@
  */
 import { createRoute, z } from "@hono/zod-openapi";
 import {
+  AUDIT_KINDS,
   type AuditEntry,
   type AuditLog,
   computeEntryHash,
@@ -56,9 +57,8 @@ const QuerySchema = z.object({
     description: `Entries per page, 1 to ${MAX_LIST_LIMIT} (default ${DEFAULT_LIST_LIMIT})`,
   }),
   tool: z.string().min(1).optional().openapi({ description: "Only entries of this tool" }),
-  kind: z.string().min(1).optional().openapi({
-    description: "Only entries of this kind (`tool.call`, `webhook.incoming`)",
-  }),
+  kind: z.enum(AUDIT_KINDS, { error: `expected one of ${AUDIT_KINDS.join(", ")}` }).optional()
+    .openapi({ description: "Only entries of this kind (`tool.call`, `webhook.incoming`)" }),
   since: z.string().datetime({ offset: true }).optional().openapi({
     description: "Only entries written at or after this ISO 8601 time",
   }),

@@ -111,3 +111,42 @@ Deno.test("a token given to a tool never appears in the audit log", async () => 
   assert(!exported.stdout.includes("s3cret"), exported.stdout);
   assertMatch(exported.stdout, /\[REDACTED\]/);
 });
+
+Deno.test("audit list's next-page hint keeps the filters; an unknown --kind is refused with the known kinds", async () => {
+  await using tmp = await tempHome();
+  await seed(tmp.home, 3);
+  const since = "2020-01-02T03:04:05.000Z";
+  const first = await runCli(
+    [
+      "audit",
+      "list",
+      "--tool",
+      "memory_set",
+      "--kind",
+      "tool.call",
+      "--since",
+      since,
+      "--limit",
+      "2",
+    ],
+    { home: tmp.home },
+  );
+  assertEquals(first.code, 0, first.stderr);
+  const hint = first.stdout.trim().split("\n").at(-1)!;
+  assertEquals(
+    hint,
+    `More entries: toolgate audit list --tool memory_set --kind tool.call --since ${since} --limit 2 --after 2`,
+  );
+  // The hint, run as printed, gives the next page.
+  const next = await runCli([...hint.split(" ").slice(3), "--json"], { home: tmp.home });
+  assertEquals(JSON.parse(next.stdout).entries.map((e: { seq: number }) => e.seq), [3]);
+
+  for (const command of ["list", "export"]) {
+    const bad = await runCli(["audit", command, "--kind", "tool.calls"], { home: tmp.home });
+    assertEquals(bad.code, 2);
+    assertEquals(
+      bad.stderr,
+      'toolgate: Invalid --kind "tool.calls": expected one of tool.call, webhook.incoming\n',
+    );
+  }
+});
