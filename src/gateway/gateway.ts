@@ -324,7 +324,7 @@ export class Gateway {
       plugin_name: definition.name,
       tool_count: status.tool_count,
       zero_config: definition.zeroConfig,
-      version: definition.version,
+      version: this.#statusOf(plugin).version,
     });
   }
 
@@ -493,6 +493,8 @@ export class Gateway {
       this.#log(`plugin ${plugin.definition.name}: status failed: ${(error as Error).message}`);
     }
     if (!upstream) return status;
+    // A proxy plugin's version is its server's own (serverInfo.version).
+    if (upstream.server?.version) status.version = upstream.server.version;
     if (status.state === "ready" && upstream.connection === "reconnecting") {
       status.state = "reconnecting";
     }

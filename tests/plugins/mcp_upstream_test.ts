@@ -73,12 +73,9 @@ Deno.test("a stdio upstream's tools are offered as <plugin>__<tool> from every p
   assertEquals(status.upstream?.server, { name: "fixture-upstream", version: "3.1.4" });
   assert(status.upstream?.pid && isAlive(status.upstream.pid));
   const ready = ofType(gw.events, "plugin.ready");
-  assertEquals(ready, [{
-    plugin_name: "fix",
-    tool_count: 8,
-    zero_config: true,
-    version: ready[0].version,
-  }]);
+  // The plugin's version is the upstream's own serverInfo.version.
+  assertEquals(status.version, "3.1.4");
+  assertEquals(ready, [{ plugin_name: "fix", tool_count: 8, zero_config: true, version: "3.1.4" }]);
 });
 
 Deno.test("upstream calls return its content and structuredContent; isError and bad arguments fail with codes", async () => {
@@ -149,6 +146,17 @@ Deno.test("keychain references in env are resolved at connect time; a missing en
   );
   assertEquals(ofType(gw.events, "plugin.error")[0].error_code, "PLUGIN_NOT_CONFIGURED");
   assert(gw.gateway.hasTool("memory_get"));
+});
+
+Deno.test("an upstream given credentials (a keychain reference, a token variable, an auth header) is not zero-config", async () => {
+  const zeroConfig = (extra: Partial<UpstreamSpec>) =>
+    upstream(stdioSpec("fix", fixtureCommand(), extra)).zeroConfig;
+  assertEquals(zeroConfig({}), true);
+  assertEquals(zeroConfig({ env: { MEMORY_FILE_PATH: "/tmp/graph.jsonl" } }), true);
+  assertEquals(zeroConfig({ env: { GITHUB_PERSONAL_ACCESS_TOKEN: "ghp_literal" } }), false);
+  assertEquals(zeroConfig({ env: { CONFIG: "keychain:fix.config" } }), false);
+  assertEquals(zeroConfig({ headers: { Authorization: "Bearer x" } }), false);
+  assertEquals(zeroConfig({ headers: { "X-Api-Key": "k" } }), false);
 });
 
 Deno.test("a stdio upstream inherits cache, proxy, CA and npm variables, none of toolgate's own, and its env wins", async () => {

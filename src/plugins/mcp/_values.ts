@@ -5,6 +5,7 @@
  * @module
  */
 import { GatewayError } from "../../errors/mod.ts";
+import { isSecretKey } from "../../redact.ts";
 
 /** Prefix of a value that names a keychain entry instead of a literal. */
 export const KEYCHAIN_REFERENCE_PREFIX = "keychain:";
@@ -16,9 +17,15 @@ export function keychainReference(value: string): string | undefined {
     : undefined;
 }
 
-/** Whether any value is a keychain reference. */
-export function hasKeychainReferences(...maps: Record<string, string>[]): boolean {
-  return maps.some((map) => Object.values(map).some((value) => keychainReference(value)));
+/**
+ * Whether an upstream is given credentials: a keychain reference, or a
+ * variable or header named like one (`GITHUB_TOKEN`, `Authorization`,
+ * `X-Api-Key`). Such an upstream is not zero-config.
+ */
+export function carriesCredentials(...maps: Record<string, string>[]): boolean {
+  return maps.some((map) =>
+    Object.entries(map).some(([name, value]) => keychainReference(value) || isSecretKey(name))
+  );
 }
 
 /**

@@ -11,11 +11,13 @@ import type {
   ToolDefinition,
   UpstreamStatus,
 } from "../../gateway/mod.ts";
-import { VERSION } from "../../version.ts";
 import { argumentsSchema, createAjv } from "./_input_schema.ts";
-import { hasKeychainReferences } from "./_values.ts";
+import { carriesCredentials } from "./_values.ts";
 import { UpstreamConnection, type UpstreamTool } from "./upstream_connection.ts";
 import { TOOL_NAME_SEPARATOR, type UpstreamSettings, type UpstreamSpec } from "./upstream_spec.ts";
+
+/** An upstream's version before it first answers. */
+export const UNKNOWN_VERSION = "unknown";
 
 /** Options of {@linkcode mcpUpstreamPlugin}. */
 export interface McpUpstreamPluginOptions {
@@ -67,11 +69,12 @@ export function mcpUpstreamPlugin(
   };
   return {
     name: spec.name,
-    version: VERSION,
+    // Until it answers: the gateway shows the upstream's own serverInfo.version once it does.
+    version: UNKNOWN_VERSION,
     description: spec.command !== undefined
       ? `MCP server (stdio): ${spec.command}`
       : `MCP server (Streamable HTTP): ${new URL(spec.url!).host}`,
-    zeroConfig: !hasKeychainReferences(spec.env, spec.headers),
+    zeroConfig: !carriesCredentials(spec.env, spec.headers),
     disabled: !spec.enabled,
     tools: [],
     async initialize(context: PluginContext) {
