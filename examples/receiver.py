@@ -5,6 +5,8 @@ Run: WEBHOOK_SECRET=... python3 examples/receiver.py [port]
 then: toolgate webhooks add --url http://127.0.0.1:<port>/ --secret ...
 """
 
+from __future__ import annotations
+
 import hashlib
 import hmac
 import json
