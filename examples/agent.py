@@ -8,6 +8,9 @@ Over stdio (starts its own server with ``deno run -A main.ts mcp start``)::
 
     PYTHONPATH=sdk/python python3 examples/agent.py
 
+It runs ``$DENO``, else ``deno`` from PATH, else ``npx -y deno@2.9.6`` (Node
+and npm only).
+
 Set ``TOOLGATE_API_TOKEN`` when the server has one.
 """
 
@@ -32,8 +35,10 @@ def make_client() -> Client:
     url = os.environ.get("TOOLGATE_URL")
     if url:
         return Client.http(url, token=os.environ.get("TOOLGATE_API_TOKEN") or None)
-    deno = shutil.which("deno") or "deno"
-    return Client.stdio(deno, ["run", "-A", str(ROOT / "main.ts"), "mcp", "start"], stderr="ignore")
+    deno = os.environ.get("DENO") or shutil.which("deno")
+    command, prefix = (deno, []) if deno else ("npx", ["-y", "deno@2.9.6"])
+    arguments = [*prefix, "run", "-A", str(ROOT / "main.ts"), "mcp", "start"]
+    return Client.stdio(command, arguments, stderr="ignore")
 
 
 async def main() -> None:

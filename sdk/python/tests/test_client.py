@@ -295,3 +295,16 @@ def test_example_agent_runs_against_the_http_server(server: Server) -> None:
     assert result.returncode == 0, result.stderr
     assert "memory_get ->" in result.stdout
     assert "TOOL_INPUT_INVALID" in result.stdout
+
+
+def test_example_agent_starts_its_own_server_over_stdio(home: Path) -> None:
+    env = {key: value for key, value in os.environ.items() if key != "TOOLGATE_URL"}
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "agent.py")],
+        env={**env, "DENO": DENO, "TOOLGATE_HOME": str(home), "NO_COLOR": "1"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "memory_get ->" in result.stdout
