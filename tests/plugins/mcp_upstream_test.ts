@@ -148,7 +148,7 @@ Deno.test("keychain references in env are resolved at connect time; a missing en
   assert(gw.gateway.hasTool("memory_get"));
 });
 
-Deno.test("an upstream given credentials (a keychain reference, a token variable, an auth header) is not zero-config", async () => {
+Deno.test("an upstream given credentials (a keychain reference, a token variable, an auth header) is not zero-config", () => {
   const zeroConfig = (extra: Partial<UpstreamSpec>) =>
     upstream(stdioSpec("fix", fixtureCommand(), extra)).zeroConfig;
   assertEquals(zeroConfig({}), true);
