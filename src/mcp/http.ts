@@ -1,13 +1,26 @@
 /**
- * MCP over Streamable HTTP: one SDK server and
- * `WebStandardStreamableHTTPServerTransport` per session (stateful, with
- * `Mcp-Session-Id`), idle expiry, and shutdown. The HTTP layer mounts
- * {@linkcode McpHttpSessions.handle} at `/mcp`.
+ * MCP over Streamable HTTP, both protocol eras at one endpoint:
+ *
+ * - 2025 (`initialize`, `Mcp-Session-Id`): one SDK server and
+ *   `WebStandardStreamableHTTPServerTransport` per session, idle expiry and
+ *   shutdown;
+ * - 2026-07-28 (every request carries its version and client in `_meta`):
+ *   the SDK's `createMcpHandler`, one server instance per request, with
+ *   `server/discover`, the `Mcp-Method`/`Mcp-Name` header checks, cache
+ *   hints and `subscriptions/listen`.
+ *
+ * The SDK's own classification (`isLegacyRequest`) routes each request. The
+ * HTTP layer mounts {@linkcode McpHttpSessions.handle} at `/mcp`.
  *
  * @module
  */
-import type { Server } from "@modelcontextprotocol/sdk/server/index.js";
-import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js";
+import {
+  createMcpHandler,
+  isLegacyRequest,
+  type McpHttpHandler,
+  type Server,
+  WebStandardStreamableHTTPServerTransport,
+} from "@modelcontextprotocol/server";
 import { DeadlineQueue } from "../deadlines.ts";
 import type { Config } from "../config/mod.ts";
 import type { Gateway } from "../gateway/mod.ts";
@@ -77,6 +90,8 @@ export class McpHttpSessions {
   #generateId: () => string;
   #source: string;
   #jsonResponses: boolean;
+  #modern: McpHttpHandler;
+  #detachModern: () => void;
   #sessions = new Map<string, Session>();
   #pending = new Set<Session>();
   #draining = false;
@@ -107,6 +122,18 @@ export class McpHttpSessions {
     this.#generateId = generateId;
     this.#source = source;
     this.#jsonResponses = responses === "json";
+    this.#modern = createMcpHandler(
+      () => createMcpServer(gateway, { source, listChanged: false }).server,
+      {
+        // 2025 traffic never reaches it: sessions are served above.
+        legacy: "reject",
+        // One JSON body, unless the call sends something before its result.
+        responseMode: this.#jsonResponses ? "auto" : "sse",
+        maxRequestBodySize: maxBodyBytes,
+      },
+    );
+    // 2026 clients hear of tool-list changes on their subscriptions/listen streams.
+    this.#detachModern = gateway.onToolsChanged(() => this.#modern.notify.toolsChanged());
   }
 
   /** Number of open sessions. */
@@ -132,7 +159,16 @@ export class McpHttpSessions {
       if (this.#draining && request.method === "GET") {
         return rpcError(503, SERVER_ERROR, "Server is shutting down");
       }
-      return await this.#serve(session, request);
+      return await this.#serve(session, await withParsedBody(request, this.#maxBodyBytes));
+    }
+    const parsed = await withParsedBody(request, this.#maxBodyBytes);
+    const [plain, body] = parsed;
+    const legacy = await isLegacyRequest(plain, body?.parsedBody, {
+      maxRequestBodySize: this.#maxBodyBytes,
+    });
+    if (!legacy) {
+      if (this.#draining) return rpcError(503, SERVER_ERROR, "Server is shutting down");
+      return await this.#modern.fetch(plain, body);
     }
     if (request.method === "GET" || request.method === "DELETE") {
       return rpcError(400, SERVER_ERROR, "Bad Request: Mcp-Session-Id header is required");
@@ -144,15 +180,15 @@ export class McpHttpSessions {
     if (this.#sessions.size + this.#pending.size >= this.#maxSessions) {
       return rpcError(503, SERVER_ERROR, "Too many MCP sessions: try again later");
     }
-    return await this.#initialize(request);
+    return await this.#initialize(parsed);
   }
 
-  async #initialize(request: Request): Promise<Response> {
+  async #initialize(parsed: ParsedRequest): Promise<Response> {
     const session = this.#create();
     this.#pending.add(session);
     try {
       await session.server.connect(session.transport);
-      return await this.#serve(session, request);
+      return await this.#serve(session, parsed);
     } finally {
       this.#pending.delete(session);
       // Not an initialize request (or it failed): the transport holds no session.
@@ -194,15 +230,13 @@ export class McpHttpSessions {
     return session;
   }
 
-  async #serve(session: Session, request: Request): Promise<Response> {
+  async #serve(session: Session, parsed: ParsedRequest): Promise<Response> {
     session.active++;
     session.cancelExpiry?.();
     session.cancelExpiry = undefined;
     let response: Response;
     try {
-      response = await session.transport.handleRequest(
-        ...await withParsedBody(request, this.#maxBodyBytes),
-      );
+      response = await session.transport.handleRequest(...parsed);
     } catch (error) {
       this.#release(session);
       throw error;
@@ -248,9 +282,13 @@ export class McpHttpSessions {
     }
   }
 
-  /** Closes every session (their streams end, in-flight calls are aborted). */
+  /** Closes every session and 2026 exchange (their streams end, in-flight calls are aborted). */
   async closeAll(): Promise<void> {
-    await Promise.all([...this.#sessions.values()].map((session) => session.server.close()));
+    this.#detachModern();
+    await Promise.all([
+      this.#modern.close(),
+      ...[...this.#sessions.values()].map((session) => session.server.close()),
+    ]);
   }
 }
 
@@ -324,10 +362,7 @@ function isEventStream(response: Response): boolean {
  * transport in a new request, so that it answers with its own error as
  * before; other methods go through untouched.
  */
-async function withParsedBody(
-  request: Request,
-  maxBytes: number,
-): Promise<[Request, { parsedBody: unknown }?]> {
+async function withParsedBody(request: Request, maxBytes: number): Promise<ParsedRequest> {
   // `request.body` is not touched: creating its stream would make text() read through it.
   if (request.method !== "POST") return [request];
   const text = await request.text();
@@ -344,3 +379,6 @@ async function withParsedBody(
 }
 
 const encoder = new TextEncoder();
+
+/** A request and, for a JSON POST, its parsed body. */
+type ParsedRequest = [Request, { parsedBody: unknown }?];

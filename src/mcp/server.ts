@@ -1,18 +1,18 @@
 /**
- * The gateway as an MCP server (official SDK): tools/list and tools/call go
- * to the gateway's registry and pipeline. Used by the stdio and Streamable
- * HTTP transports alike.
+ * The gateway as an MCP server (official SDK v2, `@modelcontextprotocol/server`):
+ * tools/list and tools/call go to the gateway's registry and pipeline. One
+ * server instance serves one protocol era: a 2025 session (after
+ * `initialize`) or 2026-07-28 requests (stateless, `server/discover`); the
+ * stdio and Streamable HTTP entries decide the era and build instances here.
  *
  * @module
  */
-import { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import {
-  type CallToolRequest,
-  CallToolRequestSchema,
   type CallToolResult,
-  ErrorCode,
-  ListToolsRequestSchema,
-} from "@modelcontextprotocol/sdk/types.js";
+  ProtocolError,
+  ProtocolErrorCode,
+  Server,
+} from "@modelcontextprotocol/server";
 import { GatewayError } from "../errors/mod.ts";
 import { type Gateway, toErrorResult, toToolResult } from "../gateway/mod.ts";
 import { newId } from "../ids.ts";
@@ -24,11 +24,22 @@ export interface McpServerOptions {
   sessionId?: () => string | undefined;
   /** Entry point name recorded in the audit log. @default "mcp" */
   source?: string;
+  /**
+   * Tell the client when the tool list changes (`notifications/tools/list_changed`
+   * on its connection). Off for the one-request instances of stateless
+   * 2026 HTTP, whose clients hear of changes on `subscriptions/listen`.
+   * @default true
+   */
+  listChanged?: boolean;
 }
+
+/** What the server says about itself in `initialize` and `server/discover`. */
+export const SERVER_INSTRUCTIONS =
+  "toolgate hosts plugins whose tools are listed here; every call is audited and circuit-protected.";
 
 /**
  * Creates an MCP server bound to the gateway. The caller connects it to a
- * transport and closes it.
+ * transport (or hands it to an SDK entry) and closes it.
  *
  * @param gateway The gateway, or a promise of it: the server then answers
  * `initialize` at once, and `tools/list` and `tools/call` once the gateway is
@@ -39,7 +50,7 @@ export function createMcpServer(
   gateway: Gateway | Promise<Gateway>,
   options: McpServerOptions = {},
 ): { server: Server; detach: () => void } {
-  const { source = "mcp" } = options;
+  const { source = "mcp", listChanged = true } = options;
   let ready = gateway instanceof Promise ? undefined : gateway;
   const starting = ready ? undefined : Promise.resolve(gateway).then((started) => {
     ready = started;
@@ -50,46 +61,37 @@ export function createMcpServer(
   const fallbackSession = newId("ses");
   const server = new Server(
     { name: "toolgate", version: VERSION },
-    {
-      capabilities: { tools: { listChanged: true } },
-      instructions:
-        "toolgate hosts plugins whose tools are listed here; every call is audited and circuit-protected.",
-    },
+    { capabilities: { tools: { listChanged: true } }, instructions: SERVER_INSTRUCTIONS },
   );
-  server.setRequestHandler(ListToolsRequestSchema, async () => ({
+  server.setRequestHandler("tools/list", async () => ({
     tools: (ready ?? await starting!).listTools().map((tool) => ({
       name: tool.name,
       description: tool.description,
-      inputSchema: { type: "object", ...tool.inputSchema } as {
-        type: "object";
-        [key: string]: unknown;
-      },
+      inputSchema: { type: "object" as const, ...tool.inputSchema },
     })),
   }));
-  server.setRequestHandler(CallToolRequestSchema, async (
-    request: CallToolRequest,
-    extra: { sessionId?: string; signal: AbortSignal },
-  ): Promise<CallToolResult> => {
+  server.setRequestHandler("tools/call", async (request, context): Promise<CallToolResult> => {
     const { name, arguments: args } = request.params;
     const gateway = ready ?? await starting!;
     if (!gateway.hasTool(name)) {
       // A tool of a plugin that is not ready: its error, as a tool result.
       const unavailable = gateway.unavailable(name);
-      if (unavailable) return toErrorResult(unavailable);
-      throw new JsonRpcError(ErrorCode.InvalidParams, `Unknown tool: ${name}`);
+      if (unavailable) return toErrorResult(unavailable) as CallToolResult;
+      throw new ProtocolError(ProtocolErrorCode.InvalidParams, `Unknown tool: ${name}`);
     }
     try {
       const result = await gateway.call(name, args ?? {}, {
-        sessionId: options.sessionId?.() ?? extra.sessionId ?? fallbackSession,
-        signal: extra.signal,
+        sessionId: options.sessionId?.() ?? context.sessionId ?? fallbackSession,
+        signal: context.mcpReq.signal,
         source,
       });
-      return toToolResult(result);
+      return toToolResult(result) as CallToolResult;
     } catch (error) {
-      if (error instanceof GatewayError) return toErrorResult(error);
+      if (error instanceof GatewayError) return toErrorResult(error) as CallToolResult;
       throw error;
     }
   });
+  if (!listChanged) return { server, detach: () => {} };
   const notify = () => {
     server.sendToolListChanged().catch(() => {
       // Not connected yet or already closed: the client lists tools on connect.
@@ -107,19 +109,4 @@ export function createMcpServer(
     detachGateway();
   };
   return { server, detach };
-}
-
-/**
- * A JSON-RPC error whose message goes on the wire as it is. The SDK's
- * `McpError` puts `MCP error <code>: ` in front of its message, and clients
- * add that prefix once more when they read the error.
- */
-class JsonRpcError extends Error {
-  /** The JSON-RPC error code. */
-  readonly code: number;
-
-  constructor(code: number, message: string) {
-    super(message);
-    this.code = code;
-  }
 }

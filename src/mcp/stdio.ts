@@ -1,10 +1,23 @@
 /**
- * MCP over stdio: stdout carries only JSON-RPC; logs go to stderr.
+ * MCP over stdio, both protocol eras (the SDK's `serveStdio` decides from the
+ * client's opening: `initialize` for 2025, a request carrying the 2026-07-28
+ * `_meta` envelope or a `server/discover` probe for 2026). stdout carries
+ * only JSON-RPC; logs go to stderr.
  *
  * @module
  */
-import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
-import type { JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
+import type {
+  JSONRPCMessage,
+  MessageExtraInfo,
+  Transport,
+  TransportSendOptions,
+} from "@modelcontextprotocol/server";
+import {
+  serveStdio as serveSdkStdio,
+  StdioServerTransport,
+} from "@modelcontextprotocol/server/stdio";
+import process from "node:process";
+import { PassThrough } from "node:stream";
 import type { Gateway } from "../gateway/mod.ts";
 import { createMcpServer } from "./server.ts";
 
@@ -22,8 +35,9 @@ export interface ServeStdioOptions {
  * by `drainTimeoutMs`), so a client that writes its requests and closes
  * stdin still gets every reply.
  *
- * @param gateway The gateway, or a promise of it (`initialize` is then
- * answered while it starts; tool requests wait for it).
+ * @param gateway The gateway, or a promise of it (`initialize` and
+ * `server/discover` are then answered while it starts; tool requests wait
+ * for it).
  * @returns Resolves when the session ended.
  */
 export async function serveStdio(
@@ -31,75 +45,107 @@ export async function serveStdio(
   options: ServeStdioOptions = {},
 ): Promise<void> {
   const { signal, drainTimeoutMs = 10_000 } = options;
-  const { server, detach } = createMcpServer(gateway, { source: "mcp-stdio" });
-  const transport = new StdioServerTransport();
-  const closed = new Promise<void>((resolve) => {
-    server.onclose = () => resolve();
-  });
-  await server.connect(transport);
-  const inFlight = trackRequests(transport);
+  const detaches: (() => void)[] = [];
+  const { stdin, stdout } = process;
+  // The SDK's transport closes at the end of its input; it reads a copy of
+  // stdin that ends only once the requests already received are answered.
+  const input = new PassThrough();
+  stdin.pipe(input, { end: false });
+  const transport = new CountingTransport(new StdioServerTransport(input, stdout));
+  const handle = serveSdkStdio(() => {
+    // Called once per connection (twice when a server/discover probe falls back to initialize).
+    const { server, detach } = createMcpServer(gateway, { source: "mcp-stdio" });
+    detaches.push(detach);
+    return server;
+  }, { transport });
   let ending = false;
   const end = async () => {
     if (ending) return;
     ending = true;
-    await inFlight.drained(drainTimeoutMs);
-    await server.close();
+    await transport.drained(drainTimeoutMs);
+    stdin.unpipe(input);
+    input.end();
+    await handle.close();
   };
   const onEnd = () => void end();
-  const stdin = (globalThis as unknown as { process: { stdin: NodeStdin } }).process.stdin;
   stdin.on("end", onEnd);
   stdin.on("close", onEnd);
   signal?.addEventListener("abort", onEnd, { once: true });
   try {
-    await closed;
+    await transport.closed;
   } finally {
-    detach();
+    for (const detach of detaches) detach();
     stdin.off("end", onEnd);
     stdin.off("close", onEnd);
     signal?.removeEventListener("abort", onEnd);
   }
 }
 
-/** Counts requests received and not yet answered on a transport. */
-function trackRequests(transport: StdioServerTransport) {
-  const pending = new Set<string | number>();
-  let waiters: (() => void)[] = [];
-  const settle = () => {
-    if (pending.size) return;
-    for (const waiter of waiters) waiter();
-    waiters = [];
-  };
-  const receive = transport.onmessage;
-  transport.onmessage = (message: JSONRPCMessage, extra?: unknown) => {
-    if ("method" in message && "id" in message) pending.add(message.id);
-    (receive as (m: JSONRPCMessage, e?: unknown) => void)?.(message, extra);
-  };
-  const send = transport.send.bind(transport);
-  transport.send = async (message: JSONRPCMessage) => {
+/**
+ * A transport that counts the requests it received and has not answered
+ * yet, so that the session can end once they are.
+ */
+class CountingTransport implements Transport {
+  onclose?: () => void;
+  onerror?: (error: Error) => void;
+  onmessage?: (message: JSONRPCMessage, extra?: MessageExtraInfo) => void;
+  #inner: Transport;
+  #pending = new Set<string | number>();
+  #waiters: (() => void)[] = [];
+  #closed = Promise.withResolvers<void>();
+
+  constructor(inner: Transport) {
+    this.#inner = inner;
+    inner.onmessage = (message, extra) => {
+      if ("method" in message && "id" in message) this.#pending.add(message.id);
+      this.onmessage?.(message, extra);
+    };
+    inner.onerror = (error) => this.onerror?.(error);
+    inner.onclose = () => {
+      this.#closed.resolve();
+      this.onclose?.();
+    };
+  }
+
+  /** Resolves once the connection closed. */
+  get closed(): Promise<void> {
+    return this.#closed.promise;
+  }
+
+  start(): Promise<void> {
+    return this.#inner.start();
+  }
+
+  async send(message: JSONRPCMessage, options?: TransportSendOptions): Promise<void> {
     try {
-      await send(message);
+      await this.#inner.send(message, options);
     } finally {
       if (!("method" in message) && "id" in message && message.id !== undefined) {
-        pending.delete(message.id);
-        settle();
+        this.#pending.delete(message.id);
+        this.#settle();
       }
     }
-  };
-  return {
-    drained(timeoutMs: number): Promise<void> {
-      if (!pending.size) return Promise.resolve();
-      return new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, timeoutMs);
-        waiters.push(() => {
-          clearTimeout(timer);
-          resolve();
-        });
-      });
-    },
-  };
-}
+  }
 
-interface NodeStdin {
-  on(event: string, listener: () => void): void;
-  off(event: string, listener: () => void): void;
+  close(): Promise<void> {
+    return this.#inner.close();
+  }
+
+  /** Resolves when every received request was answered, or after `timeoutMs`. */
+  drained(timeoutMs: number): Promise<void> {
+    if (!this.#pending.size) return Promise.resolve();
+    return new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, timeoutMs);
+      this.#waiters.push(() => {
+        clearTimeout(timer);
+        resolve();
+      });
+    });
+  }
+
+  #settle(): void {
+    if (this.#pending.size) return;
+    for (const waiter of this.#waiters) waiter();
+    this.#waiters = [];
+  }
 }

@@ -1,3 +1,5 @@
+import { Client as ModernClient } from "@modelcontextprotocol/client";
+import { StdioClientTransport as ModernStdioTransport } from "@modelcontextprotocol/client/stdio";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { assert, assertEquals, assertMatch } from "../_asserts.ts";
@@ -148,4 +150,38 @@ Deno.test("a stdio server whose store cannot open exits 1 with the reason, also 
   replies.forEach((reply, i) => assertEquals([reply.jsonrpc, reply.id], ["2.0", i + 1]));
   if (replies[0]) assertEquals(replies[0].result.serverInfo.name, "toolgate");
   if (replies[1]) assertMatch(replies[1].error.message, /Cannot open .*toolgate\.kv/);
+});
+
+Deno.test("a 2026-07-28 client over stdio negotiates the current revision and calls tools", async () => {
+  await using tmp = await tempHome();
+  const transport = new ModernStdioTransport({
+    command: Deno.execPath(),
+    args: ["run", "-A", "--cached-only", MAIN, "mcp", "start"],
+    env: childEnv({ TOOLGATE_HOME: tmp.home, NO_COLOR: "1" }),
+    cwd: ROOT,
+    stderr: "pipe",
+  });
+  const client = new ModernClient(
+    { name: "modern-stdio", version: "1.0.0" },
+    { versionNegotiation: { mode: "auto" } },
+  );
+  try {
+    await client.connect(transport);
+    assertEquals(client.getNegotiatedProtocolVersion(), "2026-07-28");
+    const { tools } = await client.listTools();
+    assert(tools.some((tool) => tool.name === "memory_set"), JSON.stringify(tools));
+    await client.callTool({ name: "memory_set", arguments: { key: "era", value: "2026" } });
+    const got = await client.callTool({ name: "memory_get", arguments: { key: "era" } });
+    assertMatch(JSON.stringify(got.content), /2026/);
+    const unknown = await client.callTool({ name: "no_such_tool", arguments: {} }).then(
+      () => undefined,
+      (error: Error) => error,
+    );
+    assertMatch(String(unknown?.message), /Unknown tool: no_such_tool/);
+  } finally {
+    await client.close();
+  }
+  const audit = await runCli(["audit", "list", "--json"], { home: tmp.home });
+  const tools = JSON.parse(audit.stdout).entries.map((entry: { tool: string }) => entry.tool);
+  assertEquals(tools, ["memory_set", "memory_get"]);
 });
