@@ -125,7 +125,7 @@ Deno.test("/mcp: an unsupported revision gets -32022 listing the supported ones"
   assert(JSON.stringify(body.error.data).includes(MODERN), JSON.stringify(body));
 });
 
-Deno.test("/mcp: Mcp-Method and Mcp-Name must match the body (400 naming both), and are required", async () => {
+Deno.test("/mcp: MCP-Protocol-Version, Mcp-Method and Mcp-Name must match the body (400 naming both), and are required", async () => {
   await using t = await testApp();
   const call = {
     jsonrpc: "2.0",
@@ -148,6 +148,12 @@ Deno.test("/mcp: Mcp-Method and Mcp-Name must match the body (400 naming both), 
 
   const missing = await modernPost(t.app, call, { "mcp-method": undefined });
   assertEquals(missing.status, 400);
+
+  const wrongVersion = await modernPost(t.app, call, { "mcp-protocol-version": "2025-11-25" });
+  assertEquals(wrongVersion.status, 400);
+  const version = await wrongVersion.json();
+  assertStringIncludes(version.error.message, "2026-07-28");
+  assertStringIncludes(version.error.message, "2025-11-25");
   assertEquals(t.events.filter((event) => event.type === "tool.called").length, 0);
 
   const right = await modernPost(t.app, call);
