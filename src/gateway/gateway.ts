@@ -743,13 +743,13 @@ interface PluginOutcome {
   error?: string;
 }
 
+/** A zod schema as JSON Schema 2020-12 (the dialect MCP 2025-11-25 names), `$schema` included. */
 function toJsonSchema(schema: z.ZodType): Record<string, unknown> {
-  const json = z.toJSONSchema(schema, { io: "input", unrepresentable: "any" }) as Record<
-    string,
-    unknown
-  >;
-  delete json.$schema;
-  return json;
+  return z.toJSONSchema(schema, {
+    target: "draft-2020-12",
+    io: "input",
+    unrepresentable: "any",
+  }) as Record<string, unknown>;
 }
 
 function invalidInput(tool: string, error: z.ZodError): GatewayError {

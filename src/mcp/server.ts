@@ -61,7 +61,11 @@ export function createMcpServer(
   const fallbackSession = newId("ses");
   const server = new Server(
     { name: "toolgate", version: VERSION },
-    { capabilities: { tools: { listChanged: true } }, instructions: SERVER_INSTRUCTIONS },
+    {
+      // logging: 2025 clients may set a level (logging/setLevel); 2026 clients set it per request.
+      capabilities: { tools: { listChanged: true }, logging: {} },
+      instructions: SERVER_INSTRUCTIONS,
+    },
   );
   server.setRequestHandler("tools/list", async () => ({
     tools: (ready ?? await starting!).listTools().map((tool) => ({

@@ -91,3 +91,16 @@ Deno.test("tools/call of a plugin that is not ready is a tool error with its cod
   assertEquals(unknown.message, "MCP error -32602: Unknown tool: no_such_tool");
   assertEquals((unknown as McpError).code, -32602);
 });
+
+Deno.test("2025 clients may set a log level; built-in tools publish JSON Schema 2020-12 input schemas", async () => {
+  await using t = await testGateway();
+  await using session = await connect(t.gateway);
+  assert(session.client.getServerCapabilities()?.logging, "logging is advertised");
+  assertEquals(await session.client.setLoggingLevel("warning"), {});
+  const { tools } = await session.client.listTools() as {
+    tools: { name: string; inputSchema: Record<string, unknown> }[];
+  };
+  const echo = tools.find((tool) => tool.name === "echo")!;
+  assertEquals(echo.inputSchema.$schema, "https://json-schema.org/draft/2020-12/schema");
+  assertEquals(echo.inputSchema.type, "object");
+});
