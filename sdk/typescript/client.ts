@@ -1,17 +1,22 @@
 /**
  * {@linkcode ToolgateClient}: calls toolgate's tools over MCP (stdio or
- * Streamable HTTP, with the official MCP SDK client) and, on HTTP, receives
- * its events from `GET /events`.
+ * Streamable HTTP, with the official MCP SDK v2 client, which negotiates
+ * revision 2026-07-28 and falls back to the 2025 handshake) and, on HTTP,
+ * receives its events from `GET /events`.
  *
  * @module
  */
-import { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import {
+  Client,
+  type ClientOptions,
+  ProtocolError,
+  ProtocolErrorCode,
+  SdkError,
+  SdkErrorCode,
+  SdkHttpError,
   StreamableHTTPClientTransport,
-  StreamableHTTPError,
-} from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-import { ErrorCode, McpError } from "@modelcontextprotocol/sdk/types.js";
+} from "@modelcontextprotocol/client";
+import { StdioClientTransport } from "@modelcontextprotocol/client/stdio";
 import denoJson from "../../deno.json" with { type: "json" };
 import { errorFromHttp, errorFromResult, ToolgateError } from "./errors.ts";
 import { ReconnectingEventStream, type SseMessage } from "./sse.ts";
@@ -58,10 +63,24 @@ export interface HttpConnectionOptions {
   fetch?: typeof fetch;
 }
 
+/**
+ * Which MCP protocol revisions a client may speak:
+ *
+ * - `"auto"`: asks the server (`server/discover`) and speaks 2026-07-28 when
+ *   it can, else falls back to the 2025 `initialize` handshake (an older server);
+ * - `"2025"`: the 2025 handshake only (over HTTP, with an `Mcp-Session-Id` session);
+ * - `"2026-07-28"`: that revision only; connecting to a server without it fails.
+ */
+export type ProtocolChoice = "auto" | "2025" | "2026-07-28";
+
+const PROTOCOL_CHOICES: readonly ProtocolChoice[] = ["auto", "2025", "2026-07-28"];
+
 /** Options every client takes. */
 export interface CommonClientOptions {
-  /** Client name sent in the MCP handshake. @default "toolgate-sdk" */
+  /** Client name sent to the server (MCP `clientInfo`). @default "toolgate-sdk" */
   name?: string;
+  /** Protocol revisions the client may speak. @default "auto" */
+  protocol?: ProtocolChoice;
   /** Longest wait for one request's answer, in ms. @default 60000 */
   timeoutMs?: number;
   /** First wait before the event stream reconnects, in ms. @default 1000 */
@@ -124,43 +143,82 @@ function isHttp(
   return "baseUrl" in options && options.baseUrl !== undefined;
 }
 
+/** The official client's negotiation mode for a {@linkcode ProtocolChoice}. */
+function versionNegotiation(protocol: ProtocolChoice): ClientOptions["versionNegotiation"] {
+  switch (protocol) {
+    case "auto":
+      return { mode: "auto" };
+    case "2025":
+      return { mode: "legacy" };
+    case "2026-07-28":
+      return { mode: { pin: "2026-07-28" } };
+  }
+}
+
+/**
+ * The SDK's stdio transport, as a subclass so that the official client
+ * probes with `server/discover` on this very process instead of starting a
+ * second, throw-away server for the probe (toolgate answers the probe and
+ * still accepts `initialize` after it; starting it twice would run its
+ * start-up, plugins and upstreams twice).
+ */
+class ProbeInPlaceStdioTransport extends StdioClientTransport {}
+
+/** Whether the official client gave up because the process ended during the probe. */
+function isClosedDuringProbe(error: unknown): boolean {
+  return error instanceof SdkError && error.code === SdkErrorCode.EraNegotiationFailed &&
+    /connection closed during the server\/discover probe/.test(error.message);
+}
+
 /** Errors of Node and Deno network and process APIs that mean "could not connect". */
 const CONNECTION_CODES = new Set(["ECONNREFUSED", "ECONNRESET", "ENOENT", "EPIPE", "EACCES"]);
 
 /** Turns what the MCP SDK or `fetch` threw into a {@linkcode ToolgateError}. */
 function toToolgateError(error: unknown): ToolgateError {
   if (error instanceof ToolgateError) return error;
-  if (error instanceof McpError) {
-    // The MCP SDK's declarations resolve loosely under Deno: read what we use explicitly.
-    const rpc = error as { code: number; message: string; data?: unknown };
-    const message = rpc.message.replace(/^(MCP error -?\d+: )+/, "");
+  if (error instanceof ProtocolError) {
+    const message = error.message.replace(/^(MCP error -?\d+: )+/, "");
     const unknownTool = /^Unknown tool: (.*)$/.exec(message);
-    if (rpc.code === ErrorCode.InvalidParams && unknownTool) {
+    if (error.code === ProtocolErrorCode.InvalidParams && unknownTool) {
       return new ToolgateError("TOOL_NOT_FOUND", `Unknown tool ${JSON.stringify(unknownTool[1])}`, {
         details: { tool: unknownTool[1] },
         cause: error,
       });
     }
-    if (rpc.code === ErrorCode.RequestTimeout) {
-      return new ToolgateError("REQUEST_TIMEOUT", `Request timed out: ${message}`, {
-        cause: error,
-      });
-    }
-    if (rpc.code === ErrorCode.ConnectionClosed) {
-      return new ToolgateError("CONNECTION_FAILED", `Connection closed: ${message}`, {
-        cause: error,
-      });
-    }
     return new ToolgateError("MCP_ERROR", message, {
-      details: { rpc_code: rpc.code, data: rpc.data },
+      details: { rpc_code: error.code, data: error.data },
       cause: error,
     });
   }
-  if (error instanceof StreamableHTTPError) {
-    const http = error as { code?: number; message: string };
-    const status = http.code ?? 0;
-    const body = http.message.replace(/^Streamable HTTP error: (Error [A-Za-z ]+: )?/, "");
-    return errorFromHttp(status, body, error);
+  if (error instanceof SdkHttpError) {
+    const text = error.data.text;
+    return errorFromHttp(
+      error.status,
+      typeof text === "string" && text ? text : error.message,
+      error,
+    );
+  }
+  if (error instanceof SdkError) {
+    if (error.code === SdkErrorCode.RequestTimeout) {
+      const timeout = (error.data as { timeout?: unknown } | undefined)?.timeout;
+      const reason = typeof timeout === "number" ? `no answer within ${timeout} ms` : error.message;
+      return new ToolgateError("REQUEST_TIMEOUT", `Request timed out: ${reason}`, { cause: error });
+    }
+    if (error.code === SdkErrorCode.ConnectionClosed) {
+      return new ToolgateError("CONNECTION_FAILED", `Connection closed: ${error.message}`, {
+        cause: error,
+      });
+    }
+    const cause = error.cause;
+    if (error.code === SdkErrorCode.EraNegotiationFailed && cause !== undefined) {
+      // A network failure during the probe: described like any other.
+      const inner = toToolgateError(cause);
+      if (inner.code === "CONNECTION_FAILED") return inner;
+    }
+    return new ToolgateError("MCP_ERROR", error.message, {
+      details: { sdk_code: error.code, data: error.data },
+      cause: error,
+    });
   }
   const code = (error as { code?: unknown } | null)?.code;
   if (error instanceof TypeError || (typeof code === "string" && CONNECTION_CODES.has(code))) {
@@ -226,9 +284,17 @@ export class ToolgateClient {
         "Invalid client options: give either command (stdio) or baseUrl (HTTP)",
       );
     }
-    const { timeoutMs = 60_000 } = options;
+    const { timeoutMs = 60_000, protocol = "auto" } = options;
     if (!(timeoutMs > 0)) {
       throw new ToolgateError("USAGE", `Invalid timeoutMs: ${timeoutMs} is not positive`);
+    }
+    if (!PROTOCOL_CHOICES.includes(protocol)) {
+      throw new ToolgateError(
+        "USAGE",
+        `Invalid protocol ${JSON.stringify(protocol)}: expected one of ${
+          PROTOCOL_CHOICES.map((choice) => JSON.stringify(choice)).join(", ")
+        }`,
+      );
     }
     this.#options = options;
     this.#timeoutMs = timeoutMs;
@@ -247,14 +313,24 @@ export class ToolgateClient {
   }
 
   /**
-   * The MCP session id over HTTP (`Mcp-Session-Id`; also the `session_id`
-   * of this client's calls in `tool.called` events and the audit log).
+   * The MCP session id over HTTP with the 2025 revision (`Mcp-Session-Id`;
+   * also the `session_id` of this client's calls in `tool.called` events and
+   * the audit log). `undefined` over stdio and with 2026-07-28, which has no
+   * sessions.
    */
   get sessionId(): string | undefined {
     const transport = this.#transport;
-    return transport instanceof StreamableHTTPClientTransport
-      ? (transport as { sessionId?: string }).sessionId
-      : undefined;
+    return transport instanceof StreamableHTTPClientTransport ? transport.sessionId : undefined;
+  }
+
+  /**
+   * The MCP protocol revision negotiated at {@linkcode ToolgateClient.connect}:
+   * `"2026-07-28"` with a server that speaks it, a 2025 revision (e.g.
+   * `"2025-11-25"`) with an older server or with `protocol: "2025"`;
+   * `undefined` while not connected.
+   */
+  get protocolVersion(): string | undefined {
+    return this.#client?.getNegotiatedProtocolVersion();
   }
 
   /**
@@ -272,7 +348,29 @@ export class ToolgateClient {
 
   async #open(): Promise<void> {
     const options = this.#options;
-    const client = new Client({ name: options.name ?? "toolgate-sdk", version: SDK_VERSION });
+    const protocol = options.protocol ?? "auto";
+    try {
+      await this.#openWith(versionNegotiation(protocol), true);
+    } catch (error) {
+      // A server that exits on the probe (some 2025 servers do): start it again for the handshake.
+      if (protocol !== "auto" || !isClosedDuringProbe(error)) throw toToolgateError(error);
+      try {
+        await this.#openWith(versionNegotiation("2025"), false);
+      } catch (retryError) {
+        throw toToolgateError(retryError);
+      }
+    }
+  }
+
+  async #openWith(
+    negotiation: ClientOptions["versionNegotiation"],
+    probeInPlace: boolean,
+  ): Promise<void> {
+    const options = this.#options;
+    const client = new Client(
+      { name: options.name ?? "toolgate-sdk", version: SDK_VERSION },
+      { versionNegotiation: negotiation },
+    );
     let transport: StdioClientTransport | StreamableHTTPClientTransport;
     if (isHttp(options)) {
       transport = new StreamableHTTPClientTransport(new URL(joinUrl(options.baseUrl, "mcp")), {
@@ -281,7 +379,8 @@ export class ToolgateClient {
       });
     } else {
       const stdio = options as StdioConnectionOptions;
-      transport = new StdioClientTransport({
+      const Transport = probeInPlace ? ProbeInPlaceStdioTransport : StdioClientTransport;
+      transport = new Transport({
         command: stdio.command,
         args: stdio.args ?? [],
         env: { ...inheritedEnv(), ...stdio.env },
@@ -295,7 +394,10 @@ export class ToolgateClient {
       await client.close().catch(() => {
         // Nothing was open; the connect error is what matters.
       });
-      throw toToolgateError(error);
+      await transport.close().catch(() => {
+        // Already closed with the client.
+      });
+      throw error;
     }
     this.#client = client;
     this.#transport = transport;
@@ -372,7 +474,7 @@ export class ToolgateClient {
     let result: ToolResult;
     try {
       result = await this.#request(async (client) =>
-        (await client.callTool({ name, arguments: args }, undefined, {
+        (await client.callTool({ name, arguments: args }, {
           timeout: options.timeoutMs ?? this.#timeoutMs,
           signal: options.signal,
         })) as ToolResult

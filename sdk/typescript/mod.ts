@@ -1,10 +1,12 @@
 /**
  * The toolgate TypeScript SDK: call toolgate's tools from Deno or Node 20
- * over MCP (stdio or Streamable HTTP, built on the official MCP SDK client),
+ * over MCP (stdio or Streamable HTTP, built on the official MCP SDK v2 client),
  * subscribe to its events over HTTP, and verify its webhook signatures.
  *
  * - {@linkcode ToolgateClient}: `connect()`, `listTools()`,
- *   `callTool(name, args)`, `on(event, handler)` (HTTP only), `disconnect()`.
+ *   `callTool(name, args)`, `on(event, handler)` (HTTP only), `disconnect()`;
+ *   `protocolVersion` tells the MCP revision negotiated (`"2026-07-28"` with
+ *   toolgate, a 2025 revision with an older server).
  * - {@linkcode ToolgateError}: every failure, with the server's stable `code`.
  * - {@linkcode verifySignature}: checks `X-Service-Signature` on a receiver.
  *
@@ -38,6 +40,7 @@ export type {
   CallOptions,
   CommonClientOptions,
   HttpConnectionOptions,
+  ProtocolChoice,
   StdioConnectionOptions,
   ToolgateClientOptions,
 } from "./client.ts";

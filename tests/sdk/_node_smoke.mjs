@@ -32,6 +32,7 @@ function withTimeout(promise, ms, what) {
 
 const http = new ToolgateClient({ baseUrl: env.TOOLGATE_URL, token: env.TOOLGATE_API_TOKEN });
 await http.connect();
+summary.http_protocol = http.protocolVersion;
 summary.http_tools = (await http.listTools()).some((tool) => tool.name === "memory_set");
 await http.callTool("memory_set", { key: "node", value: "hello" });
 const got = await http.callTool("memory_get", { key: "node" });
@@ -76,6 +77,7 @@ const stdio = new ToolgateClient({
   stderr: "ignore",
 });
 await stdio.connect();
+summary.stdio_protocol = stdio.protocolVersion;
 summary.stdio_tools = (await stdio.listTools()).some((tool) => tool.name === "http_request");
 try {
   stdio.on("tool.complete", () => {});

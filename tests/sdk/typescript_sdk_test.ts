@@ -50,8 +50,11 @@ Deno.test("TS SDK over stdio: list, call, typed errors with the server's codes",
   });
   assertEquals(client.transport, "stdio");
   await expectToolgateError(() => client.listTools(), "USAGE", /^Not connected/);
+  assertEquals(client.protocolVersion, undefined);
   await client.connect();
   assert(client.connected);
+  assertEquals(client.protocolVersion, "2026-07-28");
+  assertEquals(client.sessionId, undefined);
 
   const tools = await client.listTools();
   const names = tools.map((tool) => tool.name);
@@ -107,6 +110,7 @@ Deno.test("TS SDK over stdio: list, call, typed errors with the server's codes",
   assertMatch(usage.message, /^Events need the HTTP transport/);
   await client.disconnect();
   assert(!client.connected);
+  assertEquals(client.protocolVersion, undefined);
 });
 
 Deno.test("TS SDK over HTTP: token, calls, events from other transports, signed deliveries", async () => {
@@ -144,10 +148,20 @@ Deno.test("TS SDK over HTTP: token, calls, events from other transports, signed 
   assertThrows(() => client.on("tool.completed" as "tool.complete", () => {}), "Unknown event");
   await client.connect();
   await client.eventsReady();
+  // toolgate speaks 2026-07-28: stateless requests, no MCP session.
+  assertEquals(client.protocolVersion, "2026-07-28");
+  assertEquals(client.sessionId, undefined);
 
   assert((await client.listTools()).some((tool) => tool.name === "memory_set"));
   const result = await client.callTool("memory_set", { key: "k", value: [1, 2] });
   assertEquals(result.structuredContent?.key, "k");
+  const mine = await complete.until(
+    "tool.complete of this client's memory_set",
+    (event) => event.data.tool === "memory_set",
+  );
+  assert(mine.data.ok);
+  // Each 2026-07-28 request gets its own session id on the server.
+  if (mine.data.ok) assertMatch(mine.data.session_id ?? "", /^ses_/);
 
   // Calls through REST (another transport) reach this client's handlers.
   const rest = await restCall(url, "memory_get", { key: "k" }, token);
@@ -212,6 +226,36 @@ Deno.test("TS SDK over HTTP: token, calls, events from other transports, signed 
   assert(!await verifySignature("other-secret", delivery.body, header));
   assert(!await verifySignature(secret, delivery.body, null));
   assert(!await verifySignature(secret, delivery.body, header!.replace("sha256=", "sha1=")));
+
+  const health = async () =>
+    (await (await fetch(`${url}/health`)).json() as { mcp_sessions: number }).mcp_sessions;
+  assertEquals(await health(), 0, "2026-07-28 requests open no session");
+  await client.disconnect();
+  assertEquals(errors, []);
+  assertEquals((await server.stop()).code, 0);
+});
+
+Deno.test("TS SDK over HTTP with protocol 2025: a session, renewed when the server forgets it", async () => {
+  await using tmp = await tempHome();
+  const token = "sdk-token";
+  await using server = await startHttpServer({
+    home: tmp.home,
+    env: { TOOLGATE_API_TOKEN: token },
+  });
+  const { url } = server;
+  const errors: Error[] = [];
+  await using client = new ToolgateClient({
+    baseUrl: url,
+    token,
+    protocol: "2025",
+    onError: (error) => errors.push(error),
+  });
+  const complete = new Collector<ToolgateEvent<"tool.complete">>();
+  client.on("tool.complete", complete.push);
+  await client.connect();
+  await client.eventsReady();
+  assertMatch(client.protocolVersion ?? "", /^2025-/);
+  await client.callTool("memory_set", { key: "k", value: [1, 2] });
 
   // The server forgets the session (as after idle expiry): the client opens a new one.
   const session = client.sessionId;
@@ -306,8 +350,10 @@ Deno.test("the Node 20 build of the TS SDK calls tools and receives events from 
     not_found: "TOOL_NOT_FOUND",
     tool_complete: { tool: "memory_get", ok: true },
     signature: [true, false],
+    http_protocol: "2026-07-28",
     stdio_tools: true,
     stdio_on: "USAGE",
+    stdio_protocol: "2026-07-28",
   });
   assertEquals((await server.stop()).code, 0);
 });

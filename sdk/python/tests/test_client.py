@@ -100,8 +100,11 @@ def test_stdio_lists_calls_and_raises_typed_errors(home: Path) -> None:
         )
         assert client.transport == "stdio"
         await expect_error(client.list_tools(), "USAGE")
+        assert client.protocol_version is None
         async with client as c:
             assert c.connected
+            assert c.protocol_version == "2026-07-28"
+            assert c.session_id is None
             assert c.server_info["name"] == "toolgate"
             names = [tool.name for tool in await c.list_tools()]
             assert {"http_request", "memory_set", "memory_get"} <= set(names)
@@ -133,11 +136,12 @@ def test_stdio_lists_calls_and_raises_typed_errors(home: Path) -> None:
             assert usage.value.code == "USAGE"
             assert usage.value.message.startswith("Events need the HTTP transport")
         assert not client.connected
+        assert client.protocol_version is None
 
     run(scenario)
 
 
-def test_http_calls_errors_and_session_renewal(server: Server) -> None:
+def test_http_calls_and_errors_with_stateless_requests(server: Server) -> None:
     async def scenario() -> None:
         wrong = Client.http(server.url, token="nope")
         error = await expect_error(wrong.connect(), "UNAUTHORIZED")
@@ -146,16 +150,34 @@ def test_http_calls_errors_and_session_renewal(server: Server) -> None:
 
         async with Client.http(server.url + "/", token=server.token) as c:
             assert c.transport == "http"
+            # toolgate speaks 2026-07-28: every request stands alone, no MCP session.
+            assert c.protocol_version == "2026-07-28"
+            assert c.session_id is None
+            assert c.server_info["name"] == "toolgate"
             assert any(tool.name == "memory_set" for tool in await c.list_tools())
             result = await c.call_tool("memory_set", key="k", value=[1, 2])
             assert result.structured_content is not None and result.structured_content["key"] == "k"
             await expect_error(c.call_tool("memory_get"), "TOOL_INPUT_INVALID")
             await expect_error(c.call_tool("memory_list", limit="ten"), "TOOL_INPUT_INVALID")
-            await expect_error(c.call_tool("no_such_tool"), "TOOL_NOT_FOUND")
+            unknown = await expect_error(c.call_tool("no_such_tool"), "TOOL_NOT_FOUND")
+            assert unknown.message == 'Unknown tool "no_such_tool"'
             await expect_error(
                 c.call_tool("http_request", url=f"http://127.0.0.1:{closed_port()}/"),
                 "PLUGIN_REQUEST_FAILED",
             )
+            # A tool name that is not plain ASCII travels base64-encoded in Mcp-Name.
+            await expect_error(c.call_tool("outil_\u00e9t\u00e9"), "TOOL_NOT_FOUND")
+            assert httpx.get(f"{server.url}/health").json()["mcp_sessions"] == 0
+        assert c.protocol_version is None
+
+    run(scenario)
+
+
+def test_http_with_protocol_2025_renews_a_forgotten_session(server: Server) -> None:
+    async def scenario() -> None:
+        async with Client.http(server.url, token=server.token, protocol="2025") as c:
+            assert c.protocol_version == "2025-11-25"
+            await c.call_tool("memory_set", key="k", value=[1, 2])
             # The server forgets the session (as after idle expiry): the client opens a new one.
             session = c.session_id
             assert session is not None
@@ -168,6 +190,7 @@ def test_http_calls_errors_and_session_renewal(server: Server) -> None:
             got = await c.call_tool("memory_get", key="k")
             assert got.structured_content is not None and got.structured_content["value"] == [1, 2]
             assert c.session_id not in (None, session)
+            assert httpx.get(f"{server.url}/health").json()["mcp_sessions"] == 1
         health = httpx.get(f"{server.url}/health").json()
         assert health["mcp_sessions"] == 0, "closing the client ends its MCP session"
 

@@ -6,14 +6,22 @@ import inspect
 import json
 import logging
 from types import TracebackType
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Type
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Type
 
 import httpx
 
 from ._errors import ToolgateError, error_from_result
 from ._events import EventStream
 from ._sse import SseMessage
-from ._transports import HttpTransport, JsonObject, StdioTransport, Transport, split_args
+from ._transports import (
+    PROTOCOL_VERSION_KEY,
+    HttpTransport,
+    JsonObject,
+    ProbeReply,
+    StdioTransport,
+    Transport,
+    split_args,
+)
 from ._types import EVENT_NAMES, SERVER_EVENT_TYPES, Event, EventHandler, Tool, ToolResult
 from ._version import __version__
 
@@ -21,9 +29,26 @@ __all__ = ["Client"]
 
 logger = logging.getLogger("toolgate")
 
-#: Protocol version asked for in the handshake, and those accepted in reply.
-_PROTOCOL_VERSION = "2025-06-18"
-_SUPPORTED_VERSIONS = frozenset({"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"})
+#: The revision spoken when the server offers it: no handshake, no session;
+#: every request carries its version, client info and capabilities in ``_meta``.
+MODERN_PROTOCOL_VERSION = "2026-07-28"
+#: The 2025 revision asked for in the ``initialize`` handshake, and those accepted in reply.
+_LEGACY_PROTOCOL_VERSION = "2025-11-25"
+_LEGACY_VERSIONS = frozenset({"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"})
+#: What the ``protocol`` option accepts.
+_PROTOCOLS = ("auto", "2025", MODERN_PROTOCOL_VERSION)
+
+_CLIENT_INFO_KEY = "io.modelcontextprotocol/clientInfo"
+_CLIENT_CAPABILITIES_KEY = "io.modelcontextprotocol/clientCapabilities"
+_SERVER_INFO_KEY = "io.modelcontextprotocol/serverInfo"
+_UNSUPPORTED_PROTOCOL_VERSION = -32022
+
+
+def _version_list(value: Any) -> List[str]:
+    """The protocol versions of a ``supportedVersions`` / ``supported`` list."""
+    if not isinstance(value, list):
+        return []
+    return [item for item in value if isinstance(item, str)]
 
 
 def _default_on_error(error: BaseException) -> None:
@@ -38,6 +63,11 @@ def _session_gone(error: ToolgateError) -> bool:
 class Client:
     """An asynchronous toolgate client: list and call tools over MCP, and
     (over HTTP) subscribe to events.
+
+    It speaks MCP revision 2026-07-28 when the server offers it (asked with
+    ``server/discover``; then every request stands alone, with no session)
+    and falls back to the 2025 ``initialize`` handshake otherwise;
+    :attr:`protocol_version` tells which.
 
     Create one with :meth:`stdio` or :meth:`http` and use it inside
     ``async with``::
@@ -62,12 +92,22 @@ class Client:
         reconnect_delay: float = 1.0,
         max_reconnect_delay: float = 30.0,
         on_error: Optional[Callable[[BaseException], None]] = None,
+        protocol: str = "auto",
     ) -> None:
         """Prefer :meth:`stdio` and :meth:`http`."""
         if (stdio is None) == (base_url is None):
             raise ToolgateError("USAGE", "Invalid client: give either stdio or base_url")
         if timeout <= 0:
             raise ToolgateError("USAGE", f"Invalid timeout: {timeout} is not positive")
+        if protocol not in _PROTOCOLS:
+            raise ToolgateError(
+                "USAGE",
+                f"Invalid protocol {protocol!r}: expected one of {', '.join(map(repr, _PROTOCOLS))}",
+            )
+        self._protocol = protocol
+        self._protocol_version: Optional[str] = None
+        #: The ``_meta`` envelope of every request once 2026-07-28 is negotiated.
+        self._envelope: Optional[JsonObject] = None
         self._new_stdio = stdio
         self._base_url = base_url
         self._headers = dict(headers or {})
@@ -81,7 +121,8 @@ class Client:
         self._connected = False
         self._events: Optional[EventStream] = None
         self._handlers: Dict[str, List[EventHandler]] = {}
-        #: What the server said about itself in the handshake (``name``, ``version``).
+        #: What the server said about itself (``name``, ``version``), from
+        #: ``server/discover`` or the ``initialize`` handshake.
         self.server_info: Dict[str, Any] = {}
 
     @classmethod
@@ -94,6 +135,7 @@ class Client:
         cwd: Optional[str] = None,
         stderr: str = "inherit",
         timeout: float = 60.0,
+        protocol: str = "auto",
     ) -> "Client":
         """A client that starts the server as a child process and speaks MCP on its stdio.
 
@@ -103,6 +145,8 @@ class Client:
         :param cwd: Working directory of the child.
         :param stderr: ``"inherit"`` (the server's log lines show) or ``"ignore"``.
         :param timeout: Longest wait for one answer, in seconds.
+        :param protocol: ``"auto"`` (2026-07-28 when the server speaks it, else
+            the 2025 handshake), ``"2025"`` or ``"2026-07-28"`` (that revision only).
         """
         if stderr not in ("inherit", "ignore"):
             raise ToolgateError(
@@ -112,6 +156,7 @@ class Client:
         return cls(
             stdio=lambda: StdioTransport(command, arguments, env, cwd, stderr),
             timeout=timeout,
+            protocol=protocol,
         )
 
     @classmethod
@@ -125,6 +170,7 @@ class Client:
         reconnect_delay: float = 1.0,
         max_reconnect_delay: float = 30.0,
         on_error: Optional[Callable[[BaseException], None]] = None,
+        protocol: str = "auto",
     ) -> "Client":
         """A client of a running server's HTTP transport (MCP at ``<base_url>/mcp``).
 
@@ -136,6 +182,8 @@ class Client:
         :param max_reconnect_delay: Longest wait between reconnections, in seconds.
         :param on_error: Receives errors no call can raise (a handler that raised,
             an event stream that failed); default: logged to the ``toolgate`` logger.
+        :param protocol: ``"auto"`` (2026-07-28 when the server speaks it, else
+            the 2025 handshake with a session), ``"2025"`` or ``"2026-07-28"``.
         """
         all_headers = dict(headers or {})
         if token:
@@ -147,6 +195,7 @@ class Client:
             reconnect_delay=reconnect_delay,
             max_reconnect_delay=max_reconnect_delay,
             on_error=on_error,
+            protocol=protocol,
         )
 
     @property
@@ -161,11 +210,19 @@ class Client:
 
     @property
     def session_id(self) -> Optional[str]:
-        """The MCP session id over HTTP (``Mcp-Session-Id``; also the
-        ``session_id`` of this client's calls in ``tool.called`` events and
-        the audit log)."""
+        """The MCP session id over HTTP with a 2025 revision (``Mcp-Session-Id``;
+        also the ``session_id`` of this client's calls in ``tool.called``
+        events and the audit log). None over stdio and with 2026-07-28, which
+        has no sessions."""
         transport = self._transport
         return transport.session_id if isinstance(transport, HttpTransport) else None
+
+    @property
+    def protocol_version(self) -> Optional[str]:
+        """The MCP revision negotiated at :meth:`connect`: ``"2026-07-28"``
+        with a server that speaks it, a 2025 revision (e.g. ``"2025-11-25"``)
+        with an older server or with ``protocol="2025"``; None while not connected."""
+        return self._protocol_version if self._connected else None
 
     async def __aenter__(self) -> "Client":
         await self.connect()
@@ -197,7 +254,7 @@ class Client:
             self._transport = self._new_stdio()
         try:
             await self._transport.start()
-            await self._handshake()
+            await self._negotiate()
         except BaseException:
             await self._release()
             raise
@@ -210,29 +267,109 @@ class Client:
             raise ToolgateError("USAGE", "Not connected: use `async with` or call connect() first")
         return self._transport
 
-    async def _handshake(self) -> None:
+    async def _negotiate(self) -> None:
+        """Picks the protocol revision: 2026-07-28 when the server offers it in
+        answer to ``server/discover``, else the 2025 ``initialize`` handshake."""
+        self._protocol_version = None
+        self._envelope = None
+        if self._protocol == "2025":
+            await self._initialize()
+            return
+        verdict, offered = await self._probe()
+        if verdict == "modern":
+            return
+        if self._protocol == MODERN_PROTOCOL_VERSION:
+            listed = f" (it offers {', '.join(offered)})" if offered else ""
+            raise ToolgateError(
+                "MCP_ERROR",
+                f"Unsupported server: it does not speak MCP {MODERN_PROTOCOL_VERSION}{listed}",
+                {"supported": offered},
+            )
+        if verdict == "restart":
+            # The server exited on the probe (as some 2025 servers do): start it again.
+            assert self._transport is not None and self._new_stdio is not None
+            await self._transport.close()
+            self._transport = self._new_stdio()
+            await self._transport.start()
+        await self._initialize()
+
+    def _meta_envelope(self, version: str) -> JsonObject:
+        """The ``params._meta`` of a 2026-07-28 request."""
+        return {
+            PROTOCOL_VERSION_KEY: version,
+            _CLIENT_INFO_KEY: {"name": self._name, "version": __version__},
+            _CLIENT_CAPABILITIES_KEY: {},
+        }
+
+    async def _probe(self) -> Tuple[str, List[str]]:
+        """Asks ``server/discover``: ``("modern", ...)`` once 2026-07-28 is
+        adopted, ``("legacy", offered)`` for an older server, ``("restart",
+        ...)`` when a stdio server exited on the probe.
+
+        :raises ToolgateError: when the server cannot be reached, refuses the
+            token, fails (HTTP 5xx) or does not answer over HTTP.
+        """
+        assert self._transport is not None
+        envelope = self._meta_envelope(MODERN_PROTOCOL_VERSION)
+        reply: ProbeReply = await self._transport.probe({"_meta": envelope}, self._timeout)
+        if reply.kind == "result":
+            result = reply.result or {}
+            offered = _version_list(result.get("supportedVersions"))
+            if MODERN_PROTOCOL_VERSION not in offered:
+                return "legacy", offered
+            meta = result.get("_meta")
+            info = meta.get(_SERVER_INFO_KEY) if isinstance(meta, Mapping) else None
+            self.server_info = dict(info) if isinstance(info, Mapping) else {}
+            self._envelope = envelope
+            self._protocol_version = MODERN_PROTOCOL_VERSION
+            return "modern", offered
+        if reply.kind == "closed":
+            return "restart", []
+        if reply.kind == "timeout":  # stdio: a server that ignores unknown requests
+            return "legacy", []
+        if reply.kind == "http-error":
+            status = reply.status or 0
+            if status in (401, 403) or status >= 500:
+                assert reply.error is not None
+                raise reply.error
+            return "legacy", []
+        # A JSON-RPC error: Method not found from a 2025 server, or -32022 naming what it speaks.
+        offered = []
+        if reply.rpc_code == _UNSUPPORTED_PROTOCOL_VERSION and isinstance(reply.data, Mapping):
+            offered = _version_list(reply.data.get("supported"))
+        return "legacy", offered
+
+    async def _initialize(self) -> None:
+        """The 2025 handshake (over HTTP it opens a session)."""
         assert self._transport is not None
         result = await self._transport.request(
             "initialize",
             {
-                "protocolVersion": _PROTOCOL_VERSION,
+                "protocolVersion": _LEGACY_PROTOCOL_VERSION,
                 "capabilities": {},
                 "clientInfo": {"name": self._name, "version": __version__},
             },
             self._timeout,
         )
         version = result.get("protocolVersion")
-        if version not in _SUPPORTED_VERSIONS:
+        if version not in _LEGACY_VERSIONS:
             raise ToolgateError(
                 "MCP_ERROR", f"Unsupported protocol version {version!r} offered by the server"
             )
+        assert isinstance(version, str)
         self._transport.protocol_version = version
+        self._protocol_version = version
         info = result.get("serverInfo")
         self.server_info = dict(info) if isinstance(info, Mapping) else {}
         await self._transport.notify("notifications/initialized")
 
     async def _request(self, method: str, params: Optional[JsonObject]) -> JsonObject:
         transport = self._connection()
+        if self._envelope is not None:
+            # 2026-07-28: every request is self-contained.
+            return await transport.request(
+                method, {**(params or {}), "_meta": dict(self._envelope)}, self._timeout
+            )
         try:
             return await transport.request(method, params, self._timeout)
         except ToolgateError as error:
@@ -240,7 +377,7 @@ class Client:
                 raise
         # The server forgot the session (idle expiry, restart): open a new one, once.
         transport.reset_session()
-        await self._handshake()
+        await self._initialize()
         return await transport.request(method, params, self._timeout)
 
     async def list_tools(self) -> List[Tool]:
@@ -396,9 +533,12 @@ class Client:
                 self._on_error(exc)
 
     async def close(self) -> None:
-        """Closes the event stream and the MCP session (``DELETE /mcp``), or
-        stops the stdio server. Handlers stay registered for a later :meth:`connect`."""
+        """Closes the event stream and the MCP session (``DELETE /mcp``, 2025
+        only), or stops the stdio server. Handlers stay registered for a later
+        :meth:`connect`."""
         self._connected = False
+        self._protocol_version = None
+        self._envelope = None
         await self._release()
 
     async def _release(self) -> None:
