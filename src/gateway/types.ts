@@ -127,6 +127,8 @@ export interface UpstreamStatus {
   restarts: number;
   /** The upstream's name and version from its handshake. */
   server?: { name: string; version: string };
+  /** The MCP revision agreed with it: `2026-07-28`, or a 2025 one after the `initialize` handshake. */
+  protocol_version?: string;
   /** Last connection or transport error (kept after recovery). */
   last_error?: string;
   /** When `last_error` happened (ISO 8601 UTC). */

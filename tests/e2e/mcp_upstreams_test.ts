@@ -1,3 +1,5 @@
+import { Client as ModernClient } from "@modelcontextprotocol/client";
+import { StdioClientTransport as ModernStdioTransport } from "@modelcontextprotocol/client/stdio";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
@@ -357,4 +359,64 @@ Deno.test("MCP stdio: fixture, everything and memory upstream tools are listed a
     await client.close();
   }
   assertStringIncludes(stderr, "[fix] fixture upstream ready on stdio");
+});
+
+Deno.test("eras cross the gateway: a 2026 client reaches a 2025 upstream, a 2025 client a 2026 upstream", async () => {
+  await using tmp = await tempHome();
+  const inner = `${tmp.home}/inner`;
+  await Deno.mkdir(inner);
+  await Deno.writeTextFile(
+    `${tmp.home}/config.json`,
+    JSON.stringify({
+      plugins: {
+        upstream_settings: { connect_timeout_ms: 60_000 },
+        upstreams: {
+          old: upstreamConfig(fixtureCommand()),
+          inner: upstreamConfig(
+            {
+              command: Deno.execPath(),
+              args: ["run", "-A", "--cached-only", MAIN, "mcp", "start"],
+            },
+            { TOOLGATE_HOME: inner, TOOLGATE_KEYCHAIN: "file" },
+          ),
+        },
+      },
+    }),
+  );
+  const serverParams = {
+    command: Deno.execPath(),
+    args: ["run", "-A", "--cached-only", MAIN, "mcp", "start"],
+    env: childEnv({ TOOLGATE_HOME: tmp.home, NO_COLOR: "1" }),
+    cwd: ROOT,
+    stderr: "pipe" as const,
+  };
+  const modern = new ModernClient(
+    { name: "modern", version: "1.0.0" },
+    { versionNegotiation: { mode: "auto" } },
+  );
+  await modern.connect(new ModernStdioTransport(serverParams));
+  try {
+    assertEquals(modern.getNegotiatedProtocolVersion(), "2026-07-28");
+    const echo = await modern.callTool({ name: "old__echo", arguments: { text: "to 2025" } });
+    assertStringIncludes(JSON.stringify(echo.content), "echo: to 2025");
+    await modern.callTool({ name: "inner__memory_set", arguments: { key: "k", value: "v2026" } });
+  } finally {
+    await modern.close();
+  }
+  const legacy = new Client({ name: "legacy", version: "1.0.0" });
+  await legacy.connect(new StdioClientTransport(serverParams));
+  try {
+    const got = await legacy.callTool({ name: "inner__memory_get", arguments: { key: "k" } });
+    assertStringIncludes(JSON.stringify(got.content), "v2026");
+    const plugins = await runCli(["plugins", "list", "--json"], { home: tmp.home });
+    const eras = Object.fromEntries(
+      (JSON.parse(plugins.stdout) as PluginJson[]).filter((p) => p.upstream).map((p) => [
+        p.name,
+        (p.upstream as { protocol_version?: string }).protocol_version,
+      ]),
+    );
+    assertEquals(eras, { old: "2025-11-25", inner: "2026-07-28" });
+  } finally {
+    await legacy.close();
+  }
 });

@@ -9,6 +9,8 @@ import {
 import { memoryPlugin } from "../../src/plugins/mod.ts";
 import { assert, assertEquals, assertMatch, assertStringIncludes } from "../_asserts.ts";
 import { expectCode, pluginGateway } from "./_gateway.ts";
+import { MAIN } from "../_helpers.ts";
+import { VERSION } from "../../src/version.ts";
 import {
   EVERYTHING_PACKAGE,
   fixtureCommand,
@@ -71,6 +73,8 @@ Deno.test("a stdio upstream's tools are offered as <plugin>__<tool> from every p
   assertEquals(status.upstream?.connection, "connected");
   assertEquals(status.upstream?.transport, "stdio");
   assertEquals(status.upstream?.server, { name: "fixture-upstream", version: "3.1.4" });
+  // The fixture is a 2025 server (SDK 1.x): the probe falls back to the handshake.
+  assertEquals(status.upstream?.protocol_version, "2025-11-25");
   assert(status.upstream?.pid && isAlive(status.upstream.pid));
   const ready = ofType(gw.events, "plugin.ready");
   // The plugin's version is the upstream's own serverInfo.version.
@@ -185,6 +189,40 @@ Deno.test("a stdio upstream inherits cache, proxy, CA and npm variables, none of
   if (outer.DENO_DIR) assertEquals(await seen("DENO_DIR"), outer.DENO_DIR);
   for (const name of ["TOOLGATE_API_TOKEN", "TOOLGATE_SECRET_FIX_KEY", "AWS_SECRET_ACCESS_KEY"]) {
     assertEquals(await seen(name), "(unset)", name);
+  }
+});
+
+Deno.test("a 2025 upstream that exits on the server/discover probe is started again for the 2025 handshake", async () => {
+  const spec = stdioSpec("old", fixtureCommand(), { env: { EXIT_ON_DISCOVER: "1" } });
+  await using gw = await pluginGateway([upstream(spec)]);
+  const [status] = gw.gateway.listPlugins();
+  assertEquals(status.state, "ready", JSON.stringify(status));
+  assertEquals(status.upstream?.protocol_version, "2025-11-25");
+  const echo = await gw.gateway.call("old__echo", { text: "still here" });
+  assertEquals(texts(echo.output), ["echo: still here"]);
+  assert(
+    gw.logs.some((line) => line.includes("connecting with the 2025 handshake")),
+    gw.logs.join("\n"),
+  );
+});
+
+Deno.test("a 2026-07-28 upstream (toolgate itself over stdio) is reached with the current revision", async () => {
+  const home = await Deno.makeTempDir({ prefix: "toolgate-inner-" });
+  try {
+    const spec = stdioSpec("inner", {
+      command: Deno.execPath(),
+      args: ["run", "-A", "--cached-only", MAIN, "mcp", "start"],
+    }, { env: { TOOLGATE_HOME: home, TOOLGATE_KEYCHAIN: "file" } });
+    await using gw = await pluginGateway([upstream(spec)]);
+    const [status] = gw.gateway.listPlugins();
+    assertEquals(status.state, "ready", JSON.stringify(status));
+    assertEquals(status.upstream?.protocol_version, "2026-07-28");
+    assertEquals(status.version, VERSION);
+    await gw.gateway.call("inner__memory_set", { key: "k", value: "through two gateways" });
+    const got = await gw.gateway.call("inner__memory_get", { key: "k" });
+    assertStringIncludes(texts(got.output)[0], "through two gateways");
+  } finally {
+    await Deno.remove(home, { recursive: true });
   }
 });
 

@@ -1,19 +1,21 @@
 /**
- * One connection to an MCP upstream (official SDK `Client`): spawns a stdio
- * server or reaches a Streamable HTTP one, lists its tools (every page),
- * follows `notifications/tools/list_changed`, calls tools, and restarts a
- * dead upstream with exponential backoff while its calls fail fast.
+ * One connection to an MCP upstream (official SDK v2 `Client`): spawns a
+ * stdio server or reaches a Streamable HTTP one, negotiates the protocol era
+ * with it (2026-07-28 when it offers it, else the 2025 handshake), lists its
+ * tools (every page), follows its tool-list changes, calls tools, and
+ * restarts a dead upstream with exponential backoff while its calls fail fast.
  *
  * @module
  */
-import { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
-import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import {
-  ErrorCode,
-  McpError,
-  ToolListChangedNotificationSchema,
-} from "@modelcontextprotocol/sdk/types.js";
+  Client,
+  ProtocolError,
+  ProtocolErrorCode,
+  SdkError,
+  SdkErrorCode,
+  StreamableHTTPClientTransport,
+} from "@modelcontextprotocol/client";
+import { StdioClientTransport } from "@modelcontextprotocol/client/stdio";
 import { GatewayError } from "../../errors/mod.ts";
 import type { ToolOutput, UpstreamConnectionState, UpstreamStatus } from "../../gateway/mod.ts";
 import { VERSION } from "../../version.ts";
@@ -95,6 +97,7 @@ export class UpstreamConnection {
   #tools: UpstreamTool[] = [];
   #fingerprint = "";
   #server: { name: string; version: string } | undefined;
+  #protocolVersion: string | undefined;
   #restarts = 0;
   #attempt = 0;
   #connectedAt = 0;
@@ -106,6 +109,8 @@ export class UpstreamConnection {
   #refreshAgain = false;
   #closed = false;
   #connecting: AbortController | undefined;
+  /** It ended its connection on `server/discover`: only the 2025 handshake from now on. */
+  #legacyOnly = false;
 
   /** @param options The upstream, timing, secrets, log and tool-change listener. */
   constructor(options: UpstreamConnectionOptions) {
@@ -162,6 +167,7 @@ export class UpstreamConnection {
       : null;
     if (pid !== null && pid !== undefined && this.#state === "connected") status.pid = pid;
     if (this.#server) status.server = { ...this.#server };
+    if (this.#protocolVersion) status.protocol_version = this.#protocolVersion;
     if (this.#lastError !== undefined) {
       status.last_error = this.#lastError;
       status.last_error_at = new Date(this.#lastErrorAt!).toISOString();
@@ -192,7 +198,6 @@ export class UpstreamConnection {
     try {
       result = await live.client.callTool(
         { name: tool, arguments: args },
-        undefined,
         { signal, timeout: timeoutMs },
       ) as UpstreamCallResult;
     } catch (error) {
@@ -230,7 +235,26 @@ export class UpstreamConnection {
     await this.#refreshing;
   }
 
+  /**
+   * Connects: 2026-07-28 when the upstream offers it, else the 2025
+   * handshake. A stdio upstream that ends its connection on the
+   * `server/discover` probe (some 2025 servers do) is started again for the
+   * handshake, and is not probed again.
+   */
   async #connect(): Promise<{ live: Live; tools: UpstreamTool[] }> {
+    if (!this.#legacyOnly) {
+      try {
+        return await this.#connectOnce(false);
+      } catch (error) {
+        if (this.#closed || !closedOnProbe(error)) throw error;
+        this.#legacyOnly = true;
+        this.#log("it ended the connection on server/discover; connecting with the 2025 handshake");
+      }
+    }
+    return await this.#connectOnce(true);
+  }
+
+  async #connectOnce(legacy: boolean): Promise<{ live: Live; tools: UpstreamTool[] }> {
     const generation = ++this.#generation;
     const controller = new AbortController();
     this.#connecting = controller;
@@ -239,16 +263,28 @@ export class UpstreamConnection {
       () => controller.abort(new Error(`no answer within ${timeoutMs} ms`)),
       timeoutMs,
     );
-    const client = new Client({ name: "toolgate", version: VERSION }, { capabilities: {} });
     let live: Live | undefined;
+    const client = new Client({ name: "toolgate", version: VERSION }, {
+      capabilities: {},
+      // 2026-07-28 when the upstream offers it (server/discover), else the 2025 handshake.
+      versionNegotiation: { mode: legacy ? "legacy" : "auto" },
+      listMaxPages: MAX_TOOL_PAGES,
+      // notifications/tools/list_changed: on the session (2025) or a subscriptions/listen stream (2026).
+      listChanged: {
+        tools: {
+          autoRefresh: false,
+          debounceMs: 0,
+          onChanged: () => {
+            if (live && this.#live === live) void this.#refresh();
+          },
+        },
+      },
+    });
     try {
       const { transport, stderr } = await this.#transport();
       live = { client, transport, generation, stderr };
       const current = live;
       if (transport instanceof StdioClientTransport) keepChild(transport, current);
-      client.setNotificationHandler(ToolListChangedNotificationSchema, () => {
-        if (this.#live === current) void this.#refresh();
-      });
       client.onclose = () => this.#lost(current, "connection closed");
       client.onerror = (error: Error) => {
         if (this.#live === current) this.#log(`transport error: ${error.message}`);
@@ -281,7 +317,7 @@ export class UpstreamConnection {
     const spec = this.#spec;
     if (spec.command !== undefined) {
       const own = await resolveValues(spec.env, "env", this.#resolveSecret);
-      const transport = new StdioClientTransport({
+      const transport = new InPlaceStdioClientTransport({
         command: spec.command,
         args: spec.args,
         env: { ...this.#settings.inheritedEnv, ...own },
@@ -338,6 +374,7 @@ export class UpstreamConnection {
     this.#nextAttemptAt = undefined;
     const version = live.client.getServerVersion();
     if (version) this.#server = { name: version.name, version: version.version };
+    this.#protocolVersion = live.client.getNegotiatedProtocolVersion();
     this.#tools = tools;
     this.#fingerprint = toolsFingerprint(tools);
   }
@@ -487,27 +524,37 @@ export class UpstreamConnection {
         { details },
       );
     }
-    if (isMcpError(error)) {
-      if (error.code === ErrorCode.RequestTimeout) {
-        return new GatewayError(
-          "TOOL_TIMEOUT",
-          `Upstream tool ${name}/${tool} timed out: ${mcpMessage(error)}`,
-          { details },
-        );
-      }
-      if (error.code === ErrorCode.InvalidParams && !/structured content/i.test(error.message)) {
+    if (error instanceof SdkError && error.code === SdkErrorCode.RequestTimeout) {
+      return new GatewayError(
+        "TOOL_TIMEOUT",
+        `Upstream tool ${name}/${tool} timed out: ${mcpMessage(error)}`,
+        { details },
+      );
+    }
+    if (error instanceof SdkError && error.code === SdkErrorCode.ConnectionClosed) {
+      return new GatewayError(
+        "PLUGIN_REQUEST_FAILED",
+        `Upstream ${name} is unavailable: ${this.#lastError ?? "connection closed"}`,
+        { details },
+      );
+    }
+    if (error instanceof SdkError) {
+      return new GatewayError(
+        "PLUGIN_REQUEST_FAILED",
+        `Upstream tool ${name}/${tool} failed: ${truncate(mcpMessage(error))}`,
+        { details },
+      );
+    }
+    if (error instanceof ProtocolError) {
+      if (
+        error.code === ProtocolErrorCode.InvalidParams &&
+        !/structured content/i.test(error.message)
+      ) {
         return new GatewayError(
           "TOOL_INPUT_INVALID",
           `Invalid arguments for ${name}${"__"}${tool}: the upstream rejected them: ${
             truncate(mcpMessage(error))
           }`,
-          { details },
-        );
-      }
-      if (error.code === ErrorCode.ConnectionClosed) {
-        return new GatewayError(
-          "PLUGIN_REQUEST_FAILED",
-          `Upstream ${name} is unavailable: ${this.#lastError ?? "connection closed"}`,
           { details },
         );
       }
@@ -530,23 +577,33 @@ export class UpstreamConnection {
   }
 }
 
-/** Lists every page of an upstream's tools. */
+/**
+ * Lists every page of an upstream's tools (the client walks the pages, at
+ * most `listMaxPages`), always from the upstream: never a cached list.
+ */
 async function listAllTools(
   client: Client,
   options: { signal?: AbortSignal; timeout: number },
 ): Promise<UpstreamTool[]> {
-  const tools: UpstreamTool[] = [];
-  let cursor: string | undefined;
-  for (let page = 0; page < MAX_TOOL_PAGES; page++) {
-    const result = await client.listTools(cursor === undefined ? {} : { cursor }, options) as {
-      tools: UpstreamTool[];
-      nextCursor?: string;
-    };
-    tools.push(...result.tools);
-    cursor = result.nextCursor;
-    if (!cursor) return tools;
-  }
-  throw new Error(`tools/list returned more than ${MAX_TOOL_PAGES} pages`);
+  const result = await client.listTools(undefined, { ...options, cacheMode: "refresh" });
+  return result.tools as UpstreamTool[];
+}
+
+/**
+ * The SDK's stdio transport as a subclass, so that the client sends its
+ * `server/discover` probe to this very process: with the base class it
+ * starts a second, throw-away copy of the upstream for the probe, which
+ * would run the upstream's start-up twice and can outlive us when it
+ * ignores SIGTERM.
+ */
+class InPlaceStdioClientTransport extends StdioClientTransport {}
+
+/** Whether a connect failed because the upstream ended the connection on the `server/discover` probe. */
+function closedOnProbe(error: unknown): boolean {
+  const message = error instanceof Error ? error.message : "";
+  return /during the server\/discover probe/.test(message) ||
+    (error instanceof SdkError && error.code === SdkErrorCode.EraNegotiationFailed &&
+      /closed/i.test(message));
 }
 
 /** What is used of the SDK transport's child process (a `node:child_process` one). */
@@ -690,10 +747,6 @@ async function closeLive(live: Live, force = false): Promise<void> {
       // It exited meanwhile.
     }
   }
-}
-
-function isMcpError(error: unknown): error is Error & { code: number } {
-  return error instanceof McpError && typeof (error as { code?: unknown }).code === "number";
 }
 
 function abortable<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {

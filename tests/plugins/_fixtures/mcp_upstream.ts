@@ -25,6 +25,7 @@ import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/
 import {
   CallToolRequestSchema,
   ErrorCode,
+  type JSONRPCMessage,
   ListToolsRequestSchema,
   McpError,
 } from "@modelcontextprotocol/sdk/types.js";
@@ -169,7 +170,16 @@ function createServer(): Server {
 
 async function serveStdio(): Promise<void> {
   const server = createServer();
-  await server.connect(new StdioServerTransport());
+  const transport = new StdioServerTransport();
+  await server.connect(transport);
+  if (Deno.env.get("EXIT_ON_DISCOVER")) {
+    // A 2025 server that ends the connection on a method it does not know before initialize.
+    const receive = transport.onmessage;
+    transport.onmessage = (message: JSONRPCMessage) => {
+      if ("method" in message && message.method === "server/discover") Deno.exit(1);
+      receive?.(message);
+    };
+  }
   console.error("fixture upstream ready on stdio");
 }
 
