@@ -357,6 +357,44 @@ Deno.test("notifications/tools/list_changed from an upstream re-lists its tools 
   }
 });
 
+Deno.test("a Streamable HTTP upstream that forgot our session (it restarted) is re-opened and the call sent once more", async () => {
+  const first = await startHttpFixture();
+  const port = Number(new URL(first.url).port);
+  await using gw = await pluginGateway([
+    upstream({
+      name: "remote",
+      source: "cli",
+      url: first.url,
+      args: [],
+      env: {},
+      headers: {},
+      enabled: true,
+    }),
+  ]);
+  assertEquals(texts((await gw.gateway.call("remote__echo", { text: "one" })).output), [
+    "echo: one",
+  ]);
+  await first.kill();
+  await using _second = await startHttpFixture(port);
+  // Concurrent calls after the restart share one new session; none sees the expiry.
+  const echoes = await Promise.all(
+    ["two", "three", "four"].map((text) => gw.gateway.call("remote__echo", { text })),
+  );
+  assertEquals(echoes.map((echo) => texts(echo.output)[0]), [
+    "echo: two",
+    "echo: three",
+    "echo: four",
+  ]);
+  const [status] = gw.gateway.listPlugins();
+  assertEquals([status.state, status.upstream?.connection, status.upstream?.restarts], [
+    "ready",
+    "connected",
+    1,
+  ]);
+  assertEquals(ofType(gw.events, "tool.failed"), []);
+  assert(gw.logs.some((line) => line.includes("a new session is open")), gw.logs.join("\n"));
+});
+
 Deno.test("a Streamable HTTP upstream gets keychain headers; when it goes away calls fail with PLUGIN_REQUEST_FAILED until it is back", async () => {
   await using fixture = await startHttpFixture();
   await using gw = await pluginGateway([

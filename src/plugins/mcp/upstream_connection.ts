@@ -111,6 +111,8 @@ export class UpstreamConnection {
   #connecting: AbortController | undefined;
   /** It ended its connection on `server/discover`: only the 2025 handshake from now on. */
   #legacyOnly = false;
+  /** A session renewal in progress (see {@linkcode UpstreamConnection.#renewSession}). */
+  #renewing: Promise<Live | undefined> | undefined;
 
   /** @param options The upstream, timing, secrets, log and tool-change listener. */
   constructor(options: UpstreamConnectionOptions) {
@@ -192,16 +194,31 @@ export class UpstreamConnection {
     signal: AbortSignal,
     timeoutMs: number,
   ): Promise<ToolOutput> {
-    const live = this.#live;
+    let live = this.#live;
     if (!live || this.#state !== "connected") throw this.#unavailable(tool);
+    const call = (on: Live) =>
+      on.client.callTool({ name: tool, arguments: args }, {
+        signal,
+        timeout: timeoutMs,
+      }) as Promise<
+        UpstreamCallResult
+      >;
     let result: UpstreamCallResult;
     try {
-      result = await live.client.callTool(
-        { name: tool, arguments: args },
-        { signal, timeout: timeoutMs },
-      ) as UpstreamCallResult;
+      result = await call(live);
     } catch (error) {
-      throw this.#callError(tool, error, signal, live);
+      // An HTTP upstream that forgot our session (it restarted, or expired it)
+      // never started the call: open a new session and send it once more.
+      const renewed = !signal.aborted && sessionExpired(error, live)
+        ? await this.#renewSession(live)
+        : undefined;
+      if (!renewed) throw this.#callError(tool, error, signal, live);
+      live = renewed;
+      try {
+        result = await call(live);
+      } catch (retryError) {
+        throw this.#callError(tool, retryError, signal, live);
+      }
     }
     const content = Array.isArray(result.content) ? result.content : [];
     if (result.isError) {
@@ -220,6 +237,39 @@ export class UpstreamConnection {
     const output: ToolOutput = { content };
     if (result.structuredContent) output.structuredContent = result.structuredContent;
     return output;
+  }
+
+  /**
+   * Replaces a connection whose HTTP session the upstream no longer knows by
+   * a new one, at once (concurrent callers share it). When that fails, the
+   * connection is lost as usual and restarts with backoff.
+   *
+   * @returns The new connection, or `undefined` when none could be opened.
+   */
+  #renewSession(stale: Live): Promise<Live | undefined> {
+    if (this.#live !== stale) return Promise.resolve(this.#live);
+    this.#renewing ??= (async () => {
+      try {
+        const { live, tools } = await this.#connect();
+        if (this.#closed || this.#live !== stale) {
+          await closeLive(live);
+          return this.#live;
+        }
+        const changed = toolsFingerprint(tools) !== this.#fingerprint;
+        void closeLive(stale);
+        this.#adopt(live, tools);
+        this.#restarts++;
+        this.#log("its session had expired; a new session is open");
+        if (changed) this.#onToolsChanged(tools);
+        return live;
+      } catch (error) {
+        this.#lost(stale, `its session expired and a new one failed: ${errorText(error)}`);
+        return undefined;
+      } finally {
+        this.#renewing = undefined;
+      }
+    })();
+    return this.#renewing;
   }
 
   /** Closes the connection (a stdio upstream's process ends) and stops restarting. */
@@ -597,6 +647,19 @@ async function listAllTools(
  * ignores SIGTERM.
  */
 class InPlaceStdioClientTransport extends StdioClientTransport {}
+
+/**
+ * Whether a request failed because an HTTP upstream answered 404 to our
+ * session id: the session expired, or the upstream restarted. The request
+ * never reached a handler there.
+ */
+function sessionExpired(error: unknown, live: Live): boolean {
+  if (!(live.transport instanceof StreamableHTTPClientTransport) || !live.transport.sessionId) {
+    return false;
+  }
+  const data = (error as { data?: { status?: unknown } } | undefined)?.data;
+  return data?.status === 404;
+}
 
 /** Whether a connect failed because the upstream ended the connection on the `server/discover` probe. */
 function closedOnProbe(error: unknown): boolean {
