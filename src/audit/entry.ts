@@ -44,9 +44,12 @@ export type WebhookIncomingOutcome = z.infer<typeof WebhookIncomingOutcomeSchema
 export const AUDIT_OUTCOME_SCHEMAS: Readonly<Record<string, z.ZodType>> = {
   "tool.call": ToolCallOutcomeSchema,
   "webhook.incoming": WebhookIncomingOutcomeSchema,
+  // A proxied prompts/get (tool: the prompt's name) and resources/read (tool: the URI).
+  "prompt.get": ToolCallOutcomeSchema,
+  "resource.read": ToolCallOutcomeSchema,
 };
 
-/** The kinds toolgate writes, for filters: `tool.call`, `webhook.incoming`. */
+/** The kinds toolgate writes, for filters: `tool.call`, `webhook.incoming`, `prompt.get`, `resource.read`. */
 export const AUDIT_KINDS = Object.keys(AUDIT_OUTCOME_SCHEMAS) as [string, ...string[]];
 
 /** Schema of what {@linkcode AuditLog.append} takes. */

@@ -60,7 +60,7 @@ export function registerAudit(program: Command, context: CliContext): void {
   audit.command("list")
     .description("list audit entries, oldest first")
     .option("--tool <name>", "only entries of this tool")
-    .option("--kind <kind>", "only entries of this kind (tool.call, webhook.incoming)")
+    .option("--kind <kind>", `only entries of this kind (${AUDIT_KINDS.join(", ")})`)
     .option(
       "--since <time>",
       "only entries at or after an ISO time or a duration ago (30m, 2h, 7d)",

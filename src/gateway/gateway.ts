@@ -15,6 +15,7 @@ import { newId } from "../ids.ts";
 import { redact } from "../redact.ts";
 import type { Store } from "../store/mod.ts";
 import { VERSION } from "../version.ts";
+import { Catalog } from "./catalog.ts";
 import { CircuitBreaker } from "./circuit_breaker.ts";
 import type {
   AuditSink,
@@ -89,6 +90,8 @@ export class Gateway {
   readonly config: Config;
   readonly store: Store;
   readonly bus: EventBus;
+  /** Prompts and resources of the plugins (MCP upstreams), with their audited reads. */
+  readonly catalog: Catalog;
   #audit: AuditSink | undefined;
   #secrets: (plugin: string) => SecretReader;
   #log: (message: string) => void;
@@ -123,6 +126,7 @@ export class Gateway {
     this.bus = bus;
     this.#definitions = plugins;
     this.#audit = audit;
+    this.catalog = new Catalog({ audit, timeoutMs: config.tools.timeout_ms, now });
     this.#secrets = secrets;
     this.#log = log;
     this.#now = now;
@@ -225,6 +229,7 @@ export class Gateway {
   }
 
   #unregister(plugin: HostedPlugin): void {
+    this.catalog.set(plugin.definition.name, undefined);
     for (const name of plugin.toolNames) {
       this.#tools.get(name)?.breaker.dispose();
       this.#tools.delete(name);
@@ -257,6 +262,12 @@ export class Gateway {
           this.#notifyTools();
         } else {
           plugin.pendingTools = tools;
+        }
+      },
+      setCatalog: (source) => {
+        // A plugin removed or disabled meanwhile offers nothing.
+        if (this.#plugins.includes(plugin) && plugin.status.state !== "disabled") {
+          this.catalog.set(definition.name, source);
         }
       },
     };

@@ -6,6 +6,15 @@
  */
 export { Gateway } from "./gateway.ts";
 export type { GatewayOptions } from "./gateway.ts";
+export { Catalog, templatePattern } from "./catalog.ts";
+export type {
+  CatalogChange,
+  CatalogOptions,
+  CatalogRequestOptions,
+  CatalogSource,
+  CompleteParams,
+  PromptEntry,
+} from "./catalog.ts";
 export { CircuitBreaker } from "./circuit_breaker.ts";
 export type { CircuitBreakerOptions, CircuitState } from "./circuit_breaker.ts";
 export { toErrorResult, toToolResult } from "./result.ts";

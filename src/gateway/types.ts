@@ -8,6 +8,7 @@ import type { z } from "zod";
 import type { Config } from "../config/mod.ts";
 import type { EventData } from "../events/mod.ts";
 import type { Store } from "../store/mod.ts";
+import type { CatalogSource } from "./catalog.ts";
 
 /** Reads a plugin's credentials (keychain, then `TOOLGATE_SECRET_<PLUGIN>_<KEY>`). */
 export interface SecretReader {
@@ -27,6 +28,8 @@ export interface PluginContext {
   log(message: string): void;
   /** Replaces the plugin's tools (dynamic plugins such as MCP upstreams). */
   setTools(tools: ToolDefinition[]): void;
+  /** Replaces the plugin's prompts and resources (MCP upstreams); `undefined`: none. */
+  setCatalog(source: CatalogSource | undefined): void;
 }
 
 /** What a tool receives on each call. */

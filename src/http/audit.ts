@@ -58,7 +58,7 @@ const QuerySchema = z.object({
   }),
   tool: z.string().min(1).optional().openapi({ description: "Only entries of this tool" }),
   kind: z.enum(AUDIT_KINDS, { error: `expected one of ${AUDIT_KINDS.join(", ")}` }).optional()
-    .openapi({ description: "Only entries of this kind (`tool.call`, `webhook.incoming`)" }),
+    .openapi({ description: `Only entries of this kind (${AUDIT_KINDS.join(", ")})` }),
   since: z.string().datetime({ offset: true }).optional().openapi({
     description: "Only entries written at or after this ISO 8601 time",
   }),

@@ -132,8 +132,17 @@ export class McpHttpSessions {
         maxRequestBodySize: maxBodyBytes,
       },
     );
-    // 2026 clients hear of tool-list changes on their subscriptions/listen streams.
-    this.#detachModern = gateway.onToolsChanged(() => this.#modern.notify.toolsChanged());
+    // 2026 clients hear of list changes on their subscriptions/listen streams.
+    const offTools = gateway.onToolsChanged(() => this.#modern.notify.toolsChanged());
+    const offCatalog = gateway.catalog.onChanged((change) =>
+      change === "prompts"
+        ? this.#modern.notify.promptsChanged()
+        : this.#modern.notify.resourcesChanged()
+    );
+    this.#detachModern = () => {
+      offTools();
+      offCatalog();
+    };
   }
 
   /** Number of open sessions. */

@@ -1,6 +1,8 @@
 /**
  * The gateway as an MCP server (official SDK v2, `@modelcontextprotocol/server`):
- * tools/list and tools/call go to the gateway's registry and pipeline. One
+ * tools/list and tools/call go to the gateway's registry and pipeline;
+ * prompts, resources and completions to its catalog (what MCP upstreams
+ * offer, proxied). One
  * server instance serves one protocol era: a 2025 session (after
  * `initialize`) or 2026-07-28 requests (stateless, `server/discover`); the
  * stdio and Streamable HTTP entries decide the era and build instances here.
@@ -11,10 +13,17 @@ import {
   type CallToolResult,
   ProtocolError,
   ProtocolErrorCode,
+  ResourceNotFoundError,
   Server,
 } from "@modelcontextprotocol/server";
 import { GatewayError } from "../errors/mod.ts";
-import { type Gateway, toErrorResult, toToolResult } from "../gateway/mod.ts";
+import {
+  type CatalogChange,
+  type CompleteParams,
+  type Gateway,
+  toErrorResult,
+  toToolResult,
+} from "../gateway/mod.ts";
 import { newId } from "../ids.ts";
 import { VERSION } from "../version.ts";
 
@@ -63,7 +72,13 @@ export function createMcpServer(
     { name: "toolgate", version: VERSION },
     {
       // logging: 2025 clients may set a level (logging/setLevel); 2026 clients set it per request.
-      capabilities: { tools: { listChanged: true }, logging: {} },
+      capabilities: {
+        tools: { listChanged: true },
+        prompts: { listChanged: true },
+        resources: { listChanged: true },
+        completions: {},
+        logging: {},
+      },
       instructions: SERVER_INSTRUCTIONS,
     },
   );
@@ -95,16 +110,80 @@ export function createMcpServer(
       throw error;
     }
   });
+  const requestOptions = (context: { sessionId?: string; mcpReq: { signal: AbortSignal } }) => ({
+    sessionId: options.sessionId?.() ?? context.sessionId ?? fallbackSession,
+    signal: context.mcpReq.signal,
+    source,
+  });
+  server.setRequestHandler("prompts/list", async () => ({
+    prompts: (ready ?? await starting!).catalog.listPrompts() as { name: string }[],
+  }));
+  server.setRequestHandler("prompts/get", async (request, context) => {
+    const { name, arguments: args = {} } = request.params;
+    const { catalog } = ready ?? await starting!;
+    try {
+      return await catalog.getPrompt(name, args, requestOptions(context)) as never;
+    } catch (error) {
+      if (error instanceof GatewayError && error.code === "NOT_FOUND") {
+        throw new ProtocolError(ProtocolErrorCode.InvalidParams, `Unknown prompt: ${name}`);
+      }
+      throw asProtocolError(error);
+    }
+  });
+  server.setRequestHandler("resources/list", async () => ({
+    resources: (ready ?? await starting!).catalog.listResources() as never[],
+  }));
+  server.setRequestHandler("resources/templates/list", async () => ({
+    resourceTemplates: (ready ?? await starting!).catalog.listResourceTemplates() as never[],
+  }));
+  server.setRequestHandler("resources/read", async (request, context) => {
+    const { uri } = request.params;
+    const { catalog } = ready ?? await starting!;
+    try {
+      return await catalog.readResource(uri, requestOptions(context)) as never;
+    } catch (error) {
+      if (error instanceof GatewayError && error.code === "NOT_FOUND") {
+        throw new ResourceNotFoundError(uri);
+      }
+      throw asProtocolError(error);
+    }
+  });
+  server.setRequestHandler("completion/complete", async (request, context) => {
+    const { catalog } = ready ?? await starting!;
+    try {
+      const result = await catalog.complete(
+        request.params as unknown as CompleteParams,
+        context.mcpReq.signal,
+      );
+      return (result ?? { completion: { values: [] } }) as never;
+    } catch (error) {
+      throw asProtocolError(error);
+    }
+  });
   if (!listChanged) return { server, detach: () => {} };
   const notify = () => {
     server.sendToolListChanged().catch(() => {
       // Not connected yet or already closed: the client lists tools on connect.
     });
   };
+  const notifyCatalog = (change: CatalogChange) => {
+    const sent = change === "prompts"
+      ? server.sendPromptListChanged()
+      : server.sendResourceListChanged();
+    sent.catch(() => {
+      // Not connected yet or already closed: the client lists them on connect.
+    });
+  };
   let detached = false;
   let detachGateway = () => {};
   const attach = (attached: Gateway) => {
-    if (!detached) detachGateway = attached.onToolsChanged(notify);
+    if (detached) return;
+    const offTools = attached.onToolsChanged(notify);
+    const offCatalog = attached.catalog.onChanged(notifyCatalog);
+    detachGateway = () => {
+      offTools();
+      offCatalog();
+    };
   };
   if (ready) attach(ready);
   else starting!.then(attach, () => {});
@@ -113,4 +192,12 @@ export function createMcpServer(
     detachGateway();
   };
   return { server, detach };
+}
+
+/** A gateway error as the JSON-RPC error of a prompts, resources or completion request. */
+function asProtocolError(error: unknown): unknown {
+  if (!(error instanceof GatewayError)) return error;
+  return new ProtocolError(ProtocolErrorCode.InternalError, `${error.code}: ${error.message}`, {
+    code: error.code,
+  });
 }

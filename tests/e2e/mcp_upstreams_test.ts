@@ -420,3 +420,109 @@ Deno.test("eras cross the gateway: a 2026 client reaches a 2025 upstream, a 2025
     await legacy.close();
   }
 });
+
+Deno.test("prompts, resources and completions of an upstream reach MCP clients of both eras as they are, and are audited", async () => {
+  await using tmp = await tempHome();
+  await Deno.writeTextFile(
+    `${tmp.home}/config.json`,
+    JSON.stringify({
+      plugins: {
+        upstream_settings: { connect_timeout_ms: 60_000 },
+        upstreams: { everything: upstreamConfig(npmCommand(EVERYTHING_PACKAGE, "stdio")) },
+      },
+    }),
+  );
+  const direct = new ModernClient({ name: "direct", version: "1.0.0" });
+  const everything = npmCommand(EVERYTHING_PACKAGE, "stdio");
+  await direct.connect(
+    new ModernStdioTransport({ ...everything, env: childEnv(), stderr: "ignore" }),
+  );
+  const serverParams = {
+    command: Deno.execPath(),
+    args: ["run", "-A", "--cached-only", MAIN, "mcp", "start"],
+    env: childEnv({ TOOLGATE_HOME: tmp.home, NO_COLOR: "1" }),
+    cwd: ROOT,
+    stderr: "pipe" as const,
+  };
+  const modern = new ModernClient(
+    { name: "modern", version: "1.0.0" },
+    { versionNegotiation: { mode: "auto" } },
+  );
+  await modern.connect(new ModernStdioTransport(serverParams));
+  const legacy = new Client({ name: "legacy", version: "1.0.0" });
+  try {
+    // Prompts: named <plugin>__<prompt>, with the upstream's arguments and messages.
+    const { prompts } = await modern.listPrompts();
+    const byName = new Map(prompts.map((prompt) => [prompt.name, prompt]));
+    const upstreamPrompts = (await direct.listPrompts()).prompts;
+    for (const prompt of upstreamPrompts) {
+      assertEquals(byName.get(`everything__${prompt.name}`)?.arguments, prompt.arguments);
+    }
+    const args = { city: "Lisbon", state: "PT" };
+    const viaGateway = await modern.getPrompt({ name: "everything__args-prompt", arguments: args });
+    const viaDirect = await direct.getPrompt({ name: "args-prompt", arguments: args });
+    assertEquals(viaGateway.messages, viaDirect.messages);
+
+    // Resources: the upstream's URIs, listed and read (also through a template).
+    const listed = (await modern.listResources()).resources.map((resource) => resource.uri);
+    assertEquals(listed, (await direct.listResources()).resources.map((resource) => resource.uri));
+    const templates = await modern.listResourceTemplates();
+    assertEquals(
+      templates.resourceTemplates.map((template) => template.uriTemplate),
+      (await direct.listResourceTemplates()).resourceTemplates.map((t) => t.uriTemplate),
+    );
+    const read = await modern.readResource({ uri: listed[0] });
+    assertEquals(read.contents, (await direct.readResource({ uri: listed[0] })).contents);
+    const dynamic = "demo://resource/dynamic/text/7";
+    assertEquals(
+      (await modern.readResource({ uri: dynamic })).contents,
+      (await direct.readResource({ uri: dynamic })).contents,
+    );
+    const missing = await modern.readResource({ uri: "nothing://here" }).then(
+      () => undefined,
+      (error: Error) => error,
+    );
+    assertStringIncludes(String(missing?.message), "nothing://here");
+
+    // Completion of a prompt argument, routed to the upstream under its own prompt name.
+    const completion = await modern.complete({
+      ref: { type: "ref/prompt", name: "everything__completable-prompt" },
+      argument: { name: "department", value: "E" },
+    });
+    assertEquals(
+      completion.completion.values,
+      (await direct.complete({
+        ref: { type: "ref/prompt", name: "completable-prompt" },
+        argument: { name: "department", value: "E" },
+      })).completion.values,
+    );
+
+    // A 2025 client sees the same.
+    await legacy.connect(new StdioClientTransport(serverParams));
+    const legacyPrompt = await legacy.getPrompt({
+      name: "everything__args-prompt",
+      arguments: args,
+    });
+    assertEquals(legacyPrompt.messages, viaDirect.messages);
+  } finally {
+    await legacy.close();
+    await modern.close();
+    await direct.close();
+  }
+  const audit = await runCli(["audit", "list", "--json"], { home: tmp.home });
+  const entries = JSON.parse(audit.stdout).entries as {
+    kind: string;
+    tool: string;
+    outcome: { ok: boolean };
+  }[];
+  assertEquals(
+    entries.filter((entry) => entry.kind === "prompt.get").map((entry) => entry.tool),
+    ["everything__args-prompt", "everything__args-prompt"],
+  );
+  const reads = entries.filter((entry) => entry.kind === "resource.read");
+  assertEquals(reads.map((entry) => [entry.tool, entry.outcome.ok]).slice(-1), [[
+    "nothing://here",
+    false,
+  ]]);
+  assert(reads.some((entry) => entry.tool === "demo://resource/dynamic/text/7"));
+});

@@ -44,6 +44,13 @@ export interface UpstreamTool {
   annotations?: { idempotentHint?: boolean };
 }
 
+/** An upstream's prompts, resources and resource templates, as it lists them. */
+export interface UpstreamCatalog {
+  prompts: Record<string, unknown>[];
+  resources: Record<string, unknown>[];
+  templates: Record<string, unknown>[];
+}
+
 /** One item of an upstream tool result's `content`. */
 interface ContentItem {
   type: string;
@@ -69,6 +76,8 @@ export interface UpstreamConnectionOptions {
   log: (message: string) => void;
   /** Told about a changed tool list (after `list_changed` or a restart). */
   onToolsChanged: (tools: UpstreamTool[]) => void;
+  /** Told about changed prompts or resources (after `list_changed`, a restart or the first listing). @default none */
+  onCatalogChanged?: (catalog: UpstreamCatalog) => void;
   /** Clock. @default Date.now */
   now?: () => number;
 }
@@ -90,6 +99,11 @@ export class UpstreamConnection {
   #resolveSecret: (name: string) => Promise<string | undefined>;
   #log: (message: string) => void;
   #onToolsChanged: (tools: UpstreamTool[]) => void;
+  #onCatalogChanged: (catalog: UpstreamCatalog) => void;
+  #catalog: UpstreamCatalog = { prompts: [], resources: [], templates: [] };
+  #catalogFingerprint = JSON.stringify(this.#catalog);
+  #catalogRefresh: Promise<void> | undefined;
+  #catalogAgain = false;
   #now: () => number;
   #live: Live | undefined;
   #state: UpstreamConnectionState = "connecting";
@@ -116,7 +130,16 @@ export class UpstreamConnection {
 
   /** @param options The upstream, timing, secrets, log and tool-change listener. */
   constructor(options: UpstreamConnectionOptions) {
-    const { spec, settings, resolveSecret, log, onToolsChanged, now = Date.now } = options;
+    const {
+      spec,
+      settings,
+      resolveSecret,
+      log,
+      onToolsChanged,
+      onCatalogChanged = () => {},
+      now = Date.now,
+    } = options;
+    this.#onCatalogChanged = onCatalogChanged;
     this.#spec = spec;
     this.#settings = settings;
     this.#resolveSecret = resolveSecret;
@@ -146,6 +169,7 @@ export class UpstreamConnection {
     try {
       const { live, tools } = await this.#connect();
       this.#adopt(live, tools);
+      await this.#refreshCatalog();
       return tools;
     } catch (error) {
       const failure = this.#connectError(error);
@@ -261,6 +285,7 @@ export class UpstreamConnection {
         this.#restarts++;
         this.#log("its session had expired; a new session is open");
         if (changed) this.#onToolsChanged(tools);
+        void this.#refreshCatalog();
         return live;
       } catch (error) {
         this.#lost(stale, `its session expired and a new one failed: ${errorText(error)}`);
@@ -326,6 +351,20 @@ export class UpstreamConnection {
           debounceMs: 0,
           onChanged: () => {
             if (live && this.#live === live) void this.#refresh();
+          },
+        },
+        prompts: {
+          autoRefresh: false,
+          debounceMs: 0,
+          onChanged: () => {
+            if (live && this.#live === live) void this.#refreshCatalog();
+          },
+        },
+        resources: {
+          autoRefresh: false,
+          debounceMs: 0,
+          onChanged: () => {
+            if (live && this.#live === live) void this.#refreshCatalog();
           },
         },
       },
@@ -485,10 +524,142 @@ export class UpstreamConnection {
       this.#restarts++;
       this.#log(`reconnected (restart ${this.#restarts}), ${tools.length} tools`);
       if (changed) this.#onToolsChanged(tools);
+      void this.#refreshCatalog();
     } catch (error) {
       if (this.#closed) return;
       this.#recordError(this.#connectError(error).message);
       this.#scheduleRestart();
+    }
+  }
+
+  /**
+   * Lists the upstream's prompts, resources and resource templates (those its
+   * capabilities offer; every page) and tells the listener when they changed.
+   * Coalesced; a failure is logged and keeps what was listed before.
+   */
+  async #refreshCatalog(): Promise<void> {
+    if (this.#catalogRefresh) {
+      this.#catalogAgain = true;
+      return await this.#catalogRefresh;
+    }
+    this.#catalogRefresh = (async () => {
+      do {
+        this.#catalogAgain = false;
+        const live = this.#live;
+        if (!live || this.#closed) return;
+        try {
+          const catalog = await listCatalog(live.client, this.#settings.connectTimeoutMs);
+          if (this.#live !== live) return;
+          const fingerprint = JSON.stringify(catalog);
+          if (fingerprint === this.#catalogFingerprint) continue;
+          this.#catalog = catalog;
+          this.#catalogFingerprint = fingerprint;
+          this.#onCatalogChanged(catalog);
+        } catch (error) {
+          this.#log(`listing prompts and resources failed: ${errorText(error)}`);
+        }
+      } while (this.#catalogAgain);
+    })();
+    try {
+      await this.#catalogRefresh;
+    } finally {
+      this.#catalogRefresh = undefined;
+    }
+  }
+
+  /** The prompts, resources and templates as last listed. */
+  get catalog(): UpstreamCatalog {
+    return this.#catalog;
+  }
+
+  /**
+   * Gets a prompt (`prompts/get`).
+   *
+   * @throws {GatewayError} `NOT_FOUND` when the upstream does not know it;
+   * `PLUGIN_REQUEST_FAILED` when it is down or fails; the signal's reason.
+   */
+  async getPrompt(
+    name: string,
+    args: Record<string, string>,
+    signal: AbortSignal,
+  ): Promise<Record<string, unknown>> {
+    return await this.#request(
+      `prompt ${name}`,
+      signal,
+      (live) => live.client.getPrompt({ name, arguments: args }, { signal }),
+    );
+  }
+
+  /**
+   * Reads a resource (`resources/read`).
+   *
+   * @throws {GatewayError} `NOT_FOUND` when the upstream does not have it;
+   * `PLUGIN_REQUEST_FAILED`; the signal's reason.
+   */
+  async readResource(uri: string, signal: AbortSignal): Promise<Record<string, unknown>> {
+    return await this.#request(
+      `resource ${uri}`,
+      signal,
+      (live) => live.client.readResource({ uri }, { signal, cacheMode: "bypass" }),
+    );
+  }
+
+  /** Completes an argument (`completion/complete`). */
+  async complete(
+    params: CompleteRequestParams,
+    signal: AbortSignal,
+  ): Promise<Record<string, unknown>> {
+    return await this.#request(
+      "completion",
+      signal,
+      (live) => live.client.complete(params as Parameters<Client["complete"]>[0], { signal }),
+    );
+  }
+
+  /** Sends a request other than a tool call, renewing an expired HTTP session once. */
+  async #request(
+    what: string,
+    signal: AbortSignal,
+    send: (live: Live) => Promise<unknown>,
+  ): Promise<Record<string, unknown>> {
+    const current = this.#live;
+    const name = this.#spec.name;
+    if (!current || this.#state !== "connected") {
+      throw new GatewayError(
+        "PLUGIN_REQUEST_FAILED",
+        `Upstream ${name} is unavailable: ${this.#lastError ?? this.#state}`,
+        { details: { plugin: name } },
+      );
+    }
+    let live: Live = current;
+    for (let attempt = 0;; attempt++) {
+      try {
+        return await send(live) as Record<string, unknown>;
+      } catch (error) {
+        if (signal.aborted) {
+          if (signal.reason instanceof GatewayError) throw signal.reason;
+          throw new GatewayError("CANCELLED", `Request for ${what} of ${name} was cancelled`, {
+            details: { plugin: name },
+          });
+        }
+        const renewed: Live | undefined = attempt === 0 && sessionExpired(error, live)
+          ? await this.#renewSession(live)
+          : undefined;
+        if (renewed) {
+          live = renewed;
+          continue;
+        }
+        if (error instanceof ProtocolError && error.code === ProtocolErrorCode.InvalidParams) {
+          throw new GatewayError("NOT_FOUND", `Upstream ${name}: ${truncate(mcpMessage(error))}`, {
+            details: { plugin: name },
+          });
+        }
+        throw new GatewayError(
+          "PLUGIN_REQUEST_FAILED",
+          `Upstream ${name} failed on ${what}: ${truncate(mcpMessage(error as Error))}`,
+          { details: { plugin: name }, cause: error },
+        );
+      }
     }
   }
 
@@ -626,6 +797,27 @@ export class UpstreamConnection {
     );
   }
 }
+
+/** Lists an upstream's prompts, resources and templates, as far as its capabilities offer them. */
+async function listCatalog(client: Client, timeout: number): Promise<UpstreamCatalog> {
+  const capabilities = client.getServerCapabilities() ?? {};
+  const options = { timeout, cacheMode: "refresh" as const };
+  const [prompts, resources, templates] = await Promise.all([
+    capabilities.prompts ? client.listPrompts(undefined, options) : { prompts: [] },
+    capabilities.resources ? client.listResources(undefined, options) : { resources: [] },
+    capabilities.resources
+      ? client.listResourceTemplates(undefined, options).catch(() => ({ resourceTemplates: [] }))
+      : { resourceTemplates: [] },
+  ]);
+  return {
+    prompts: prompts.prompts as Record<string, unknown>[],
+    resources: resources.resources as Record<string, unknown>[],
+    templates: templates.resourceTemplates as Record<string, unknown>[],
+  };
+}
+
+/** `completion/complete` params. */
+type CompleteRequestParams = Record<string, unknown>;
 
 /**
  * Lists every page of an upstream's tools (the client walks the pages, at

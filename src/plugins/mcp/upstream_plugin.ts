@@ -6,6 +6,7 @@
  * @module
  */
 import type {
+  CatalogSource,
   PluginContext,
   PluginDefinition,
   ToolDefinition,
@@ -13,7 +14,11 @@ import type {
 } from "../../gateway/mod.ts";
 import { argumentsSchema, createAjv } from "./_input_schema.ts";
 import { carriesCredentials } from "./_values.ts";
-import { UpstreamConnection, type UpstreamTool } from "./upstream_connection.ts";
+import {
+  type UpstreamCatalog,
+  UpstreamConnection,
+  type UpstreamTool,
+} from "./upstream_connection.ts";
 import { TOOL_NAME_SEPARATOR, type UpstreamSettings, type UpstreamSpec } from "./upstream_spec.ts";
 
 /** An upstream's version before it first answers. */
@@ -87,6 +92,8 @@ export function mcpUpstreamPlugin(
         resolveSecret,
         log: context.log,
         onToolsChanged: (tools) => context.setTools(toDefinitions(tools)),
+        onCatalogChanged: (catalog) =>
+          context.setCatalog(catalogSource(spec.name, catalog, () => connection!)),
       });
       const tools = await connection.start();
       context.setTools(toDefinitions(tools));
@@ -135,4 +142,32 @@ function toolDefinitions(
     });
   }
   return out;
+}
+
+/**
+ * An upstream's prompts (named `<plugin>__<prompt>` like its tools) and
+ * resources (their URIs as they are) for the gateway's catalog.
+ */
+function catalogSource(
+  plugin: string,
+  catalog: UpstreamCatalog,
+  connection: () => UpstreamConnection,
+): CatalogSource {
+  return {
+    prompts: catalog.prompts.map((prompt) => {
+      const own = String(prompt.name);
+      const { name: _name, ...info } = prompt;
+      return {
+        name: upstreamToolName(plugin, own),
+        ownName: own,
+        info,
+        get: (args, signal) => connection().getPrompt(own, args, signal),
+      };
+    }),
+    resources: catalog.resources,
+    templates: catalog.templates,
+    read: (uri, signal) => connection().readResource(uri, signal),
+    complete: (params, signal) =>
+      connection().complete(params as unknown as Record<string, unknown>, signal),
+  };
 }

@@ -1,0 +1,312 @@
+/**
+ * The prompts and resources plugins offer beside their tools (MCP upstreams
+ * proxied by the gateway): listed together, got and read through the plugin
+ * that owns them, and every `prompts/get` and `resources/read` recorded in
+ * the audit log as an entry of its own kind (`prompt.get`, `resource.read`).
+ *
+ * @module
+ */
+import { GatewayError } from "../errors/mod.ts";
+import { newId } from "../ids.ts";
+import { redact } from "../redact.ts";
+import type { AuditSink } from "./types.ts";
+
+/** A prompt as a plugin offers it. */
+export interface PromptEntry {
+  /** The gateway's name of the prompt (`<plugin>__<prompt>` for an upstream's). */
+  name: string;
+  /** The plugin's own name of it (what its `completion/complete` knows). */
+  ownName: string;
+  /** What clients see in `prompts/list` besides the name (description, arguments, title, icons, `_meta`). */
+  info: Record<string, unknown>;
+  /** Gets the prompt with its arguments (`prompts/get` upstream). */
+  get(args: Record<string, string>, signal: AbortSignal): Promise<Record<string, unknown>>;
+}
+
+/** What one plugin offers beside its tools. */
+export interface CatalogSource {
+  /** Its prompts. */
+  prompts: PromptEntry[];
+  /** Its resources as listed (each with `uri`). */
+  resources: Record<string, unknown>[];
+  /** Its resource templates as listed (each with `uriTemplate`). */
+  templates: Record<string, unknown>[];
+  /** Reads a resource (`resources/read` upstream); a missing one throws `NOT_FOUND`. */
+  read(uri: string, signal: AbortSignal): Promise<Record<string, unknown>>;
+  /** Completes a prompt or template argument (`completion/complete` upstream). */
+  complete?(params: CompleteParams, signal: AbortSignal): Promise<Record<string, unknown>>;
+}
+
+/** `completion/complete` params: the prompt (by the plugin's own name) or template, and the argument. */
+export interface CompleteParams {
+  ref: { type: "ref/prompt"; name: string } | { type: "ref/resource"; uri: string };
+  argument: { name: string; value: string };
+  context?: { arguments?: Record<string, string> };
+}
+
+/** What {@linkcode Catalog} records calls with. */
+export interface CatalogRequestOptions {
+  /** The caller's session (audit). @default a new `ses_…` id */
+  sessionId?: string;
+  /** Aborted when the caller goes away. */
+  signal?: AbortSignal;
+  /** Entry point name recorded in the audit log. @default "api" */
+  source?: string;
+}
+
+/** Options of {@linkcode Catalog}. */
+export interface CatalogOptions {
+  /** Where `prompt.get` and `resource.read` entries go. @default none */
+  audit?: AuditSink;
+  /** Longest wait for an upstream's answer, in ms. */
+  timeoutMs: number;
+  /** Clock for latencies. @default performance.now */
+  now?: () => number;
+}
+
+interface Registered extends CatalogSource {
+  plugin: string;
+  /** The upstream's own name of each prompt, by gateway name. */
+  promptsByName: Map<string, PromptEntry>;
+  /** Template patterns, compiled. */
+  patterns: RegExp[];
+}
+
+/** Which lists changed. */
+export type CatalogChange = "prompts" | "resources";
+
+/** The prompts and resources of every plugin. */
+export class Catalog {
+  #sources = new Map<string, Registered>();
+  #listeners = new Set<(change: CatalogChange) => void>();
+  #audit: AuditSink | undefined;
+  #timeoutMs: number;
+  #now: () => number;
+
+  /** @param options Audit sink, upstream timeout and clock. */
+  constructor(options: CatalogOptions) {
+    const { audit, timeoutMs, now = () => performance.now() } = options;
+    if (!(timeoutMs > 0)) throw new RangeError(`Invalid timeoutMs: ${timeoutMs} is not positive`);
+    this.#audit = audit;
+    this.#timeoutMs = timeoutMs;
+    this.#now = now;
+  }
+
+  /** Replaces what `plugin` offers (`undefined`: nothing) and tells the listeners what changed. */
+  set(plugin: string, source: CatalogSource | undefined): void {
+    const before = this.#sources.get(plugin);
+    if (source) {
+      this.#sources.set(plugin, {
+        ...source,
+        plugin,
+        promptsByName: new Map(source.prompts.map((prompt) => [prompt.name, prompt])),
+        patterns: source.templates.map((template) =>
+          templatePattern(String(template.uriTemplate ?? ""))
+        ),
+      });
+    } else {
+      this.#sources.delete(plugin);
+    }
+    const had = (of: Registered | undefined, what: CatalogChange) =>
+      what === "prompts"
+        ? JSON.stringify(of?.prompts.map((p) => [p.name, p.info]) ?? [])
+        : JSON.stringify([of?.resources ?? [], of?.templates ?? []]);
+    const after = this.#sources.get(plugin);
+    for (const change of ["prompts", "resources"] as const) {
+      if (had(before, change) !== had(after, change)) {
+        for (const listener of this.#listeners) listener(change);
+      }
+    }
+  }
+
+  /** Calls `listener` when the prompts or the resources change; returns the unsubscribe function. */
+  onChanged(listener: (change: CatalogChange) => void): () => void {
+    this.#listeners.add(listener);
+    return () => this.#listeners.delete(listener);
+  }
+
+  /** Whether any plugin offers prompts. */
+  get hasPrompts(): boolean {
+    return [...this.#sources.values()].some((source) => source.prompts.length > 0);
+  }
+
+  /** Every prompt, as `prompts/list` shows it. */
+  listPrompts(): Record<string, unknown>[] {
+    return [...this.#sources.values()].flatMap((source) =>
+      source.prompts.map((prompt) => ({ ...prompt.info, name: prompt.name }))
+    );
+  }
+
+  /** Every resource, as `resources/list` shows it. */
+  listResources(): Record<string, unknown>[] {
+    return [...this.#sources.values()].flatMap((source) => source.resources);
+  }
+
+  /** Every resource template, as `resources/templates/list` shows it. */
+  listResourceTemplates(): Record<string, unknown>[] {
+    return [...this.#sources.values()].flatMap((source) => source.templates);
+  }
+
+  /**
+   * Gets a prompt from the plugin that owns it, and records a `prompt.get`
+   * audit entry (arguments redacted), whether it succeeded or not.
+   *
+   * @throws {GatewayError} `NOT_FOUND` for an unknown prompt; the plugin's
+   * error (`PLUGIN_REQUEST_FAILED`, `TOOL_TIMEOUT`, `CANCELLED`, …).
+   */
+  async getPrompt(
+    name: string,
+    args: Record<string, string>,
+    options: CatalogRequestOptions = {},
+  ): Promise<Record<string, unknown>> {
+    const owner = [...this.#sources.values()].find((source) => source.promptsByName.has(name));
+    const prompt = owner?.promptsByName.get(name);
+    if (!owner || !prompt) {
+      throw new GatewayError("NOT_FOUND", `Unknown prompt: ${name}`, { details: { prompt: name } });
+    }
+    return await this.#recorded(
+      { kind: "prompt.get", subject: name, input: { arguments: args }, options },
+      (signal) => prompt.get(args, signal),
+    );
+  }
+
+  /**
+   * Reads a resource from the plugin that lists it, or whose template
+   * matches its URI, and records a `resource.read` audit entry.
+   *
+   * @throws {GatewayError} `NOT_FOUND` when no plugin offers the URI; the
+   * plugin's error.
+   */
+  async readResource(
+    uri: string,
+    options: CatalogRequestOptions = {},
+  ): Promise<Record<string, unknown>> {
+    const owner = this.#ownerOf(uri);
+    if (!owner) {
+      throw new GatewayError("NOT_FOUND", `Resource ${uri} not found`, { details: { uri } });
+    }
+    return await this.#recorded(
+      { kind: "resource.read", subject: uri, input: { uri, plugin: owner.plugin }, options },
+      (signal) => owner.read(uri, signal),
+    );
+  }
+
+  /**
+   * Completes an argument of a prompt (by the gateway's name) or a resource
+   * template, at the plugin that owns it.
+   *
+   * @returns `undefined` when no plugin owns the reference or can complete.
+   */
+  async complete(
+    params: CompleteParams,
+    signal?: AbortSignal,
+  ): Promise<Record<string, unknown> | undefined> {
+    for (const source of this.#sources.values()) {
+      if (!source.complete) continue;
+      if (params.ref.type === "ref/prompt") {
+        const prompt = source.promptsByName.get(params.ref.name);
+        if (!prompt) continue;
+        return await this.#bounded(
+          "completion/complete",
+          signal,
+          (bounded) =>
+            source.complete!(
+              { ...params, ref: { type: "ref/prompt", name: prompt.ownName } },
+              bounded,
+            ),
+        );
+      }
+      const template = params.ref.uri;
+      if (source.templates.some((t) => t.uriTemplate === template)) {
+        return await this.#bounded(
+          "completion/complete",
+          signal,
+          (bounded) => source.complete!(params, bounded),
+        );
+      }
+    }
+    return undefined;
+  }
+
+  /**
+   * Runs `run` with a signal that aborts when the caller's does, or with
+   * `TOOL_TIMEOUT` once the catalog's timeout passes.
+   */
+  async #bounded<T>(
+    what: string,
+    signal: AbortSignal | undefined,
+    run: (signal: AbortSignal) => Promise<T>,
+  ): Promise<T> {
+    const controller = new AbortController();
+    const timer = setTimeout(() => {
+      controller.abort(
+        new GatewayError("TOOL_TIMEOUT", `${what} timed out after ${this.#timeoutMs} ms`, {
+          details: { timeout_ms: this.#timeoutMs },
+        }),
+      );
+    }, this.#timeoutMs);
+    const onAbort = () => controller.abort(signal?.reason);
+    signal?.addEventListener("abort", onAbort, { once: true });
+    try {
+      return await run(controller.signal);
+    } finally {
+      clearTimeout(timer);
+      signal?.removeEventListener("abort", onAbort);
+    }
+  }
+
+  #ownerOf(uri: string): Registered | undefined {
+    const sources = [...this.#sources.values()];
+    return sources.find((source) => source.resources.some((resource) => resource.uri === uri)) ??
+      sources.find((source) => source.patterns.some((pattern) => pattern.test(uri))) ??
+      // A URI no plugin lists or templates: the only plugin with resources may still have it.
+      (sources.filter((s) => s.resources.length || s.templates.length).length === 1
+        ? sources.find((s) => s.resources.length || s.templates.length)
+        : undefined);
+  }
+
+  async #recorded(
+    what: { kind: string; subject: string; input: unknown; options: CatalogRequestOptions },
+    run: (signal: AbortSignal) => Promise<Record<string, unknown>>,
+  ): Promise<Record<string, unknown>> {
+    const { sessionId = newId("ses"), signal, source = "api" } = what.options;
+    const started = this.#now();
+    const latency = () => Math.max(0, Math.round(this.#now() - started));
+    const entry = (outcome: Record<string, unknown>) => ({
+      kind: what.kind,
+      tool: what.subject,
+      session_id: sessionId,
+      input: redact(what.input),
+      outcome: { ...outcome, latency_ms: latency(), source },
+    });
+    let result: Record<string, unknown>;
+    try {
+      result = await this.#bounded(`${what.kind} of ${what.subject}`, signal, run);
+    } catch (thrown) {
+      const error = thrown instanceof GatewayError
+        ? thrown
+        : new GatewayError("PLUGIN_REQUEST_FAILED", (thrown as Error)?.message ?? String(thrown));
+      await this.#audit?.append(entry({ ok: false, error_code: error.code, error: error.message }));
+      throw error;
+    }
+    await this.#audit?.append(entry({ ok: true }));
+    return result;
+  }
+}
+
+/**
+ * A pattern for the URIs of an RFC 6570 template: `{var}` matches one path
+ * segment, `{+var}` and `{#var}` anything, the rest literally.
+ */
+export function templatePattern(template: string): RegExp {
+  let pattern = "";
+  for (const part of template.split(/(\{[^}]*\})/)) {
+    if (!part) continue;
+    if (part.startsWith("{")) {
+      pattern += /^\{[+#]/.test(part) ? ".*" : "[^/?#]*";
+    } else {
+      pattern += part.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+    }
+  }
+  return new RegExp(`^${pattern}$`);
+}

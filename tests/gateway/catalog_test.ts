@@ -1,0 +1,92 @@
+import { Catalog, type CatalogSource, templatePattern } from "../../src/gateway/mod.ts";
+import { GatewayError } from "../../src/errors/mod.ts";
+import { assert, assertEquals, assertRejects } from "../_asserts.ts";
+
+type Entry = { kind: string; tool: string; input: unknown; outcome: Record<string, unknown> };
+
+function recorder() {
+  const entries: Entry[] = [];
+  return { entries, audit: { append: (entry: Entry) => Promise.resolve(entries.push(entry)) } };
+}
+
+function source(name: string, extra: Partial<CatalogSource> = {}): CatalogSource {
+  return {
+    prompts: [{
+      name: `${name}__greet`,
+      ownName: "greet",
+      info: { description: `greets from ${name}` },
+      get: (args) => Promise.resolve({ messages: [{ role: "user", content: args }] }),
+    }],
+    resources: [{ uri: `${name}://readme`, name: "readme" }],
+    templates: [{ uriTemplate: `${name}://items/{id}`, name: "item" }],
+    read: (uri) => Promise.resolve({ contents: [{ uri, text: `${name} has ${uri}` }] }),
+    ...extra,
+  };
+}
+
+Deno.test("templatePattern() matches one segment for {var} and anything for {+var}", () => {
+  assert(templatePattern("a://items/{id}").test("a://items/7"));
+  assert(!templatePattern("a://items/{id}").test("a://items/7/x"));
+  assert(templatePattern("file:///{+path}").test("file:///etc/hosts"));
+  assert(!templatePattern("a.b://{id}").test("aXb://1"), "literal parts are not patterns");
+});
+
+Deno.test("Catalog routes prompts by name and reads by listed URI or template, and audits each", async () => {
+  const { entries, audit } = recorder();
+  const catalog = new Catalog({ audit, timeoutMs: 1000 });
+  const changes: string[] = [];
+  catalog.onChanged((change) => changes.push(change));
+  catalog.set("one", source("one"));
+  catalog.set("two", source("two"));
+  assertEquals(changes, ["prompts", "resources", "prompts", "resources"]);
+  assertEquals(catalog.listPrompts().map((prompt) => prompt.name), ["one__greet", "two__greet"]);
+
+  const prompt = await catalog.getPrompt("two__greet", { who: "x" }, { sessionId: "ses_1" });
+  assertEquals(prompt, { messages: [{ role: "user", content: { who: "x" } }] });
+  assertEquals(await catalog.readResource("one://readme"), {
+    contents: [{ uri: "one://readme", text: "one has one://readme" }],
+  });
+  assertEquals(await catalog.readResource("two://items/9"), {
+    contents: [{ uri: "two://items/9", text: "two has two://items/9" }],
+  });
+  await assertRejects(() => catalog.readResource("three://x"), GatewayError, "not found");
+  await assertRejects(() => catalog.getPrompt("nope", {}), GatewayError, "Unknown prompt: nope");
+  assertEquals(entries.map((entry) => [entry.kind, entry.tool, entry.outcome.ok]), [
+    ["prompt.get", "two__greet", true],
+    ["resource.read", "one://readme", true],
+    ["resource.read", "two://items/9", true],
+  ]);
+
+  catalog.set("one", undefined);
+  assertEquals(catalog.listPrompts().map((prompt) => prompt.name), ["two__greet"]);
+  // The same source again changes nothing.
+  changes.length = 0;
+  catalog.set("two", source("two"));
+  assertEquals(changes, []);
+});
+
+Deno.test("Catalog: a slow plugin fails with TOOL_TIMEOUT, a failing one with its error, both audited", async () => {
+  const { entries, audit } = recorder();
+  const catalog = new Catalog({ audit, timeoutMs: 30 });
+  catalog.set(
+    "slow",
+    source("slow", {
+      read: (_uri, signal) =>
+        new Promise((_, reject) => signal.addEventListener("abort", () => reject(signal.reason))),
+    }),
+  );
+  catalog.set(
+    "bad",
+    source("bad", {
+      read: () => Promise.reject(new GatewayError("PLUGIN_REQUEST_FAILED", "Upstream bad: down")),
+    }),
+  );
+  const slow = await assertRejects(() => catalog.readResource("slow://readme"), GatewayError);
+  assertEquals(slow.code, "TOOL_TIMEOUT");
+  const bad = await assertRejects(() => catalog.readResource("bad://readme"), GatewayError);
+  assertEquals(bad.code, "PLUGIN_REQUEST_FAILED");
+  assertEquals(entries.map((entry) => [entry.tool, entry.outcome.error_code]), [
+    ["slow://readme", "TOOL_TIMEOUT"],
+    ["bad://readme", "PLUGIN_REQUEST_FAILED"],
+  ]);
+});
