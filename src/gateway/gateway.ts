@@ -603,7 +603,7 @@ export class Gateway {
     const attempts = 1 + tool.retries;
     for (let attempt = 1;; attempt++) {
       try {
-        const output = await this.#execute(tool, input, sessionId, options.signal);
+        const output = await this.#execute(tool, input, sessionId, options);
         tool.breaker.recordSuccess();
         const latency_ms = Math.max(0, Math.round(this.#now() - started));
         const redactedInput = redact(input);
@@ -660,8 +660,9 @@ export class Gateway {
     tool: RegisteredTool,
     input: Record<string, unknown>,
     sessionId: string,
-    callerSignal: AbortSignal | undefined,
+    options: CallOptions,
   ): Promise<ToolOutput> {
+    const { signal: callerSignal, onProgress } = options;
     const controller = new AbortController();
     const onAbort = () => controller.abort(callerSignal?.reason);
     callerSignal?.addEventListener("abort", onAbort, { once: true });
@@ -682,6 +683,7 @@ export class Gateway {
         ...tool.plugin.context,
         signal: controller.signal,
         sessionId,
+        ...(onProgress ? { progress: onProgress } : {}),
       });
       const output = await Promise.race([run, timeout]);
       if (output === null || typeof output !== "object" || Array.isArray(output)) {

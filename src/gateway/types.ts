@@ -38,6 +38,8 @@ export interface ToolContext extends PluginContext {
   signal: AbortSignal;
   /** The caller's session id (MCP session, or a generated one). */
   sessionId: string;
+  /** Reports progress to the caller, when it asked for it. */
+  progress?: (update: ProgressUpdate) => void;
 }
 
 /** A tool's output: a JSON object (it becomes `output` in `tool.called`). */
@@ -184,6 +186,15 @@ export interface CallOptions {
   signal?: AbortSignal;
   /** Entry point, recorded in the audit log (`rest`, `mcp`, `cli`, `webhook`). */
   source?: string;
+  /** Told how far the tool got, when it reports it (an MCP client's progress token). */
+  onProgress?: (update: ProgressUpdate) => void;
+}
+
+/** How far a tool got (MCP `notifications/progress` without the token). */
+export interface ProgressUpdate {
+  progress: number;
+  total?: number;
+  message?: string;
 }
 
 /** A successful tool call. */

@@ -21,6 +21,7 @@ import {
   type CatalogChange,
   type CompleteParams,
   type Gateway,
+  type ProgressUpdate,
   toErrorResult,
   toToolResult,
 } from "../gateway/mod.ts";
@@ -98,11 +99,23 @@ export function createMcpServer(
       if (unavailable) return toErrorResult(unavailable) as CallToolResult;
       throw new ProtocolError(ProtocolErrorCode.InvalidParams, `Unknown tool: ${name}`);
     }
+    // A client that asked for progress (its token in _meta) gets the tool's, under that token.
+    const progressToken = request.params._meta?.progressToken;
+    const onProgress = progressToken === undefined
+      ? undefined
+      : (update: ProgressUpdate) =>
+        void context.mcpReq.notify({
+          method: "notifications/progress",
+          params: { progressToken, ...update },
+        }).catch(() => {
+          // The client went away: the call is being cancelled.
+        });
     try {
       const result = await gateway.call(name, args ?? {}, {
         sessionId: options.sessionId?.() ?? context.sessionId ?? fallbackSession,
         signal: context.mcpReq.signal,
         source,
+        ...(onProgress ? { onProgress } : {}),
       });
       return toToolResult(result) as CallToolResult;
     } catch (error) {

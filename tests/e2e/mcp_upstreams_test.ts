@@ -526,3 +526,67 @@ Deno.test("prompts, resources and completions of an upstream reach MCP clients o
   ]]);
   assert(reads.some((entry) => entry.tool === "demo://resource/dynamic/text/7"));
 });
+
+Deno.test("an upstream tool's progress reaches the MCP client under the client's own progress token", async () => {
+  await using tmp = await tempHome();
+  await Deno.writeTextFile(
+    `${tmp.home}/config.json`,
+    JSON.stringify({
+      plugins: {
+        upstream_settings: { connect_timeout_ms: 60_000 },
+        upstreams: { fix: upstreamConfig(fixtureCommand()) },
+      },
+    }),
+  );
+  const serverParams = {
+    command: Deno.execPath(),
+    args: ["run", "-A", "--cached-only", MAIN, "mcp", "start"],
+    env: childEnv({ TOOLGATE_HOME: tmp.home, NO_COLOR: "1" }),
+    cwd: ROOT,
+    stderr: "pipe" as const,
+  };
+  for (const era of ["2026", "2025"]) {
+    const updates: { progress: number; total?: number; message?: string }[] = [];
+    if (era === "2026") {
+      const client = new ModernClient(
+        { name: "modern", version: "1.0.0" },
+        { versionNegotiation: { mode: "auto" } },
+      );
+      await client.connect(new ModernStdioTransport(serverParams));
+      try {
+        await client.callTool(
+          {
+            name: "fix__sleep",
+            arguments: { ms: 150, steps: 3 },
+          },
+          { onprogress: (update) => void updates.push(update) },
+        );
+      } finally {
+        await client.close();
+      }
+    } else {
+      const client = new Client({ name: "legacy", version: "1.0.0" });
+      await client.connect(new StdioClientTransport(serverParams));
+      try {
+        await client.callTool(
+          {
+            name: "fix__sleep",
+            arguments: { ms: 150, steps: 3 },
+          },
+          undefined,
+          {
+            onprogress: (update: { progress: number; total?: number; message?: string }) =>
+              void updates.push(update),
+          },
+        );
+      } finally {
+        await client.close();
+      }
+    }
+    assertEquals(
+      updates.map((update) => [update.progress, update.total, update.message]),
+      [[1, 3, "step 1"], [2, 3, "step 2"], [3, 3, "step 3"]],
+      era,
+    );
+  }
+});

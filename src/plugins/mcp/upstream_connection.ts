@@ -15,9 +15,15 @@ import {
   SdkErrorCode,
   StreamableHTTPClientTransport,
 } from "@modelcontextprotocol/client";
+import type { JSONRPCMessage } from "@modelcontextprotocol/client";
 import { StdioClientTransport } from "@modelcontextprotocol/client/stdio";
 import { GatewayError } from "../../errors/mod.ts";
-import type { ToolOutput, UpstreamConnectionState, UpstreamStatus } from "../../gateway/mod.ts";
+import type {
+  ProgressUpdate,
+  ToolOutput,
+  UpstreamConnectionState,
+  UpstreamStatus,
+} from "../../gateway/mod.ts";
 import { VERSION } from "../../version.ts";
 import { describeFetchError } from "../_fetch_error.ts";
 import { resolveValues } from "./_values.ts";
@@ -88,6 +94,8 @@ interface Live {
   generation: number;
   /** A stdio upstream's last stderr lines. */
   stderr?: StderrTail;
+  /** Progress listeners of the calls in flight, by the progress token sent with each. */
+  progress: Map<string, (update: ProgressUpdate) => void>;
   /** A stdio upstream's process, once spawned (the SDK forgets it when it ends). */
   child?: ChildEvents;
 }
@@ -125,6 +133,8 @@ export class UpstreamConnection {
   #connecting: AbortController | undefined;
   /** It ended its connection on `server/discover`: only the 2025 handshake from now on. */
   #legacyOnly = false;
+  /** Progress tokens handed out (see {@linkcode watchProgress}). */
+  #progressTokens = 0;
   /** A session renewal in progress (see {@linkcode UpstreamConnection.#renewSession}). */
   #renewing: Promise<Live | undefined> | undefined;
 
@@ -217,16 +227,24 @@ export class UpstreamConnection {
     args: Record<string, unknown>,
     signal: AbortSignal,
     timeoutMs: number,
+    progress?: (update: ProgressUpdate) => void,
   ): Promise<ToolOutput> {
     let live = this.#live;
     if (!live || this.#state !== "connected") throw this.#unavailable(tool);
-    const call = (on: Live) =>
-      on.client.callTool({ name: tool, arguments: args }, {
-        signal,
-        timeout: timeoutMs,
-      }) as Promise<
-        UpstreamCallResult
-      >;
+    // The upstream's progress goes to the caller (who gets it under its own token).
+    const call = async (on: Live) => {
+      const token = progress ? `toolgate-${++this.#progressTokens}` : undefined;
+      if (token) on.progress.set(token, progress!);
+      try {
+        return await on.client.callTool({
+          name: tool,
+          arguments: args,
+          ...(token ? { _meta: { progressToken: token } } : {}),
+        }, { signal, timeout: timeoutMs }) as UpstreamCallResult;
+      } finally {
+        if (token) on.progress.delete(token);
+      }
+    };
     let result: UpstreamCallResult;
     try {
       result = await call(live);
@@ -371,7 +389,7 @@ export class UpstreamConnection {
     });
     try {
       const { transport, stderr } = await this.#transport();
-      live = { client, transport, generation, stderr };
+      live = { client, transport, generation, stderr, progress: new Map() };
       const current = live;
       if (transport instanceof StdioClientTransport) keepChild(transport, current);
       client.onclose = () => this.#lost(current, "connection closed");
@@ -380,6 +398,7 @@ export class UpstreamConnection {
       };
       const options = { signal: controller.signal, timeout: timeoutMs };
       await abortable(client.connect(transport, options), controller.signal);
+      watchProgress(current);
       const tools = await abortable(listAllTools(client, options), controller.signal);
       return { live, tools };
     } catch (error) {
@@ -859,6 +878,33 @@ function closedOnProbe(error: unknown): boolean {
   return /during the server\/discover probe/.test(message) ||
     (error instanceof SdkError && error.code === SdkErrorCode.EraNegotiationFailed &&
       /closed/i.test(message));
+}
+
+/**
+ * Hands the upstream's `notifications/progress` for our tokens to the calls
+ * that sent them, as the transport delivers them: in order, before the
+ * call's response. (The SDK's own `onprogress` can see a last progress
+ * notification after the response it preceded, and then drops it.)
+ */
+function watchProgress(live: Live): void {
+  type OnMessage = (message: JSONRPCMessage, extra?: unknown) => void;
+  const transport = live.transport as unknown as { onmessage?: OnMessage };
+  const deliver = transport.onmessage;
+  transport.onmessage = (message, extra) => {
+    if ("method" in message && message.method === "notifications/progress") {
+      const params = (message.params ?? {}) as Record<string, unknown>;
+      const listener = live.progress.get(String(params.progressToken));
+      if (listener && typeof params.progress === "number") {
+        listener({
+          progress: params.progress,
+          ...(typeof params.total === "number" ? { total: params.total } : {}),
+          ...(typeof params.message === "string" ? { message: params.message } : {}),
+        });
+        return;
+      }
+    }
+    deliver?.(message, extra);
+  };
 }
 
 /** What is used of the SDK transport's child process (a `node:child_process` one). */

@@ -137,7 +137,7 @@ function toolDefinitions(
         const tools = call.config.tools;
         const timeoutMs = (tools.overrides[name]?.timeout_ms ?? tools.timeout_ms) +
           TIMEOUT_MARGIN_MS;
-        return connection().callTool(tool.name, args, call.signal, timeoutMs);
+        return connection().callTool(tool.name, args, call.signal, timeoutMs, call.progress);
       },
     });
   }

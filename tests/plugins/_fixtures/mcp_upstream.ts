@@ -28,6 +28,7 @@ import {
   type JSONRPCMessage,
   ListToolsRequestSchema,
   McpError,
+  type ServerNotification,
 } from "@modelcontextprotocol/sdk/types.js";
 
 interface FixtureTool {
@@ -80,8 +81,12 @@ const baseTools: FixtureTool[] = [
   },
   {
     name: "sleep",
-    description: "Answers after ms milliseconds",
-    inputSchema: { type: "object", properties: { ms: { type: "number" } }, required: ["ms"] },
+    description: "Answers after ms milliseconds (reporting progress in steps when asked)",
+    inputSchema: {
+      type: "object",
+      properties: { ms: { type: "number" }, steps: { type: "integer" } },
+      required: ["ms"],
+    },
   },
   {
     name: "add_tool",
@@ -118,8 +123,17 @@ function createServer(): Server {
   server.setRequestHandler(
     CallToolRequestSchema,
     async (
-      request: { params: { name: string; arguments?: Record<string, unknown> } },
-      extra: { requestInfo?: { headers: Record<string, string | string[] | undefined> } },
+      request: {
+        params: {
+          name: string;
+          arguments?: Record<string, unknown>;
+          _meta?: { progressToken?: string | number };
+        };
+      },
+      extra: {
+        requestInfo?: { headers: Record<string, string | string[] | undefined> };
+        sendNotification: (notification: ServerNotification) => Promise<void>;
+      },
     ) => {
       const args = request.params.arguments ?? {};
       switch (request.params.name) {
@@ -141,9 +155,20 @@ function createServer(): Server {
           return text(
             String(extra.requestInfo?.headers[String(args.name).toLowerCase()] ?? "(unset)"),
           );
-        case "sleep":
-          await new Promise((resolve) => setTimeout(resolve, Number(args.ms)));
+        case "sleep": {
+          const steps = Number(args.steps ?? 1);
+          const progressToken = request.params._meta?.progressToken;
+          for (let step = 1; step <= steps; step++) {
+            await new Promise((resolve) => setTimeout(resolve, Number(args.ms) / steps));
+            if (progressToken !== undefined && args.steps !== undefined) {
+              await extra.sendNotification({
+                method: "notifications/progress",
+                params: { progressToken, progress: step, total: steps, message: `step ${step}` },
+              });
+            }
+          }
           return text("slept");
+        }
         case "add_tool": {
           const name = String(args.name);
           extraTools.push({
