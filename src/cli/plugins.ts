@@ -27,8 +27,31 @@ interface AddOptions {
   env: string[];
   url?: string;
   header: string[];
+  include: string[];
+  exclude: string[];
+  rename: string[];
+  prefix: boolean;
   disabled?: boolean;
   json?: boolean;
+}
+
+const EXPOSED_NAME = /^[A-Za-z0-9_.-]{1,128}$/;
+
+/** Parses `--rename <from>=<to>` flags. */
+function parseRenames(raw: string[]): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const pair of raw) {
+    const at = pair.indexOf("=");
+    const from = at > 0 ? pair.slice(0, at) : "";
+    const to = at > 0 ? pair.slice(at + 1) : "";
+    if (!from || !EXPOSED_NAME.test(to)) {
+      throw usage(
+        `Invalid --rename "${pair}": expected <upstream name>=<new name>, the new name 1-128 of A-Z a-z 0-9 _ . -`,
+      );
+    }
+    out[from] = to;
+  }
+  return out;
 }
 
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
@@ -230,6 +253,23 @@ export function registerPlugins(program: Command, context: CliContext): Command 
       collect,
       [],
     )
+    .option(
+      "--include <glob>",
+      "offer only the tools and prompts (by the server's names) and resources (by URI) matching (repeat for more)",
+      collect,
+      [],
+    )
+    .option("--exclude <glob>", "offer none of those matching (repeat for more)", collect, [])
+    .option(
+      "--rename <from=to>",
+      "offer the server's tool or prompt <from> as <to> (repeat for more)",
+      collect,
+      [],
+    )
+    .option(
+      "--no-prefix",
+      "offer the names as they are, without <name>__ (refused at start if one is taken)",
+    )
     .option("--disabled", "add it turned off (toolgate plugins enable <name> starts it)")
     .option("--json", "print the registration as JSON")
     .addHelpText(
@@ -239,7 +279,8 @@ Examples:
   toolgate plugins add everything --command npx --arg -y --arg @modelcontextprotocol/server-everything
   toolgate keychain set github.token
   toolgate plugins add github --command github-mcp-server --arg stdio --env GITHUB_PERSONAL_ACCESS_TOKEN=keychain:github.token
-  toolgate plugins add remote --url https://mcp.example.com/mcp --header "Authorization: keychain:remote.auth"`,
+  toolgate plugins add remote --url https://mcp.example.com/mcp --header "Authorization: keychain:remote.auth"
+  toolgate plugins add fs --command mcp-server-filesystem --arg /srv/docs --include "read_*" --include list_directory --no-prefix`,
     )
     .action(async (name: string, options: AddOptions) => {
       const problem = upstreamNameProblem(name, builtinNames());
@@ -262,6 +303,7 @@ Examples:
         throw usage("Invalid --command: it is empty");
       }
       const url = options.url === undefined ? undefined : parseUrl(options.url);
+      const rename = parseRenames(options.rename);
       const env = parsePairs(options.env, "--env");
       const headers = parsePairs(options.header, "--header");
       const config = await context.config();
@@ -279,6 +321,10 @@ Examples:
         env,
         ...(url !== undefined ? { url } : {}),
         headers,
+        include: options.include,
+        exclude: options.exclude,
+        rename,
+        prefix: options.prefix,
         enabled: !options.disabled,
       });
       const keychain = createKeychain({ store, dataDir: config.dataDir, env: config.env });
@@ -307,7 +353,7 @@ Examples:
       context.print(
         `Added plugin ${name}: ${describe(record)}${
           record.enabled ? "" : ", disabled"
-        }; its tools are named ${name}__<tool>`,
+        }; its tools are named ${record.prefix ? `${name}__<tool>` : "as the server names them"}`,
       );
       context.print(
         "A running server picks it up within a second; check with: toolgate plugins list",

@@ -55,7 +55,7 @@ export interface RuntimeOptions {
    * Which MCP upstreams to start (one-shot commands start only those they
    * need). @default all
    */
-  upstreams?: (name: string) => boolean;
+  upstreams?: (spec: UpstreamSpec) => boolean;
 }
 
 type UpstreamPluginModule = typeof import("../plugins/mcp/upstream_plugin.ts");
@@ -103,7 +103,7 @@ export async function createRuntime(
     records: await listUpstreams(store),
     reserved,
     log,
-  }).filter((spec) => wantUpstream(spec.name));
+  }).filter((spec) => wantUpstream(spec));
   let upstreamModule: UpstreamPluginModule | undefined = upstreams.length
     ? await loadUpstreamPlugin()
     : undefined;

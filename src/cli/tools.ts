@@ -8,6 +8,7 @@
 import type { Command } from "commander";
 import { GatewayError } from "../errors/mod.ts";
 import { type CliContext, debugEnabled, table, usage } from "./context.ts";
+import type { UpstreamSpec } from "../plugins/mcp/mod.ts";
 import { createRuntime, type Runtime } from "./runtime.ts";
 
 /**
@@ -17,7 +18,7 @@ import { createRuntime, type Runtime } from "./runtime.ts";
 export function startQuietRuntime(
   context: CliContext,
   verbose = false,
-  upstreams?: (name: string) => boolean,
+  upstreams?: (spec: UpstreamSpec) => boolean,
 ): Promise<Runtime> {
   return createRuntime(context, {
     upstreams,
@@ -102,7 +103,8 @@ export function registerTools(program: Command, context: CliContext): void {
       const runtime = await startQuietRuntime(
         context,
         options.verbose,
-        (plugin) => name.startsWith(`${plugin}__`),
+        // Its own upstream only; one that offers names without its prefix may own any name.
+        (spec) => name.startsWith(`${spec.name}__`) || spec.shape?.prefix === false,
       );
       try {
         const result = await runtime.gateway.call(name, args, { source: "cli" });

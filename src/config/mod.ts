@@ -31,6 +31,17 @@ export const MCP_UPSTREAM_FIELDS = {
   env: z.record(z.string(), z.string()).default({}),
   url: z.url({ protocol: /^https?$/ }).optional(),
   headers: z.record(z.string(), z.string()).default({}),
+  /** Only the tools, prompts (by the upstream's names) and resources (by URI) matching a glob. */
+  include: z.array(z.string().min(1)).default([]),
+  /** None of those matching a glob. */
+  exclude: z.array(z.string().min(1)).default([]),
+  /** The upstream's name of a tool or prompt → the name toolgate offers it under. */
+  rename: z.record(
+    z.string().min(1),
+    z.string().regex(/^[A-Za-z0-9_.-]{1,128}$/, "expected 1-128 of A-Z a-z 0-9 _ . -"),
+  ).default({}),
+  /** `false`: offer the names as they are (after `rename`), without `<plugin>__`. */
+  prefix: z.boolean().default(true),
 };
 
 /** An MCP server hosted as a plugin: a stdio `command` or a Streamable HTTP `url`. */

@@ -315,6 +315,15 @@ export class Gateway {
 
   async #settle(plugin: HostedPlugin, outcome: PluginOutcome): Promise<void> {
     const { definition, status } = plugin;
+    if (outcome.state === "ready") {
+      const taken = this.#takenNames(plugin, plugin.pendingTools ?? definition.tools);
+      if (taken) {
+        // Refused as a whole at start: half of its tools under other plugins' names would mislead.
+        outcome = { state: "error", code: "PLUGIN_INIT_FAILED", error: taken };
+        this.catalog.set(definition.name, undefined);
+        await this.#dispose(plugin);
+      }
+    }
     status.state = outcome.state;
     if (outcome.state === "disabled") return;
     if (outcome.state !== "ready") {
@@ -337,6 +346,18 @@ export class Gateway {
       zero_config: definition.zeroConfig,
       version: this.#statusOf(plugin).version,
     });
+  }
+
+  /** Why `tools` cannot be registered for `plugin` (names other plugins have), or `undefined`. */
+  #takenNames(plugin: HostedPlugin, tools: ToolDefinition[]): string | undefined {
+    const clashes = tools.flatMap((tool) => {
+      const owner = this.#tools.get(tool.name)?.plugin;
+      return owner && owner !== plugin ? [`${tool.name} (plugin ${owner.definition.name})`] : [];
+    });
+    if (!clashes.length) return undefined;
+    return `Plugin ${plugin.definition.name} offers tools whose names are taken: ${
+      clashes.join(", ")
+    }; rename them (rename) or keep the ${plugin.definition.name}__ prefix`;
   }
 
   #register(plugin: HostedPlugin, tools: ToolDefinition[]): void {

@@ -39,6 +39,8 @@ Deno.test("plugins add names the bad flag and exits 2 on usage errors", async ()
       ["plugins", "add", "up", "--url", "http://127.0.0.1/mcp", "--header", "x"],
       "Invalid --header",
     ],
+    [["plugins", "add", "up", "--command", "x", "--rename", "echo"], 'Invalid --rename "echo"'],
+    [["plugins", "add", "up", "--command", "x", "--rename", "a=b c"], 'Invalid --rename "a=b c"'],
   ];
   for (const [args, message] of cases) {
     const run = await toolgate(args, tmp.home);
@@ -207,4 +209,36 @@ Deno.test("plugins add --json shows keychain references and redacts literal secr
     OTHER_TOKEN: "[REDACTED]",
     LOG_LEVEL: "debug",
   });
+});
+
+Deno.test("plugins add --include, --exclude, --rename and --no-prefix shape what the upstream offers", async () => {
+  await using tmp = await tempHome();
+  const add = await toolgate([
+    "plugins",
+    "add",
+    "fix",
+    ...fixtureArgs(),
+    "--include",
+    "e*",
+    "--include=add",
+    "--exclude",
+    "env",
+    "--rename",
+    "echo=say",
+    "--no-prefix",
+    "--json",
+  ], tmp.home);
+  assertEquals(add.code, 0, add.stderr);
+  const record = JSON.parse(add.stdout);
+  assertEquals(
+    [record.include, record.exclude, record.rename, record.prefix],
+    [["e*", "add"], ["env"], { echo: "say" }, false],
+  );
+  const tools = await toolgate(["tools", "list", "--json"], tmp.home);
+  const names = (JSON.parse(tools.stdout) as { name: string }[]).map((tool) => tool.name);
+  assert(names.includes("say") && names.includes("add"), names.join(", "));
+  assert(!names.some((name) => name.startsWith("fix__") || name === "env"), names.join(", "));
+  const call = await toolgate(["tools", "call", "say", "--args", '{"text": "shaped"}'], tmp.home);
+  assertEquals(call.code, 0, call.stderr);
+  assertStringIncludes(call.stdout, "echo: shaped");
 });

@@ -100,6 +100,14 @@ Deno.test("config.json upstreams are checked like plugins add: name rule, and fi
     await problems({ h: { kind: "mcp", url: "http://127.0.0.1:9/mcp", env: { A: "b" } } }),
     /plugins\.upstreams\.h\.env: args and env are for a command/,
   );
+  assertMatch(
+    await problems({ r: { kind: "mcp", command: "x", rename: { echo: "say it" } } }),
+    /plugins\.upstreams\.r\.rename\.echo: expected 1-128 of A-Z a-z 0-9 _ \. -/,
+  );
+  assertMatch(
+    await problems({ p: { kind: "mcp", command: "x", prefix: "no" } }),
+    /plugins\.upstreams\.p\.prefix/,
+  );
 });
 
 Deno.test("a file named by TOOLGATE_CONFIG must exist, and its errors name it", async () => {

@@ -226,6 +226,39 @@ Deno.test("a 2026-07-28 upstream (toolgate itself over stdio) is reached with th
   }
 });
 
+Deno.test("an upstream is shaped: include and exclude globs, renames, and its names without the prefix", async () => {
+  const shape = {
+    include: ["e*", "add"],
+    exclude: ["env"],
+    rename: { echo: "say" },
+    prefix: false,
+  };
+  await using gw = await pluginGateway([upstream(stdioSpec("fix", fixtureCommand(), { shape }))]);
+  assertEquals(gw.gateway.listTools().map((tool) => tool.name), ["say", "add"]);
+  assertEquals(texts((await gw.gateway.call("say", { text: "hi" })).output), ["echo: hi"]);
+  await expectCode(() => gw.gateway.call("fix__echo", { text: "hi" }), "TOOL_NOT_FOUND");
+  await expectCode(() => gw.gateway.call("env", { name: "HOME" }), "TOOL_NOT_FOUND");
+});
+
+Deno.test("an unprefixed upstream whose tool name is taken is refused at start, naming both owners", async () => {
+  const shape = { include: [], exclude: [], rename: { echo: "memory_get" }, prefix: false };
+  await using gw = await pluginGateway([
+    memoryPlugin(),
+    upstream(stdioSpec("fix", fixtureCommand(), { shape })),
+  ]);
+  const [memory, fix] = gw.gateway.listPlugins();
+  assertEquals(memory.state, "ready");
+  assertEquals([fix.state, fix.error_code], ["error", "PLUGIN_INIT_FAILED"]);
+  assertEquals(
+    fix.error,
+    "Plugin fix offers tools whose names are taken: memory_get (plugin memory); " +
+      "rename them (rename) or keep the fix__ prefix",
+  );
+  assertEquals(fix.upstream?.connection, "closed");
+  assertEquals((await gw.gateway.call("memory_get", { key: "k" })).output.found, false);
+  assert(!gw.gateway.hasTool("add"), "none of the refused plugin's tools is offered");
+});
+
 Deno.test("an upstream whose command cannot start fails with PLUGIN_INIT_FAILED while the other plugins serve", async () => {
   await using gw = await pluginGateway([
     upstream(stdioSpec("broken", { command: "/nonexistent/mcp-server", args: [] })),

@@ -13,6 +13,8 @@ import type {
   UpstreamStatus,
 } from "../../gateway/mod.ts";
 import { argumentsSchema, createAjv } from "./_input_schema.ts";
+import { GatewayError } from "../../errors/mod.ts";
+import { Shaper } from "./_shape.ts";
 import { carriesCredentials } from "./_values.ts";
 import {
   type UpstreamCatalog,
@@ -84,8 +86,9 @@ export function mcpUpstreamPlugin(
     tools: [],
     async initialize(context: PluginContext) {
       const ajv = createAjv();
+      const shaper = new Shaper(spec.name, spec.shape);
       const toDefinitions = (tools: UpstreamTool[]) =>
-        toolDefinitions(spec.name, tools, ajv, context, () => connection!);
+        toolDefinitions(spec.name, shaper, tools, ajv, context, () => connection!);
       connection = new UpstreamConnection({
         spec,
         settings,
@@ -93,7 +96,7 @@ export function mcpUpstreamPlugin(
         log: context.log,
         onToolsChanged: (tools) => context.setTools(toDefinitions(tools)),
         onCatalogChanged: (catalog) =>
-          context.setCatalog(catalogSource(spec.name, catalog, () => connection!)),
+          context.setCatalog(catalogSource(shaper, catalog, () => connection!)),
       });
       const tools = await connection.start();
       context.setTools(toDefinitions(tools));
@@ -107,6 +110,7 @@ export function mcpUpstreamPlugin(
 
 function toolDefinitions(
   plugin: string,
+  shaper: Shaper,
   tools: UpstreamTool[],
   ajv: ReturnType<typeof createAjv>,
   context: PluginContext,
@@ -115,7 +119,8 @@ function toolDefinitions(
   const out: ToolDefinition[] = [];
   const seen = new Set<string>();
   for (const tool of tools) {
-    const name = upstreamToolName(plugin, tool.name);
+    if (!shaper.exposes(tool.name)) continue;
+    const name = shaper.exposedName(tool.name);
     if (seen.has(name)) {
       context.log(`tool ${tool.name} skipped: its name ${name} is taken by another of its tools`);
       continue;
@@ -149,24 +154,33 @@ function toolDefinitions(
  * resources (their URIs as they are) for the gateway's catalog.
  */
 function catalogSource(
-  plugin: string,
+  shaper: Shaper,
   catalog: UpstreamCatalog,
   connection: () => UpstreamConnection,
 ): CatalogSource {
   return {
-    prompts: catalog.prompts.map((prompt) => {
-      const own = String(prompt.name);
-      const { name: _name, ...info } = prompt;
-      return {
-        name: upstreamToolName(plugin, own),
-        ownName: own,
-        info,
-        get: (args, signal) => connection().getPrompt(own, args, signal),
-      };
-    }),
-    resources: catalog.resources,
-    templates: catalog.templates,
-    read: (uri, signal) => connection().readResource(uri, signal),
+    prompts: catalog.prompts.filter((prompt) => shaper.exposes(String(prompt.name))).map(
+      (prompt) => {
+        const own = String(prompt.name);
+        const { name: _name, ...info } = prompt;
+        return {
+          name: shaper.exposedName(own),
+          ownName: own,
+          info,
+          get: (args, signal) => connection().getPrompt(own, args, signal),
+        };
+      },
+    ),
+    resources: catalog.resources.filter((resource) => shaper.exposes(String(resource.uri))),
+    templates: catalog.templates.filter((template) => shaper.exposes(String(template.uriTemplate))),
+    read: (uri, signal) => {
+      if (!shaper.exposes(uri)) {
+        return Promise.reject(
+          new GatewayError("NOT_FOUND", `Resource ${uri} not found`, { details: { uri } }),
+        );
+      }
+      return connection().readResource(uri, signal);
+    },
     complete: (params, signal) =>
       connection().complete(params as unknown as Record<string, unknown>, signal),
   };

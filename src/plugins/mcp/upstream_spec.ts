@@ -7,6 +7,7 @@
  */
 import { type Config, UPSTREAM_NAME_PATTERN } from "../../config/mod.ts";
 import type { UpstreamRecord } from "../../store/mod.ts";
+import type { UpstreamShape } from "./_shape.ts";
 
 export { UPSTREAM_NAME_PATTERN };
 
@@ -31,6 +32,8 @@ export interface UpstreamSpec {
   headers: Record<string, string>;
   /** `false`: hosted with state `disabled`. */
   enabled: boolean;
+  /** What is offered and under which names. @default everything, prefixed */
+  shape?: UpstreamShape;
   /** Changes whenever the registration does (CLI upstreams: `updated_at`). */
   revision?: string;
 }
@@ -175,6 +178,7 @@ export function upstreamSpecs(options: UpstreamSpecsOptions): UpstreamSpec[] {
       url: upstream.url,
       headers: { ...upstream.headers },
       enabled: upstream.enabled,
+      shape: shapeOf(upstream),
     });
   }
   for (const record of records) {
@@ -196,6 +200,7 @@ export function upstreamSpecs(options: UpstreamSpecsOptions): UpstreamSpec[] {
       url: record.url,
       headers: { ...record.headers },
       enabled: record.enabled,
+      shape: shapeOf(record),
       revision: record.updated_at,
     });
   }
@@ -212,6 +217,19 @@ export function specFingerprint(spec: UpstreamSpec): string {
     spec.url,
     spec.headers,
     spec.enabled,
+    spec.shape,
     spec.revision,
   ]);
+}
+
+/** The shaping fields of a declaration or registration. */
+function shapeOf(
+  fields: Pick<UpstreamRecord, "include" | "exclude" | "rename" | "prefix">,
+): UpstreamShape {
+  return {
+    include: [...fields.include],
+    exclude: [...fields.exclude],
+    rename: { ...fields.rename },
+    prefix: fields.prefix,
+  };
 }
