@@ -60,6 +60,17 @@ function upstreamConfig(
   return { kind: "mcp", command: run.command, args: run.args, env };
 }
 
+/** How an MCP client starts toolgate over stdio on the data dir `home`. */
+function toolgateStdio(home: string) {
+  return {
+    command: Deno.execPath(),
+    args: ["run", "-A", "--cached-only", MAIN, "mcp", "start"],
+    env: childEnv({ TOOLGATE_HOME: home, NO_COLOR: "1" }),
+    cwd: ROOT,
+    stderr: "pipe" as const,
+  };
+}
+
 /** `toolgate plugins add <name> --command … --arg …` for a stdio upstream. */
 function addArgs(name: string, run: { command: string; args: string[] }): string[] {
   return ["plugins", "add", name, "--command", run.command, ...run.args.map((a) => `--arg=${a}`)];
@@ -383,13 +394,7 @@ Deno.test("eras cross the gateway: a 2026 client reaches a 2025 upstream, a 2025
       },
     }),
   );
-  const serverParams = {
-    command: Deno.execPath(),
-    args: ["run", "-A", "--cached-only", MAIN, "mcp", "start"],
-    env: childEnv({ TOOLGATE_HOME: tmp.home, NO_COLOR: "1" }),
-    cwd: ROOT,
-    stderr: "pipe" as const,
-  };
+  const serverParams = toolgateStdio(tmp.home);
   const modern = new ModernClient(
     { name: "modern", version: "1.0.0" },
     { versionNegotiation: { mode: "auto" } },
@@ -437,13 +442,7 @@ Deno.test("prompts, resources and completions of an upstream reach MCP clients o
   await direct.connect(
     new ModernStdioTransport({ ...everything, env: childEnv(), stderr: "ignore" }),
   );
-  const serverParams = {
-    command: Deno.execPath(),
-    args: ["run", "-A", "--cached-only", MAIN, "mcp", "start"],
-    env: childEnv({ TOOLGATE_HOME: tmp.home, NO_COLOR: "1" }),
-    cwd: ROOT,
-    stderr: "pipe" as const,
-  };
+  const serverParams = toolgateStdio(tmp.home);
   const modern = new ModernClient(
     { name: "modern", version: "1.0.0" },
     { versionNegotiation: { mode: "auto" } },
@@ -538,13 +537,7 @@ Deno.test("an upstream tool's progress reaches the MCP client under the client's
       },
     }),
   );
-  const serverParams = {
-    command: Deno.execPath(),
-    args: ["run", "-A", "--cached-only", MAIN, "mcp", "start"],
-    env: childEnv({ TOOLGATE_HOME: tmp.home, NO_COLOR: "1" }),
-    cwd: ROOT,
-    stderr: "pipe" as const,
-  };
+  const serverParams = toolgateStdio(tmp.home);
   for (const era of ["2026", "2025"]) {
     const updates: { progress: number; total?: number; message?: string }[] = [];
     if (era === "2026") {

@@ -110,8 +110,6 @@ export class UpstreamConnection {
   #onCatalogChanged: (catalog: UpstreamCatalog) => void;
   #catalog: UpstreamCatalog = { prompts: [], resources: [], templates: [] };
   #catalogFingerprint = JSON.stringify(this.#catalog);
-  #catalogRefresh: Promise<void> | undefined;
-  #catalogAgain = false;
   #now: () => number;
   #live: Live | undefined;
   #state: UpstreamConnectionState = "connecting";
@@ -127,8 +125,6 @@ export class UpstreamConnection {
   #lastErrorAt: number | undefined;
   #nextAttemptAt: number | undefined;
   #timer: ReturnType<typeof setTimeout> | undefined;
-  #refreshing: Promise<void> | undefined;
-  #refreshAgain = false;
   #closed = false;
   #connecting: AbortController | undefined;
   /** It ended its connection on `server/discover`: only the 2025 handshake from now on. */
@@ -325,7 +321,7 @@ export class UpstreamConnection {
     const live = this.#live;
     this.#live = undefined;
     if (live) await closeLive(live);
-    await this.#refreshing;
+    await this.#refresh.running;
   }
 
   /**
@@ -364,27 +360,9 @@ export class UpstreamConnection {
       listMaxPages: MAX_TOOL_PAGES,
       // notifications/tools/list_changed: on the session (2025) or a subscriptions/listen stream (2026).
       listChanged: {
-        tools: {
-          autoRefresh: false,
-          debounceMs: 0,
-          onChanged: () => {
-            if (live && this.#live === live) void this.#refresh();
-          },
-        },
-        prompts: {
-          autoRefresh: false,
-          debounceMs: 0,
-          onChanged: () => {
-            if (live && this.#live === live) void this.#refreshCatalog();
-          },
-        },
-        resources: {
-          autoRefresh: false,
-          debounceMs: 0,
-          onChanged: () => {
-            if (live && this.#live === live) void this.#refreshCatalog();
-          },
-        },
+        tools: onListChanged(() => live && this.#live === live && this.#refresh()),
+        prompts: onListChanged(() => live && this.#live === live && this.#refreshCatalog()),
+        resources: onListChanged(() => live && this.#live === live && this.#refreshCatalog()),
       },
     });
     try {
@@ -556,35 +534,20 @@ export class UpstreamConnection {
    * capabilities offer; every page) and tells the listener when they changed.
    * Coalesced; a failure is logged and keeps what was listed before.
    */
-  async #refreshCatalog(): Promise<void> {
-    if (this.#catalogRefresh) {
-      this.#catalogAgain = true;
-      return await this.#catalogRefresh;
-    }
-    this.#catalogRefresh = (async () => {
-      do {
-        this.#catalogAgain = false;
-        const live = this.#live;
-        if (!live || this.#closed) return;
-        try {
-          const catalog = await listCatalog(live.client, this.#settings.connectTimeoutMs);
-          if (this.#live !== live) return;
-          const fingerprint = JSON.stringify(catalog);
-          if (fingerprint === this.#catalogFingerprint) continue;
-          this.#catalog = catalog;
-          this.#catalogFingerprint = fingerprint;
-          this.#onCatalogChanged(catalog);
-        } catch (error) {
-          this.#log(`listing prompts and resources failed: ${errorText(error)}`);
-        }
-      } while (this.#catalogAgain);
-    })();
+  #refreshCatalog = coalesced(async () => {
+    const live = this.#live;
+    if (!live || this.#closed) return;
     try {
-      await this.#catalogRefresh;
-    } finally {
-      this.#catalogRefresh = undefined;
+      const catalog = await listCatalog(live.client, this.#settings.connectTimeoutMs);
+      const fingerprint = JSON.stringify(catalog);
+      if (this.#live !== live || fingerprint === this.#catalogFingerprint) return;
+      this.#catalog = catalog;
+      this.#catalogFingerprint = fingerprint;
+      this.#onCatalogChanged(catalog);
+    } catch (error) {
+      this.#log(`listing prompts and resources failed: ${errorText(error)}`);
     }
-  }
+  });
 
   /** The prompts, resources and templates as last listed. */
   get catalog(): UpstreamCatalog {
@@ -683,38 +646,21 @@ export class UpstreamConnection {
   }
 
   /** Re-lists the tools after `notifications/tools/list_changed` (coalesced). */
-  async #refresh(): Promise<void> {
-    if (this.#refreshing) {
-      this.#refreshAgain = true;
-      return await this.#refreshing;
-    }
-    this.#refreshing = (async () => {
-      do {
-        this.#refreshAgain = false;
-        const live = this.#live;
-        if (!live || this.#closed) return;
-        try {
-          const tools = await listAllTools(live.client, {
-            timeout: this.#settings.connectTimeoutMs,
-          });
-          if (this.#live !== live) return;
-          const fingerprint = toolsFingerprint(tools);
-          if (fingerprint === this.#fingerprint) continue;
-          this.#tools = tools;
-          this.#fingerprint = fingerprint;
-          this.#log(`tool list changed: ${tools.length} tools`);
-          this.#onToolsChanged(tools);
-        } catch (error) {
-          this.#log(`listing tools after list_changed failed: ${errorText(error)}`);
-        }
-      } while (this.#refreshAgain);
-    })();
+  #refresh = coalesced(async () => {
+    const live = this.#live;
+    if (!live || this.#closed) return;
     try {
-      await this.#refreshing;
-    } finally {
-      this.#refreshing = undefined;
+      const tools = await listAllTools(live.client, { timeout: this.#settings.connectTimeoutMs });
+      const fingerprint = toolsFingerprint(tools);
+      if (this.#live !== live || fingerprint === this.#fingerprint) return;
+      this.#tools = tools;
+      this.#fingerprint = fingerprint;
+      this.#log(`tool list changed: ${tools.length} tools`);
+      this.#onToolsChanged(tools);
+    } catch (error) {
+      this.#log(`listing tools after list_changed failed: ${errorText(error)}`);
     }
-  }
+  });
 
   #recordError(message: string): void {
     this.#lastError = message;
@@ -815,6 +761,45 @@ export class UpstreamConnection {
       { details, cause: error },
     );
   }
+}
+
+/** A `list_changed` handler of the SDK client that only tells `refresh` (which lists again itself). */
+function onListChanged(refresh: () => unknown) {
+  return { autoRefresh: false, debounceMs: 0, onChanged: () => void refresh() };
+}
+
+/** A coalesced task: awaits it, with {@linkcode CoalescedTask.running} while it runs. */
+interface CoalescedTask {
+  (): Promise<void>;
+  /** The run in progress, if any. */
+  readonly running: Promise<void> | undefined;
+}
+
+/**
+ * Wraps `task` so that calls made while it runs share that run and make it
+ * run once more after it (what changed meanwhile is seen), never twice at once.
+ */
+function coalesced(task: () => Promise<void>): CoalescedTask {
+  let running: Promise<void> | undefined;
+  let again = false;
+  const run = async () => {
+    if (running) {
+      again = true;
+      return await running;
+    }
+    running = (async () => {
+      do {
+        again = false;
+        await task();
+      } while (again);
+    })();
+    try {
+      await running;
+    } finally {
+      running = undefined;
+    }
+  };
+  return Object.defineProperty(run, "running", { get: () => running }) as CoalescedTask;
 }
 
 /** Lists an upstream's prompts, resources and templates, as far as its capabilities offer them. */
