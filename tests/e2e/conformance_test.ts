@@ -1,17 +1,21 @@
 /**
  * The official MCP conformance suite (`@modelcontextprotocol/conformance`,
  * pinned and locked in `scripts/npm_servers/`) against the real HTTP server,
- * with the reference "everything" server as an unprefixed upstream, for each
- * scenario at each revision it applies to. Which scenarios apply to a gateway,
+ * with two unprefixed upstreams: the reference "everything" server and a
+ * fixture offering what the suite's scenarios call by name
+ * (`tests/plugins/_fixtures/conformance_upstream.ts`), for each scenario at
+ * each revision it applies to. Which scenarios apply to a gateway,
  * and why the others do not yet: docs/conformance.md.
  *
  * @module
  */
 import { assertEquals } from "../_asserts.ts";
-import { tempHome } from "../_helpers.ts";
+import { ROOT, tempHome } from "../_helpers.ts";
 import { EVERYTHING_PACKAGE, npmCommand } from "../plugins/_upstreams.ts";
 import { NPM_SERVERS_CONFIG } from "../../scripts/npm_servers.ts";
 import { startHttpServer } from "./_http_server.ts";
+
+const FIXTURE = `${ROOT}tests/plugins/_fixtures/conformance_upstream.ts`;
 
 const CONFORMANCE = "npm:@modelcontextprotocol/conformance@0.2.0-alpha.12";
 
@@ -20,6 +24,8 @@ const CONFORMANCE = "npm:@modelcontextprotocol/conformance@0.2.0-alpha.12";
  * (each needs a diagnostic tool of the suite's own test server; see
  * docs/conformance.md).
  */
+const BOTH = { "2025-11-25": [], "2026-07-28": [] };
+
 const SCENARIOS: Record<string, Record<string, string[]>> = {
   "server-initialize": { "2025-06-18": [], "2025-11-25": [] },
   "server-session-lifecycle": { "2025-11-25": [] },
@@ -41,6 +47,28 @@ const SCENARIOS: Record<string, Record<string, string[]>> = {
   "caching": { "2026-07-28": [] },
   "http-header-validation": { "2026-07-28": [] },
   "sep-2164-resource-not-found": { "2026-07-28": [] },
+  // Through the proxy, from the fixture upstream:
+  "tools-call-simple-text": BOTH,
+  "tools-call-image": BOTH,
+  "tools-call-audio": BOTH,
+  "tools-call-embedded-resource": BOTH,
+  "tools-call-mixed-content": BOTH,
+  "tools-call-error": BOTH,
+  "tools-call-with-progress": {
+    // 2025 sessions answer with one JSON body by default (server.mcp_responses): no progress.
+    "2025-11-25": ["tools-call-with-progress"],
+    "2026-07-28": [],
+  },
+  // Upstream log messages are not relayed yet.
+  "tools-call-with-logging": { "2025-11-25": ["tools-call-with-logging"] },
+  "json-schema-2020-12": BOTH,
+  "resources-read-text": BOTH,
+  "resources-read-binary": BOTH,
+  "resources-templates-read": BOTH,
+  "prompts-get-simple": BOTH,
+  "prompts-get-with-args": BOTH,
+  "prompts-get-embedded-resource": BOTH,
+  "prompts-get-with-image": BOTH,
 };
 
 interface Check {
@@ -108,6 +136,12 @@ Deno.test({
           upstream_settings: { connect_timeout_ms: 60_000 },
           upstreams: {
             everything: { kind: "mcp", ...everything, prefix: false },
+            conformance: {
+              kind: "mcp",
+              command: Deno.execPath(),
+              args: ["run", "-A", "--cached-only", "--config", `${ROOT}deno.json`, FIXTURE],
+              prefix: false,
+            },
           },
         },
       },

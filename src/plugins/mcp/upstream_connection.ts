@@ -55,6 +55,8 @@ export interface UpstreamCatalog {
   prompts: Record<string, unknown>[];
   resources: Record<string, unknown>[];
   templates: Record<string, unknown>[];
+  /** It answers `completion/complete`. */
+  completions: boolean;
 }
 
 /** One item of an upstream tool result's `content`. */
@@ -108,7 +110,7 @@ export class UpstreamConnection {
   #log: (message: string) => void;
   #onToolsChanged: (tools: UpstreamTool[]) => void;
   #onCatalogChanged: (catalog: UpstreamCatalog) => void;
-  #catalog: UpstreamCatalog = { prompts: [], resources: [], templates: [] };
+  #catalog: UpstreamCatalog = { prompts: [], resources: [], templates: [], completions: false };
   #catalogFingerprint = JSON.stringify(this.#catalog);
   #now: () => number;
   #live: Live | undefined;
@@ -817,6 +819,7 @@ async function listCatalog(client: Client, timeout: number): Promise<UpstreamCat
     prompts: prompts.prompts as Record<string, unknown>[],
     resources: resources.resources as Record<string, unknown>[],
     templates: templates.resourceTemplates as Record<string, unknown>[],
+    completions: capabilities.completions !== undefined,
   };
 }
 

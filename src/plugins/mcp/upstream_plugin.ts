@@ -181,7 +181,12 @@ function catalogSource(
       }
       return connection().readResource(uri, signal);
     },
-    complete: (params, signal) =>
-      connection().complete(params as unknown as Record<string, unknown>, signal),
+    // One that does not complete gets none asked: the gateway answers with no values.
+    ...(catalog.completions
+      ? {
+        complete: (params, signal) =>
+          connection().complete(params as unknown as Record<string, unknown>, signal),
+      }
+      : {}),
   };
 }
