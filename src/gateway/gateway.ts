@@ -683,7 +683,7 @@ export class Gateway {
     sessionId: string,
     options: CallOptions,
   ): Promise<ToolOutput> {
-    const { signal: callerSignal, onProgress } = options;
+    const { signal: callerSignal, onProgress, onLogMessage } = options;
     const controller = new AbortController();
     const onAbort = () => controller.abort(callerSignal?.reason);
     callerSignal?.addEventListener("abort", onAbort, { once: true });
@@ -705,6 +705,7 @@ export class Gateway {
         signal: controller.signal,
         sessionId,
         ...(onProgress ? { progress: onProgress } : {}),
+        ...(onLogMessage ? { logMessage: onLogMessage } : {}),
       });
       const output = await Promise.race([run, timeout]);
       if (output === null || typeof output !== "object" || Array.isArray(output)) {

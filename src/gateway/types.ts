@@ -40,6 +40,8 @@ export interface ToolContext extends PluginContext {
   sessionId: string;
   /** Reports progress to the caller, when it asked for it. */
   progress?: (update: ProgressUpdate) => void;
+  /** Passes a log message on to the caller (who filters it by its log level). */
+  logMessage?: (message: LogMessage) => void;
 }
 
 /** A tool's output: a JSON object (it becomes `output` in `tool.called`). */
@@ -188,6 +190,15 @@ export interface CallOptions {
   source?: string;
   /** Told how far the tool got, when it reports it (an MCP client's progress token). */
   onProgress?: (update: ProgressUpdate) => void;
+  /** Told the log messages the tool sends while it runs (an MCP upstream's `notifications/message`). */
+  onLogMessage?: (message: LogMessage) => void;
+}
+
+/** A log message of MCP (`notifications/message` params). */
+export interface LogMessage {
+  level: "debug" | "info" | "notice" | "warning" | "error" | "critical" | "alert" | "emergency";
+  data: unknown;
+  logger?: string;
 }
 
 /** How far a tool got (MCP `notifications/progress` without the token). */

@@ -21,6 +21,7 @@ import {
   type CatalogChange,
   type CompleteParams,
   type Gateway,
+  type LogMessage,
   type ProgressUpdate,
   toErrorResult,
   toToolResult,
@@ -116,6 +117,11 @@ export function createMcpServer(
         signal: context.mcpReq.signal,
         source,
         ...(onProgress ? { onProgress } : {}),
+        // The SDK sends it only when the client's log level (2025 setLevel, 2026 per request) allows.
+        onLogMessage: (message: LogMessage) =>
+          void context.mcpReq.log(message.level, message.data, message.logger).catch(() => {
+            // The client went away.
+          }),
       });
       return toToolResult(result) as CallToolResult;
     } catch (error) {

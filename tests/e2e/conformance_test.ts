@@ -59,7 +59,7 @@ const SCENARIOS: Record<string, Record<string, string[]>> = {
     "2025-11-25": ["tools-call-with-progress"],
     "2026-07-28": [],
   },
-  // Upstream log messages are not relayed yet.
+  // The same for the log messages of a call.
   "tools-call-with-logging": { "2025-11-25": ["tools-call-with-logging"] },
   "json-schema-2020-12": BOTH,
   "resources-read-text": BOTH,

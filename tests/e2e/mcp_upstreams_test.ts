@@ -3,7 +3,10 @@ import { StdioClientTransport as ModernStdioTransport } from "@modelcontextproto
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-import { ToolListChangedNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
+import {
+  LoggingMessageNotificationSchema,
+  ToolListChangedNotificationSchema,
+} from "@modelcontextprotocol/sdk/types.js";
 import { assert, assertEquals, assertMatch, assertStringIncludes } from "../_asserts.ts";
 import { childEnv, MAIN, ROOT, runCli, tempHome } from "../_helpers.ts";
 import {
@@ -581,5 +584,53 @@ Deno.test("an upstream tool's progress reaches the MCP client under the client's
       [[1, 3, "step 1"], [2, 3, "step 2"], [3, 3, "step 3"]],
       era,
     );
+  }
+});
+
+Deno.test("an upstream tool's log messages reach the MCP caller, filtered by the caller's log level", async () => {
+  await using tmp = await tempHome();
+  await Deno.writeTextFile(
+    `${tmp.home}/config.json`,
+    JSON.stringify({
+      plugins: {
+        upstreams: {
+          conf: upstreamConfig({
+            command: Deno.execPath(),
+            args: [
+              "run",
+              "-A",
+              "--cached-only",
+              "--config",
+              `${ROOT}deno.json`,
+              `${ROOT}tests/plugins/_fixtures/conformance_upstream.ts`,
+            ],
+          }),
+        },
+      },
+    }),
+  );
+  const client = new Client({ name: "legacy", version: "1.0.0" });
+  const messages: { level: string; data: unknown }[] = [];
+  client.setNotificationHandler(
+    LoggingMessageNotificationSchema,
+    (notification: { params: { level: string; data: unknown } }) => {
+      messages.push({ level: notification.params.level, data: notification.params.data });
+    },
+  );
+  await client.connect(new StdioClientTransport(toolgateStdio(tmp.home)));
+  try {
+    await client.setLoggingLevel("info");
+    await client.callTool({ name: "conf__test_tool_with_logging", arguments: {} });
+    assertEquals(messages, [
+      { level: "info", data: "Tool execution started" },
+      { level: "info", data: "Tool processing data" },
+      { level: "info", data: "Tool execution completed" },
+    ]);
+    messages.length = 0;
+    await client.setLoggingLevel("error");
+    await client.callTool({ name: "conf__test_tool_with_logging", arguments: {} });
+    assertEquals(messages, []);
+  } finally {
+    await client.close();
   }
 });

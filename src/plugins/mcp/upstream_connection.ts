@@ -19,6 +19,7 @@ import type { JSONRPCMessage } from "@modelcontextprotocol/client";
 import { StdioClientTransport } from "@modelcontextprotocol/client/stdio";
 import { GatewayError } from "../../errors/mod.ts";
 import type {
+  LogMessage,
   ProgressUpdate,
   ToolOutput,
   UpstreamConnectionState,
@@ -31,6 +32,12 @@ import type { UpstreamSettings, UpstreamSpec } from "./upstream_spec.ts";
 
 /** Most `tools/list` pages read from one upstream. */
 const MAX_TOOL_PAGES = 100;
+
+/** The per-request log level key of MCP 2026-07-28 (`_meta`). */
+const LOG_LEVEL_META_KEY = "io.modelcontextprotocol/logLevel";
+
+/** The protocol revision without sessions, whose requests carry their log level. */
+const MODERN_REVISION = "2026-07-28";
 
 /** Longest upstream error text carried in a message. */
 const MAX_ERROR_TEXT = 2000;
@@ -98,6 +105,8 @@ interface Live {
   stderr?: StderrTail;
   /** Progress listeners of the calls in flight, by the progress token sent with each. */
   progress: Map<string, (update: ProgressUpdate) => void>;
+  /** Log listeners of the calls in flight (a log message names no request: each gets it). */
+  logs: Set<(message: LogMessage) => void>;
   /** A stdio upstream's process, once spawned (the SDK forgets it when it ends). */
   child?: ChildEvents;
 }
@@ -225,22 +234,33 @@ export class UpstreamConnection {
     args: Record<string, unknown>,
     signal: AbortSignal,
     timeoutMs: number,
-    progress?: (update: ProgressUpdate) => void,
+    listeners: {
+      progress?: (update: ProgressUpdate) => void;
+      logMessage?: (message: LogMessage) => void;
+    } = {},
   ): Promise<ToolOutput> {
+    const { progress, logMessage } = listeners;
     let live = this.#live;
     if (!live || this.#state !== "connected") throw this.#unavailable(tool);
     // The upstream's progress goes to the caller (who gets it under its own token).
     const call = async (on: Live) => {
       const token = progress ? `toolgate-${++this.#progressTokens}` : undefined;
       if (token) on.progress.set(token, progress!);
+      if (logMessage) on.logs.add(logMessage);
       try {
+        const meta = {
+          ...(token ? { progressToken: token } : {}),
+          // 2026-07-28: log messages come only with a level asked for per request.
+          ...(logMessage ? { [LOG_LEVEL_META_KEY]: "debug" } : {}),
+        };
         return await on.client.callTool({
           name: tool,
           arguments: args,
-          ...(token ? { _meta: { progressToken: token } } : {}),
+          ...(Object.keys(meta).length ? { _meta: meta } : {}),
         }, { signal, timeout: timeoutMs }) as UpstreamCallResult;
       } finally {
         if (token) on.progress.delete(token);
+        if (logMessage) on.logs.delete(logMessage);
       }
     };
     let result: UpstreamCallResult;
@@ -369,7 +389,7 @@ export class UpstreamConnection {
     });
     try {
       const { transport, stderr } = await this.#transport();
-      live = { client, transport, generation, stderr, progress: new Map() };
+      live = { client, transport, generation, stderr, progress: new Map(), logs: new Set() };
       const current = live;
       if (transport instanceof StdioClientTransport) keepChild(transport, current);
       client.onclose = () => this.#lost(current, "connection closed");
@@ -378,7 +398,24 @@ export class UpstreamConnection {
       };
       const options = { signal: controller.signal, timeout: timeoutMs };
       await abortable(client.connect(transport, options), controller.signal);
-      watchProgress(current);
+      watchCallNotifications(
+        current,
+        (message) =>
+          this.#log(
+            `${message.level}: ${
+              typeof message.data === "string" ? message.data : JSON.stringify(message.data)
+            }`,
+          ),
+      );
+      // 2025: every level, so that each caller gets what its own level lets through.
+      if (
+        client.getServerCapabilities()?.logging &&
+        client.getNegotiatedProtocolVersion() !== MODERN_REVISION
+      ) {
+        await abortable(client.setLoggingLevel("debug", options), controller.signal).catch(
+          (error) => this.#log(`setting its log level failed: ${errorText(error)}`),
+        );
+      }
       const tools = await abortable(listAllTools(client, options), controller.signal);
       return { live, tools };
     } catch (error) {
@@ -870,11 +907,12 @@ function closedOnProbe(error: unknown): boolean {
 
 /**
  * Hands the upstream's `notifications/progress` for our tokens to the calls
- * that sent them, as the transport delivers them: in order, before the
- * call's response. (The SDK's own `onprogress` can see a last progress
- * notification after the response it preceded, and then drops it.)
+ * that sent them, and its `notifications/message` to every call in flight
+ * (or to `unclaimed` when none is), as the transport delivers them: in order,
+ * before the call's response. (The SDK's own `onprogress` can see a last
+ * progress notification after the response it preceded, and then drops it.)
  */
-function watchProgress(live: Live): void {
+function watchCallNotifications(live: Live, unclaimed: (message: LogMessage) => void): void {
   type OnMessage = (message: JSONRPCMessage, extra?: unknown) => void;
   const transport = live.transport as unknown as { onmessage?: OnMessage };
   const deliver = transport.onmessage;
@@ -890,6 +928,16 @@ function watchProgress(live: Live): void {
         });
         return;
       }
+    }
+    if ("method" in message && message.method === "notifications/message") {
+      const params = (message.params ?? {}) as unknown as LogMessage;
+      const log: LogMessage = {
+        level: params.level,
+        data: params.data,
+        ...(params.logger !== undefined ? { logger: params.logger } : {}),
+      };
+      if (live.logs.size) { for (const listener of live.logs) listener(log); }
+      else unclaimed(log);
     }
     deliver?.(message, extra);
   };

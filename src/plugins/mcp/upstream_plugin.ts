@@ -142,7 +142,10 @@ function toolDefinitions(
         const tools = call.config.tools;
         const timeoutMs = (tools.overrides[name]?.timeout_ms ?? tools.timeout_ms) +
           TIMEOUT_MARGIN_MS;
-        return connection().callTool(tool.name, args, call.signal, timeoutMs, call.progress);
+        return connection().callTool(tool.name, args, call.signal, timeoutMs, {
+          progress: call.progress,
+          logMessage: call.logMessage,
+        });
       },
     });
   }
