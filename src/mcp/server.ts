@@ -117,11 +117,16 @@ export function createMcpServer(
         signal: context.mcpReq.signal,
         source,
         ...(onProgress ? { onProgress } : {}),
-        // The SDK sends it only when the client's log level (2025 setLevel, 2026 per request) allows.
-        onLogMessage: (message: LogMessage) =>
-          void context.mcpReq.log(message.level, message.data, message.logger).catch(() => {
-            // The client went away.
-          }),
+        // The SDK sends it only when the client's log level (2025 setLevel, 2026 per request)
+        // allows; a 2026 request without a level wants none, and none is asked upstream.
+        ...(wantsLogs(context.mcpReq.envelope)
+          ? {
+            onLogMessage: (message: LogMessage) =>
+              void context.mcpReq.log(message.level, message.data, message.logger).catch(() => {
+                // The client went away.
+              }),
+          }
+          : {}),
       });
       return toToolResult(result) as CallToolResult;
     } catch (error) {
@@ -219,4 +224,9 @@ function asProtocolError(error: unknown): unknown {
   return new ProtocolError(ProtocolErrorCode.InternalError, `${error.code}: ${error.message}`, {
     code: error.code,
   });
+}
+
+/** Whether a caller may get log messages: a 2025 one (its session's level decides) or a 2026 request naming a level. */
+function wantsLogs(envelope: Record<string, unknown> | undefined): boolean {
+  return envelope === undefined || envelope["io.modelcontextprotocol/logLevel"] !== undefined;
 }
