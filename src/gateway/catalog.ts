@@ -125,6 +125,11 @@ export class Catalog {
     return () => this.#listeners.delete(listener);
   }
 
+  /** The names of the prompts `plugin` offers. */
+  promptNames(plugin: string): string[] {
+    return this.#sources.get(plugin)?.prompts.map((prompt) => prompt.name) ?? [];
+  }
+
   /** Whether any plugin offers prompts. */
   get hasPrompts(): boolean {
     return [...this.#sources.values()].some((source) => source.prompts.length > 0);

@@ -354,8 +354,17 @@ export class Gateway {
       const owner = this.#tools.get(tool.name)?.plugin;
       return owner && owner !== plugin ? [`${tool.name} (plugin ${owner.definition.name})`] : [];
     });
+    const prompts = this.catalog.promptNames(plugin.definition.name);
+    for (const other of this.#plugins) {
+      // Those that settled before it, in plugin order.
+      if (other === plugin || other.status.state !== "ready") continue;
+      const theirs = new Set(this.catalog.promptNames(other.definition.name));
+      for (const prompt of prompts) {
+        if (theirs.has(prompt)) clashes.push(`prompt ${prompt} (plugin ${other.definition.name})`);
+      }
+    }
     if (!clashes.length) return undefined;
-    return `Plugin ${plugin.definition.name} offers tools whose names are taken: ${
+    return `Plugin ${plugin.definition.name} offers names that are taken: ${
       clashes.join(", ")
     }; rename them (rename) or keep the ${plugin.definition.name}__ prefix`;
   }

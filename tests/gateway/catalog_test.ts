@@ -1,4 +1,10 @@
-import { Catalog, type CatalogSource, templatePattern } from "../../src/gateway/mod.ts";
+import {
+  Catalog,
+  type CatalogSource,
+  type PluginDefinition,
+  templatePattern,
+} from "../../src/gateway/mod.ts";
+import { testGateway } from "./_fixtures.ts";
 import { GatewayError } from "../../src/errors/mod.ts";
 import { assert, assertEquals, assertRejects } from "../_asserts.ts";
 
@@ -89,4 +95,36 @@ Deno.test("Catalog: a slow plugin fails with TOOL_TIMEOUT, a failing one with it
     ["slow://readme", "TOOL_TIMEOUT"],
     ["bad://readme", "PLUGIN_REQUEST_FAILED"],
   ]);
+});
+
+Deno.test("a plugin whose prompt name another plugin offers first is refused at start, naming both", async () => {
+  const offering = (name: string): PluginDefinition => ({
+    name,
+    version: "1.0.0",
+    zeroConfig: true,
+    tools: [],
+    initialize(context) {
+      context.setCatalog({
+        prompts: [{
+          name: "review",
+          ownName: "review",
+          info: {},
+          get: () => Promise.resolve({ messages: [] }),
+        }],
+        resources: [],
+        templates: [],
+        read: () => Promise.reject(new Error("none")),
+      });
+    },
+  });
+  await using t = await testGateway({ plugins: [offering("first"), offering("second")] });
+  const [first, second] = t.gateway.listPlugins();
+  assertEquals(first.state, "ready");
+  assertEquals([second.state, second.error_code], ["error", "PLUGIN_INIT_FAILED"]);
+  assertEquals(
+    second.error,
+    "Plugin second offers names that are taken: prompt review (plugin first); " +
+      "rename them (rename) or keep the second__ prefix",
+  );
+  assertEquals(t.gateway.catalog.listPrompts().map((prompt) => prompt.name), ["review"]);
 });

@@ -251,7 +251,7 @@ Deno.test("an unprefixed upstream whose tool name is taken is refused at start, 
   assertEquals([fix.state, fix.error_code], ["error", "PLUGIN_INIT_FAILED"]);
   assertEquals(
     fix.error,
-    "Plugin fix offers tools whose names are taken: memory_get (plugin memory); " +
+    "Plugin fix offers names that are taken: memory_get (plugin memory); " +
       "rename them (rename) or keep the fix__ prefix",
   );
   assertEquals(fix.upstream?.connection, "closed");
