@@ -185,8 +185,13 @@ Deno.test("incoming requests get 404, 405, 413, 415, 400, 401, 429 with document
     const list = JSON.parse(
       (await runCli(["webhooks", "list", "--json"], { home: tmp.home })).stdout,
     );
-    const limitedStats = list.incoming.find((w: { name: string }) => w.name === "limited").stats;
-    return limitedStats.rejected >= 6 ? list : undefined;
+    // The counters are written after the replies: wait for every one this test checks.
+    const stats = (name: string) =>
+      list.incoming.find((w: { name: string }) => w.name === name).stats;
+    const [limited, signed] = [stats("limited"), stats("signed")];
+    const settled = limited.rejected >= 6 && limited.received >= 1 && signed.received >= 1 &&
+      signed.rejected >= 2;
+    return settled ? list : undefined;
   }, "the counters");
   const byName = Object.fromEntries(
     stats.incoming.map((w: { name: string; stats: unknown }) => [w.name, w.stats]),
