@@ -10,12 +10,14 @@
  * @module
  */
 import { assertEquals } from "../_asserts.ts";
-import { ROOT, tempHome } from "../_helpers.ts";
-import { EVERYTHING_PACKAGE, npmCommand } from "../plugins/_upstreams.ts";
+import { tempHome } from "../_helpers.ts";
+import {
+  conformanceFixtureCommand,
+  EVERYTHING_PACKAGE,
+  npmCommand,
+} from "../plugins/_upstreams.ts";
 import { NPM_SERVERS_CONFIG } from "../../scripts/npm_servers.ts";
 import { startHttpServer } from "./_http_server.ts";
-
-const FIXTURE = `${ROOT}tests/plugins/_fixtures/conformance_upstream.ts`;
 
 const CONFORMANCE = "npm:@modelcontextprotocol/conformance@0.2.0-alpha.12";
 
@@ -136,12 +138,7 @@ Deno.test({
           upstream_settings: { connect_timeout_ms: 60_000 },
           upstreams: {
             everything: { kind: "mcp", ...everything, prefix: false },
-            conformance: {
-              kind: "mcp",
-              command: Deno.execPath(),
-              args: ["run", "-A", "--cached-only", "--config", `${ROOT}deno.json`, FIXTURE],
-              prefix: false,
-            },
+            conformance: { kind: "mcp", ...conformanceFixtureCommand(), prefix: false },
           },
         },
       },

@@ -10,6 +10,7 @@ import {
 import { assert, assertEquals, assertMatch, assertStringIncludes } from "../_asserts.ts";
 import { childEnv, MAIN, ROOT, runCli, tempHome } from "../_helpers.ts";
 import {
+  conformanceFixtureCommand,
   EVERYTHING_PACKAGE,
   fixtureCommand,
   isAlive,
@@ -61,6 +62,16 @@ function upstreamConfig(
   env: Record<string, string> = {},
 ) {
   return { kind: "mcp", command: run.command, args: run.args, env };
+}
+
+/** Writes `config.json` in `home` declaring `upstreams` (60 s to connect: npm servers start slowly). */
+async function writeUpstreams(home: string, upstreams: Record<string, unknown>): Promise<void> {
+  await Deno.writeTextFile(
+    `${home}/config.json`,
+    JSON.stringify({
+      plugins: { upstream_settings: { connect_timeout_ms: 60_000 }, upstreams },
+    }),
+  );
 }
 
 /** How an MCP client starts toolgate over stdio on the data dir `home`. */
@@ -306,21 +317,13 @@ Deno.test("upstream MCP servers behind the real HTTP server: REST, MCP HTTP, aud
 
 Deno.test("MCP stdio: fixture, everything and memory upstream tools are listed and called; an upstream's list_changed reaches the client", async () => {
   await using tmp = await tempHome();
-  await Deno.writeTextFile(
-    `${tmp.home}/config.json`,
-    JSON.stringify({
-      plugins: {
-        upstream_settings: { connect_timeout_ms: 60_000 },
-        upstreams: {
-          fix: upstreamConfig(fixtureCommand()),
-          everything: upstreamConfig(npmCommand(EVERYTHING_PACKAGE, "stdio")),
-          kg: upstreamConfig(npmCommand(MEMORY_PACKAGE), {
-            MEMORY_FILE_PATH: `${tmp.home}/graph.jsonl`,
-          }),
-        },
-      },
+  await writeUpstreams(tmp.home, {
+    fix: upstreamConfig(fixtureCommand()),
+    everything: upstreamConfig(npmCommand(EVERYTHING_PACKAGE, "stdio")),
+    kg: upstreamConfig(npmCommand(MEMORY_PACKAGE), {
+      MEMORY_FILE_PATH: `${tmp.home}/graph.jsonl`,
     }),
-  );
+  });
   const transport = new StdioClientTransport({
     command: Deno.execPath(),
     args: ["run", "-A", "--cached-only", "--cached-only", MAIN, "mcp", "start"],
@@ -379,24 +382,16 @@ Deno.test("eras cross the gateway: a 2026 client reaches a 2025 upstream, a 2025
   await using tmp = await tempHome();
   const inner = `${tmp.home}/inner`;
   await Deno.mkdir(inner);
-  await Deno.writeTextFile(
-    `${tmp.home}/config.json`,
-    JSON.stringify({
-      plugins: {
-        upstream_settings: { connect_timeout_ms: 60_000 },
-        upstreams: {
-          old: upstreamConfig(fixtureCommand()),
-          inner: upstreamConfig(
-            {
-              command: Deno.execPath(),
-              args: ["run", "-A", "--cached-only", MAIN, "mcp", "start"],
-            },
-            { TOOLGATE_HOME: inner, TOOLGATE_KEYCHAIN: "file" },
-          ),
-        },
+  await writeUpstreams(tmp.home, {
+    old: upstreamConfig(fixtureCommand()),
+    inner: upstreamConfig(
+      {
+        command: Deno.execPath(),
+        args: ["run", "-A", "--cached-only", MAIN, "mcp", "start"],
       },
-    }),
-  );
+      { TOOLGATE_HOME: inner, TOOLGATE_KEYCHAIN: "file" },
+    ),
+  });
   const serverParams = toolgateStdio(tmp.home);
   const modern = new ModernClient(
     { name: "modern", version: "1.0.0" },
@@ -431,15 +426,9 @@ Deno.test("eras cross the gateway: a 2026 client reaches a 2025 upstream, a 2025
 
 Deno.test("prompts, resources and completions of an upstream reach MCP clients of both eras as they are, and are audited", async () => {
   await using tmp = await tempHome();
-  await Deno.writeTextFile(
-    `${tmp.home}/config.json`,
-    JSON.stringify({
-      plugins: {
-        upstream_settings: { connect_timeout_ms: 60_000 },
-        upstreams: { everything: upstreamConfig(npmCommand(EVERYTHING_PACKAGE, "stdio")) },
-      },
-    }),
-  );
+  await writeUpstreams(tmp.home, {
+    everything: upstreamConfig(npmCommand(EVERYTHING_PACKAGE, "stdio")),
+  });
   const direct = new ModernClient({ name: "direct", version: "1.0.0" });
   const everything = npmCommand(EVERYTHING_PACKAGE, "stdio");
   await direct.connect(
@@ -534,15 +523,7 @@ Deno.test("prompts, resources and completions of an upstream reach MCP clients o
 
 Deno.test("an upstream tool's progress reaches the MCP client under the client's own progress token", async () => {
   await using tmp = await tempHome();
-  await Deno.writeTextFile(
-    `${tmp.home}/config.json`,
-    JSON.stringify({
-      plugins: {
-        upstream_settings: { connect_timeout_ms: 60_000 },
-        upstreams: { fix: upstreamConfig(fixtureCommand()) },
-      },
-    }),
-  );
+  await writeUpstreams(tmp.home, { fix: upstreamConfig(fixtureCommand()) });
   const serverParams = toolgateStdio(tmp.home);
   for (const era of ["2026", "2025"]) {
     const updates: { progress: number; total?: number; message?: string }[] = [];
@@ -592,26 +573,9 @@ Deno.test("an upstream tool's progress reaches the MCP client under the client's
 
 Deno.test("an upstream tool's log messages reach the MCP caller, filtered by the caller's log level", async () => {
   await using tmp = await tempHome();
-  await Deno.writeTextFile(
-    `${tmp.home}/config.json`,
-    JSON.stringify({
-      plugins: {
-        upstreams: {
-          conf: upstreamConfig({
-            command: Deno.execPath(),
-            args: [
-              "run",
-              "-A",
-              "--cached-only",
-              "--config",
-              `${ROOT}deno.json`,
-              `${ROOT}tests/plugins/_fixtures/conformance_upstream.ts`,
-            ],
-          }),
-        },
-      },
-    }),
-  );
+  await writeUpstreams(tmp.home, {
+    conf: upstreamConfig(conformanceFixtureCommand()),
+  });
   const client = new Client({ name: "legacy", version: "1.0.0" });
   const messages: { level: string; data: unknown }[] = [];
   client.setNotificationHandler(

@@ -14,21 +14,22 @@ export { EVERYTHING_PACKAGE, MEMORY_PACKAGE } from "../../scripts/npm_servers.ts
 /** Path of the fixture upstream. */
 export const FIXTURE = `${ROOT}tests/plugins/_fixtures/mcp_upstream.ts`;
 
+/** Path of the fixture upstream offering what the conformance scenarios call by name. */
+export const CONFORMANCE_FIXTURE = `${ROOT}tests/plugins/_fixtures/conformance_upstream.ts`;
+
+/** `deno` arguments that run a fixture script under the project's config, from the cache. */
+function fixtureArgs(script: string, ...args: string[]): string[] {
+  return ["run", "-A", "--cached-only", "--config", `${ROOT}deno.json`, script, ...args];
+}
+
 /** Command and arguments that run the fixture upstream over stdio. */
 export function fixtureCommand(): { command: string; args: string[] } {
-  return {
-    command: Deno.execPath(),
-    args: [
-      "run",
-      "-A",
-      "--cached-only",
-      "--cached-only",
-      "--config",
-      `${ROOT}deno.json`,
-      FIXTURE,
-      "stdio",
-    ],
-  };
+  return { command: Deno.execPath(), args: fixtureArgs(FIXTURE, "stdio") };
+}
+
+/** Command and arguments that run the conformance fixture upstream over stdio. */
+export function conformanceFixtureCommand(): { command: string; args: string[] } {
+  return { command: Deno.execPath(), args: fixtureArgs(CONFORMANCE_FIXTURE) };
 }
 
 /** Command and arguments that run a locked npm MCP server with Deno, from the cache. */
@@ -67,16 +68,7 @@ export interface HttpFixture extends AsyncDisposable {
 /** Starts the fixture upstream in `http` mode (on `port`, default any) and waits for its address. */
 export async function startHttpFixture(port = 0): Promise<HttpFixture> {
   const child = new Deno.Command(Deno.execPath(), {
-    args: [
-      "run",
-      "-A",
-      "--cached-only",
-      "--cached-only",
-      "--config",
-      `${ROOT}deno.json`,
-      FIXTURE,
-      "http",
-    ],
+    args: fixtureArgs(FIXTURE, "http"),
     env: { PORT: String(port) },
     stdin: "null",
     stdout: "piped",
