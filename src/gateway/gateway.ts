@@ -18,6 +18,7 @@ import { VERSION } from "../version.ts";
 import { Catalog } from "./catalog.ts";
 import { CircuitBreaker } from "./circuit_breaker.ts";
 import type {
+  AskCaller,
   AuditSink,
   CallOptions,
   CallResult,
@@ -692,12 +693,15 @@ export class Gateway {
     sessionId: string,
     options: CallOptions,
   ): Promise<ToolOutput> {
-    const { signal: callerSignal, onProgress, onLogMessage } = options;
+    const { signal: callerSignal, onProgress, onLogMessage, askCaller, callerCapabilities } =
+      options;
     const controller = new AbortController();
     const onAbort = () => controller.abort(callerSignal?.reason);
     callerSignal?.addEventListener("abort", onAbort, { once: true });
     let cancelTimeout = NOTHING;
-    const timeout = new Promise<never>((_, reject) => {
+    let expire: (error: GatewayError) => void = NOTHING;
+    const timeout = new Promise<never>((_, reject) => expire = reject);
+    const armTimeout = () => {
       cancelTimeout = tool.timeouts.add(() => {
         const error = new GatewayError(
           "TOOL_TIMEOUT",
@@ -705,8 +709,19 @@ export class Gateway {
           { details: { tool: tool.definition.name, timeout_ms: tool.timeoutMs } },
         );
         controller.abort(error);
-        reject(error);
+        expire(error);
       });
+    };
+    armTimeout();
+    // Waiting for the caller's answer is not the tool's time: each stretch of work gets the full timeout.
+    let asking = 0;
+    const ask: AskCaller | undefined = askCaller && (async (requests, signal) => {
+      if (asking++ === 0) cancelTimeout();
+      try {
+        return await askCaller(requests, signal);
+      } finally {
+        if (--asking === 0 && !controller.signal.aborted) armTimeout();
+      }
     });
     try {
       const run = tool.definition.execute(input, {
@@ -715,6 +730,7 @@ export class Gateway {
         sessionId,
         ...(onProgress ? { progress: onProgress } : {}),
         ...(onLogMessage ? { logMessage: onLogMessage } : {}),
+        ...(ask ? { askCaller: ask, callerCapabilities: callerCapabilities ?? {} } : {}),
       });
       const output = await Promise.race([run, timeout]);
       if (output === null || typeof output !== "object" || Array.isArray(output)) {

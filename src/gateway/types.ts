@@ -42,6 +42,10 @@ export interface ToolContext extends PluginContext {
   progress?: (update: ProgressUpdate) => void;
   /** Passes a log message on to the caller (who filters it by its log level). */
   logMessage?: (message: LogMessage) => void;
+  /** Asks the caller for input (MCP elicitation, sampling, roots), when its client can answer. */
+  askCaller?: AskCaller;
+  /** What the caller's client can answer (its MCP capabilities for them). */
+  callerCapabilities?: InputCapabilities;
 }
 
 /** A tool's output: a JSON object (it becomes `output` in `tool.called`). */
@@ -192,7 +196,43 @@ export interface CallOptions {
   onProgress?: (update: ProgressUpdate) => void;
   /** Told the log messages the tool sends while it runs (an MCP upstream's `notifications/message`). */
   onLogMessage?: (message: LogMessage) => void;
+  /**
+   * Answers the tool's requests for input (an MCP upstream's elicitation,
+   * sampling or roots request) by asking the caller. The time spent waiting
+   * for the answer does not count toward the tool's timeout.
+   */
+  askCaller?: AskCaller;
+  /** What the caller's client can answer (its MCP capabilities for them), with `askCaller`. */
+  callerCapabilities?: InputCapabilities;
 }
+
+/** The MCP client capabilities that say which requests for input a client answers. */
+export interface InputCapabilities {
+  elicitation?: Record<string, unknown>;
+  sampling?: Record<string, unknown>;
+  roots?: Record<string, unknown>;
+}
+
+/** What a tool may ask its caller mid-call: MCP's client requests. */
+export type InputMethod = "elicitation/create" | "sampling/createMessage" | "roots/list";
+
+/** One request for the caller's input (an MCP `inputRequests` entry). */
+export interface InputRequest {
+  method: InputMethod;
+  params?: Record<string, unknown>;
+}
+
+/**
+ * Asks the caller the given requests (keyed as the tool chose) and resolves
+ * with the caller's answer to each, under the same keys.
+ *
+ * @throws {GatewayError} when the caller cannot answer (its client lacks the
+ * capability), does not answer in time (`CANCELLED`), or goes away.
+ */
+export type AskCaller = (
+  requests: Record<string, InputRequest>,
+  signal: AbortSignal,
+) => Promise<Record<string, unknown>>;
 
 /** A log message of MCP (`notifications/message` params). */
 export interface LogMessage {

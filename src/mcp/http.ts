@@ -24,6 +24,7 @@ import {
 import { DeadlineQueue } from "../deadlines.ts";
 import type { Config } from "../config/mod.ts";
 import type { Gateway } from "../gateway/mod.ts";
+import { InputRelay } from "./input_relay.ts";
 import { createMcpServer } from "./server.ts";
 
 /** Options of {@linkcode McpHttpSessions}. */
@@ -39,7 +40,9 @@ export interface McpHttpSessionsOptions {
   /** Entry point name recorded in the audit log. @default "mcp-http" */
   source?: string;
   /**
-   * How a POST's answer is sent: one JSON body, or an SSE stream that carries
+   * How a POST's answer is sent: one JSON body unless the call sends
+   * something before its result (progress, log messages, requests for the
+   * caller's input: then an SSE stream), or always an SSE stream that carries
    * a keep-alive comment every 15 s while the call runs (for proxies that cut
    * silent responses). @default "json"
    */
@@ -93,6 +96,8 @@ export class McpHttpSessions {
   #modern: McpHttpHandler;
   #detachModern: () => void;
   #sessions = new Map<string, Session>();
+  /** Calls waiting for their callers' input between requests (2026 rounds may come on any request). */
+  #relay = new InputRelay();
   #pending = new Set<Session>();
   #draining = false;
   /** Idle expiries of all sessions, on one timer that does not keep the process alive. */
@@ -123,7 +128,7 @@ export class McpHttpSessions {
     this.#source = source;
     this.#jsonResponses = responses === "json";
     this.#modern = createMcpHandler(
-      () => createMcpServer(gateway, { source, listChanged: false }).server,
+      () => createMcpServer(gateway, { source, listChanged: false, relay: this.#relay }).server,
       {
         // 2025 traffic never reaches it: sessions are served above.
         legacy: "reject",
@@ -210,12 +215,8 @@ export class McpHttpSessions {
       new WebStandardStreamableHTTPServerTransport({
         sessionIdGenerator: this.#generateId,
         maxRequestBodySize: this.#maxBodyBytes,
-        // By default a request's answer is one JSON body rather than an SSE
-        // stream: toolgate sends no progress or server-to-client request
-        // within a call (list_changed goes on the GET stream), and JSON costs
-        // less per call (MCP HTTP calls/s +21 % measured). The spec lets the
-        // server choose; clients must accept both.
-        enableJsonResponse: this.#jsonResponses,
+        // Answers are SSE streams here; with `responses: "json"` (the default)
+        // #serve turns one that starts with its result into one JSON body.
         onsessioninitialized: (id: string) => {
           session.id = id;
           this.#sessions.set(id, session);
@@ -224,6 +225,7 @@ export class McpHttpSessions {
     const { server, detach } = createMcpServer(this.#gateway, {
       sessionId: () => transport.sessionId,
       source: this.#source,
+      relay: this.#relay,
     });
     const session: Session = {
       id: undefined,
@@ -246,6 +248,9 @@ export class McpHttpSessions {
     let response: Response;
     try {
       response = await session.transport.handleRequest(...parsed);
+      if (this.#jsonResponses && isSingleRequest(parsed[1]?.parsedBody)) {
+        response = await jsonWhenAlone(response);
+      }
     } catch (error) {
       this.#release(session);
       throw error;
@@ -286,6 +291,8 @@ export class McpHttpSessions {
    */
   drain(): void {
     this.#draining = true;
+    // A call waiting for its caller's answer would hold shutdown up: it is cancelled.
+    this.#relay.close();
     for (const session of this.#sessions.values()) {
       session.transport.closeStandaloneSSEStream();
     }
@@ -294,6 +301,7 @@ export class McpHttpSessions {
   /** Closes every session and 2026 exchange (their streams end, in-flight calls are aborted). */
   async closeAll(): Promise<void> {
     this.#detachModern();
+    this.#relay.close();
     await Promise.all([
       this.#modern.close(),
       ...[...this.#sessions.values()].map((session) => session.server.close()),
@@ -356,6 +364,98 @@ function onBodyEnd(response: Response, done: () => void): Response {
     statusText: response.statusText,
     headers: response.headers,
   });
+}
+
+/** Whether a POST body is one JSON-RPC request (not a batch, not a notification or response). */
+function isSingleRequest(body: unknown): boolean {
+  return typeof body === "object" && body !== null && !Array.isArray(body) && "method" in body &&
+    "id" in body;
+}
+
+/**
+ * A request's SSE answer as one JSON body when its first event is the
+ * result (nothing was sent before it, so nothing follows: one request per
+ * POST); otherwise the stream as it is, from its first byte. So a call that
+ * reports progress, log messages or asks its caller for input gets a stream,
+ * and every other request costs the client no SSE parsing. Comments
+ * (keep-alives) before the first event are not events.
+ */
+async function jsonWhenAlone(response: Response): Promise<Response> {
+  if (!isEventStream(response) || response.body === null) return response;
+  const reader = response.body.getReader();
+  const decoder = new TextDecoder();
+  const chunks: Uint8Array[] = [];
+  let text = "";
+  for (;;) {
+    const chunk = await reader.read();
+    if (chunk.done) break;
+    chunks.push(chunk.value);
+    text += decoder.decode(chunk.value, { stream: true });
+    const data = firstEventData(text);
+    if (data === undefined) continue;
+    if (data !== null && isAnswer(data)) {
+      void reader.cancel().catch(() => {});
+      const headers = new Headers(response.headers);
+      headers.set("content-type", "application/json");
+      for (const name of ["cache-control", "connection", "x-accel-buffering"]) headers.delete(name);
+      return new Response(data, { status: response.status, headers });
+    }
+    break;
+  }
+  let replayed = false;
+  const body = new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      if (!replayed) {
+        replayed = true;
+        for (const chunk of chunks) controller.enqueue(chunk);
+        return;
+      }
+      try {
+        const chunk = await reader.read();
+        if (chunk.done) controller.close();
+        else controller.enqueue(chunk.value);
+      } catch (error) {
+        controller.error(error);
+      }
+    },
+    async cancel(reason) {
+      await reader.cancel(reason);
+    },
+  });
+  return new Response(body, {
+    status: response.status,
+    statusText: response.statusText,
+    headers: response.headers,
+  });
+}
+
+/**
+ * The data of the first complete SSE event in `text`: `undefined` while none
+ * is complete, `null` for one without data.
+ */
+function firstEventData(text: string): string | null | undefined {
+  let rest = text;
+  for (;;) {
+    const end = rest.search(/\r?\n\r?\n/);
+    if (end < 0) return undefined;
+    const lines = rest.slice(0, end).split(/\r?\n/);
+    rest = rest.slice(end).replace(/^\r?\n\r?\n/, "");
+    if (lines.every((line) => line.startsWith(":"))) continue;
+    const data = lines.filter((line) => line.startsWith("data:"))
+      .map((line) => line.slice(5).replace(/^ /, ""));
+    return data.length ? data.join("\n") : null;
+  }
+}
+
+/** Whether an SSE event's data is a JSON-RPC response (a result or an error). */
+function isAnswer(data: string): boolean {
+  try {
+    const message = JSON.parse(data);
+    return typeof message === "object" && message !== null && "id" in message &&
+      ("result" in message || "error" in message);
+  } catch {
+    return false;
+  }
 }
 
 function isEventStream(response: Response): boolean {

@@ -11,6 +11,10 @@
  */
 import {
   type CallToolResult,
+  CLIENT_CAPABILITIES_META_KEY,
+  type ClientCapabilities,
+  inputRequired,
+  MissingRequiredClientCapabilityError,
   ProtocolError,
   ProtocolErrorCode,
   ResourceNotFoundError,
@@ -18,9 +22,12 @@ import {
 } from "@modelcontextprotocol/server";
 import { GatewayError } from "../errors/mod.ts";
 import {
+  type CallResult,
   type CatalogChange,
   type CompleteParams,
   type Gateway,
+  type InputCapabilities,
+  type InputMethod,
   type LogMessage,
   type ProgressUpdate,
   toErrorResult,
@@ -28,6 +35,7 @@ import {
 } from "../gateway/mod.ts";
 import { newId } from "../ids.ts";
 import { VERSION } from "../version.ts";
+import { InputRelay, type RelayState } from "./input_relay.ts";
 
 /** Options of {@linkcode createMcpServer}. */
 export interface McpServerOptions {
@@ -42,6 +50,18 @@ export interface McpServerOptions {
    * @default true
    */
   listChanged?: boolean;
+  /**
+   * Where calls that wait for their caller's input are parked between its
+   * requests: one for every server instance that may serve a later round
+   * (all 2026 HTTP requests). @default one of this instance's own
+   */
+  relay?: InputRelay;
+}
+
+/** Where a call's progress and log messages go: the request it is serving now. */
+interface Route {
+  progress?: (update: ProgressUpdate) => void;
+  log?: (message: LogMessage) => void;
 }
 
 /** What the server says about itself in `initialize` and `server/discover`. */
@@ -62,6 +82,7 @@ export function createMcpServer(
   options: McpServerOptions = {},
 ): { server: Server; detach: () => void } {
   const { source = "mcp", listChanged = true } = options;
+  const relay = options.relay ?? new InputRelay();
   let ready = gateway instanceof Promise ? undefined : gateway;
   const starting = ready ? undefined : Promise.resolve(gateway).then((started) => {
     ready = started;
@@ -82,6 +103,8 @@ export function createMcpServer(
         logging: {},
       },
       instructions: SERVER_INSTRUCTIONS,
+      // A call waiting for its caller's input is named by a state only toolgate can sign.
+      requestState: { verify: (state, context) => relay.codec.verify(state, context) },
     },
   );
   server.setRequestHandler("tools/list", async () => ({
@@ -91,45 +114,86 @@ export function createMcpServer(
       inputSchema: { type: "object" as const, ...tool.inputSchema },
     })),
   }));
-  server.setRequestHandler("tools/call", async (request, context): Promise<CallToolResult> => {
+  server.setRequestHandler("tools/call", async (request, context) => {
     const { name, arguments: args } = request.params;
     const gateway = ready ?? await starting!;
-    if (!gateway.hasTool(name)) {
-      // A tool of a plugin that is not ready: its error, as a tool result.
-      const unavailable = gateway.unavailable(name);
-      if (unavailable) return toErrorResult(unavailable) as CallToolResult;
-      throw new ProtocolError(ProtocolErrorCode.InvalidParams, `Unknown tool: ${name}`);
-    }
     // A client that asked for progress (its token in _meta) gets the tool's, under that token.
     const progressToken = request.params._meta?.progressToken;
-    const onProgress = progressToken === undefined
-      ? undefined
-      : (update: ProgressUpdate) =>
-        void context.mcpReq.notify({
-          method: "notifications/progress",
-          params: { progressToken, ...update },
-        }).catch(() => {
-          // The client went away: the call is being cancelled.
-        });
+    const route: Route = {
+      ...(progressToken === undefined ? {} : {
+        progress: (update: ProgressUpdate) =>
+          void context.mcpReq.notify({
+            method: "notifications/progress",
+            params: { progressToken, ...update },
+          }).catch(() => {
+            // The client went away: the call is being cancelled.
+          }),
+      }),
+      // The SDK sends it only when the client's log level (2025 setLevel, 2026 per request)
+      // allows; a 2026 request without a level wants none.
+      ...(wantsLogs(context.mcpReq.envelope)
+        ? {
+          log: (message: LogMessage) =>
+            void context.mcpReq.log(message.level, message.data, message.logger).catch(() => {
+              // The client went away.
+            }),
+        }
+        : {}),
+    };
+    const state = context.mcpReq.requestState<RelayState>();
     try {
-      const result = await gateway.call(name, args ?? {}, {
-        sessionId: options.sessionId?.() ?? context.sessionId ?? fallbackSession,
-        signal: context.mcpReq.signal,
-        source,
-        ...(onProgress ? { onProgress } : {}),
-        // The SDK sends it only when the client's log level (2025 setLevel, 2026 per request)
-        // allows; a 2026 request without a level wants none, and none is asked upstream.
-        ...(wantsLogs(context.mcpReq.envelope)
-          ? {
-            onLogMessage: (message: LogMessage) =>
-              void context.mcpReq.log(message.level, message.data, message.logger).catch(() => {
-                // The client went away.
-              }),
-          }
-          : {}),
-      });
-      return toToolResult(result) as CallToolResult;
+      let step;
+      if (state !== undefined) {
+        // The client answers what a parked call asked (its state verified by the server).
+        step = await relay.resume<CallResult, Route>(
+          state,
+          name,
+          context.mcpReq.inputResponses ?? {},
+          route,
+          context.mcpReq.signal,
+        );
+      } else {
+        if (!gateway.hasTool(name)) {
+          // A tool of a plugin that is not ready: its error, as a tool result.
+          const unavailable = gateway.unavailable(name);
+          if (unavailable) return toErrorResult(unavailable) as CallToolResult;
+          throw new ProtocolError(ProtocolErrorCode.InvalidParams, `Unknown tool: ${name}`);
+        }
+        const capabilities = callerCapabilities(server, context.mcpReq.envelope);
+        step = await relay.start<CallResult, Route>(
+          name,
+          (method) => canAnswer(capabilities, method),
+          route,
+          (ask, signal, current) =>
+            gateway.call(name, args ?? {}, {
+              sessionId: options.sessionId?.() ?? context.sessionId ?? fallbackSession,
+              signal,
+              source,
+              ...(route.progress ? { onProgress: (update) => current().progress?.(update) } : {}),
+              ...(route.log ? { onLogMessage: (message) => current().log?.(message) } : {}),
+              ...(canAsk(capabilities)
+                ? { askCaller: ask, callerCapabilities: inputCapabilities(capabilities) }
+                : {}),
+            }),
+          context.mcpReq.signal,
+        );
+      }
+      if (step.kind === "input") {
+        return inputRequired({
+          inputRequests: step.requests as never,
+          requestState: await relay.codec.mint(step.state),
+        }) as never;
+      }
+      return toToolResult(step.value) as CallToolResult;
     } catch (error) {
+      const required = error instanceof GatewayError
+        ? (error.details as { required_capabilities?: ClientCapabilities } | undefined)
+          ?.required_capabilities
+        : undefined;
+      // The upstream needs a capability the client did not declare: MCP's own error, as it sent it.
+      if (required) {
+        throw new MissingRequiredClientCapabilityError({ requiredCapabilities: required });
+      }
       if (error instanceof GatewayError) return toErrorResult(error) as CallToolResult;
       throw error;
     }
@@ -224,6 +288,44 @@ function asProtocolError(error: unknown): unknown {
   return new ProtocolError(ProtocolErrorCode.InternalError, `${error.code}: ${error.message}`, {
     code: error.code,
   });
+}
+
+/** The capabilities the caller's client declared: per request (2026) or at initialize (2025). */
+function callerCapabilities(
+  server: Server,
+  envelope: Record<string, unknown> | undefined,
+): ClientCapabilities {
+  const declared = envelope?.[CLIENT_CAPABILITIES_META_KEY] as ClientCapabilities | undefined;
+  return declared ?? server.getClientCapabilities() ?? {};
+}
+
+/** Whether a client with these capabilities can answer a request for input. */
+function canAnswer(capabilities: ClientCapabilities, method: InputMethod): boolean {
+  switch (method) {
+    case "elicitation/create":
+      return capabilities.elicitation !== undefined;
+    case "sampling/createMessage":
+      return capabilities.sampling !== undefined;
+    case "roots/list":
+      return capabilities.roots !== undefined;
+  }
+}
+
+/** The capabilities of a client that say which requests for input it answers. */
+function inputCapabilities(capabilities: ClientCapabilities): InputCapabilities {
+  const { elicitation, sampling, roots } = capabilities as InputCapabilities;
+  return {
+    ...(elicitation ? { elicitation } : {}),
+    ...(sampling ? { sampling } : {}),
+    ...(roots ? { roots } : {}),
+  };
+}
+
+/** Whether a client can answer any request for input. */
+function canAsk(capabilities: ClientCapabilities): boolean {
+  return ["elicitation/create", "sampling/createMessage", "roots/list"].some((method) =>
+    canAnswer(capabilities, method as InputMethod)
+  );
 }
 
 /** Whether a caller may get log messages: a 2025 one (its session's level decides) or a 2026 request naming a level. */

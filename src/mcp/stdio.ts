@@ -19,6 +19,7 @@ import {
 import process from "node:process";
 import { PassThrough } from "node:stream";
 import type { Gateway } from "../gateway/mod.ts";
+import { InputRelay } from "./input_relay.ts";
 import { createMcpServer } from "./server.ts";
 
 /** Options of {@linkcode serveStdio}. */
@@ -52,9 +53,11 @@ export async function serveStdio(
   const input = new PassThrough();
   stdin.pipe(input, { end: false });
   const transport = new CountingTransport(new StdioServerTransport(input, stdout));
+  // Calls waiting for the client's input between its requests.
+  const relay = new InputRelay();
   const handle = serveSdkStdio(() => {
     // Called once per connection (twice when a server/discover probe falls back to initialize).
-    const { server, detach } = createMcpServer(gateway, { source: "mcp-stdio" });
+    const { server, detach } = createMcpServer(gateway, { source: "mcp-stdio", relay });
     detaches.push(detach);
     return server;
   }, { transport });
@@ -74,6 +77,7 @@ export async function serveStdio(
   try {
     await transport.closed;
   } finally {
+    relay.close();
     for (const detach of detaches) detach();
     stdin.off("end", onEnd);
     stdin.off("close", onEnd);

@@ -7,6 +7,8 @@ import {
 } from "../_asserts.ts";
 import { GatewayError } from "../../src/errors/mod.ts";
 import { EVENT_DATA_SCHEMAS, type EventType } from "../../src/events/mod.ts";
+import type { PluginDefinition } from "../../src/gateway/mod.ts";
+import { z } from "zod";
 import { brokenPlugin, testGateway, testPlugin, unconfiguredPlugin } from "./_fixtures.ts";
 
 function types(events: { type: string }[]): string[] {
@@ -281,4 +283,47 @@ Deno.test("listTools() offers JSON Schemas generated from the zod input", async 
   assertEquals(echo.plugin, "test");
   assertEquals(echo.inputSchema.type, "object");
   assertEquals(echo.inputSchema.required, ["message"]);
+});
+
+Deno.test("time spent waiting for the caller's answer does not count toward the tool's timeout", async () => {
+  const asking: PluginDefinition = {
+    name: "asking",
+    version: "1.0.0",
+    zeroConfig: true,
+    tools: [{
+      name: "ask",
+      description: "Asks its caller, then works or hangs",
+      input: z.object({ hang: z.boolean() }),
+      timeoutMs: 60,
+      execute: async (args, context) => {
+        const answers = await context.askCaller!(
+          { q: { method: "elicitation/create", params: { message: "?" } } },
+          context.signal,
+        );
+        if (!args.hang) return { answers, capabilities: context.callerCapabilities ?? null };
+        // After the answer the tool gets its full timeout again, and no more.
+        return await new Promise((_, reject) =>
+          context.signal.addEventListener("abort", () => reject(context.signal.reason))
+        );
+      },
+    }],
+  };
+  await using t = await testGateway({ plugins: [asking] });
+  const slowAnswer = async () => {
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    return { q: { action: "decline" } };
+  };
+  const result = await t.gateway.call("ask", { hang: false }, {
+    askCaller: slowAnswer,
+    callerCapabilities: { elicitation: {} },
+  });
+  assertEquals(result.output, {
+    answers: { q: { action: "decline" } },
+    capabilities: { elicitation: {} },
+  });
+  const error = await assertRejects(
+    () => t.gateway.call("ask", { hang: true }, { askCaller: slowAnswer }),
+    GatewayError,
+  );
+  assertEquals(error.code, "TOOL_TIMEOUT");
 });

@@ -9,6 +9,7 @@
  */
 import {
   Client,
+  CLIENT_CAPABILITIES_META_KEY,
   ProtocolError,
   ProtocolErrorCode,
   SdkError,
@@ -19,6 +20,10 @@ import type { JSONRPCMessage } from "@modelcontextprotocol/client";
 import { StdioClientTransport } from "@modelcontextprotocol/client/stdio";
 import { GatewayError } from "../../errors/mod.ts";
 import type {
+  AskCaller,
+  InputCapabilities,
+  InputMethod,
+  InputRequest,
   LogMessage,
   ProgressUpdate,
   ToolOutput,
@@ -41,6 +46,19 @@ const MODERN_REVISION = "2026-07-28";
 
 /** Longest upstream error text carried in a message. */
 const MAX_ERROR_TEXT = 2000;
+
+/** Most rounds of input (2026 `input_required` results) one call may ask for. */
+const MAX_INPUT_ROUNDS = 10;
+
+/**
+ * How long the SDK waits for a 2025 upstream's answer to a call that may ask
+ * its caller for input, beyond the tool's timeout: a person may be answering
+ * (the gateway's own timeout, paused while the caller answers, still applies).
+ */
+const ANSWER_WAIT_MS = 10 * 60_000;
+
+/** The client requests an upstream may send (2025) or embed in `input_required` (2026). */
+const INPUT_METHODS: InputMethod[] = ["elicitation/create", "sampling/createMessage", "roots/list"];
 
 /** Stderr lines of a stdio upstream kept for its `last_error`. */
 const STDERR_TAIL_LINES = 5;
@@ -107,8 +125,16 @@ interface Live {
   progress: Map<string, (update: ProgressUpdate) => void>;
   /** Log listeners of the calls in flight (a log message names no request: each gets it). */
   logs: Set<(message: LogMessage) => void>;
+  /** The calls in flight whose callers can answer requests for input. */
+  askers: Set<Asker>;
   /** A stdio upstream's process, once spawned (the SDK forgets it when it ends). */
   child?: ChildEvents;
+}
+
+/** A call in flight whose caller can be asked for input. */
+interface Asker {
+  ask: AskCaller;
+  signal: AbortSignal;
 }
 
 /** A connection to one MCP upstream that restarts itself. */
@@ -142,6 +168,8 @@ export class UpstreamConnection {
   #legacyOnly = false;
   /** Progress tokens handed out (see {@linkcode watchProgress}). */
   #progressTokens = 0;
+  /** Keys given to a 2025 upstream's requests for input when they are relayed. */
+  #inputKeys = 0;
   /** A session renewal in progress (see {@linkcode UpstreamConnection.#renewSession}). */
   #renewing: Promise<Live | undefined> | undefined;
 
@@ -237,30 +265,71 @@ export class UpstreamConnection {
     listeners: {
       progress?: (update: ProgressUpdate) => void;
       logMessage?: (message: LogMessage) => void;
+      /** Asks the caller for input the upstream requests (elicitation, sampling, roots). */
+      ask?: AskCaller;
+      /** Which of those the caller answers: what a 2026 upstream is told the client can do. */
+      capabilities?: InputCapabilities;
     } = {},
   ): Promise<ToolOutput> {
-    const { progress, logMessage } = listeners;
+    const { progress, logMessage, ask, capabilities = {} } = listeners;
     let live = this.#live;
     if (!live || this.#state !== "connected") throw this.#unavailable(tool);
     // The upstream's progress goes to the caller (who gets it under its own token).
     const call = async (on: Live) => {
       const token = progress ? `toolgate-${++this.#progressTokens}` : undefined;
+      const asker = ask ? { ask, signal } : undefined;
       if (token) on.progress.set(token, progress!);
       if (logMessage) on.logs.add(logMessage);
+      if (asker) on.askers.add(asker);
       try {
+        const modern = on.client.getNegotiatedProtocolVersion() === MODERN_REVISION;
         const meta = {
           ...(token ? { progressToken: token } : {}),
-          // 2026-07-28: log messages come only with a level asked for per request.
+          // 2026-07-28: log messages come only with a level asked for per request,
           ...(logMessage ? { [LOG_LEVEL_META_KEY]: "debug" } : {}),
+          // and input only of the kinds the caller can give (a 2025 session declared them all).
+          ...(modern ? { [CLIENT_CAPABILITIES_META_KEY]: ask ? capabilities : {} } : {}),
         };
-        return await on.client.callTool({
+        let params: Record<string, unknown> = {
           name: tool,
           arguments: args,
           ...(Object.keys(meta).length ? { _meta: meta } : {}),
-        }, { signal, timeout: timeoutMs }) as UpstreamCallResult;
+        };
+        const options = {
+          signal,
+          timeout: ask ? timeoutMs + ANSWER_WAIT_MS : timeoutMs,
+          allowInputRequired: true,
+        };
+        // 2026-07-28: an upstream that needs input answers input_required; the caller
+        // answers its requests and the call is sent again with the answers and its state.
+        for (let round = 0;; round++) {
+          const result = await on.client.callTool(
+            params as Parameters<Client["callTool"]>[0],
+            options,
+          ) as UpstreamCallResult | InputRequiredResult;
+          if (!isInputRequired(result)) return result;
+          const requests = result.inputRequests ?? {};
+          if (round === MAX_INPUT_ROUNDS) {
+            throw new GatewayError(
+              "PLUGIN_REQUEST_FAILED",
+              `Upstream tool ${this.#spec.name}/${tool} still asked for input after ${MAX_INPUT_ROUNDS} rounds`,
+              { details: { plugin: this.#spec.name, upstream_tool: tool } },
+            );
+          }
+          if (!ask && Object.keys(requests).length) {
+            throw this.#cannotAsk(tool, Object.values(requests).map((request) => request.method));
+          }
+          const answers = Object.keys(requests).length ? await ask!(requests, signal) : {};
+          params = {
+            ...params,
+            ...(Object.keys(answers).length ? { inputResponses: answers } : {}),
+            ...(result.requestState !== undefined ? { requestState: result.requestState } : {}),
+          };
+        }
       } finally {
         if (token) on.progress.delete(token);
         if (logMessage) on.logs.delete(logMessage);
+        if (asker) on.askers.delete(asker);
       }
     };
     let result: UpstreamCallResult;
@@ -297,6 +366,56 @@ export class UpstreamConnection {
     const output: ToolOutput = { content };
     if (result.structuredContent) output.structuredContent = result.structuredContent;
     return output;
+  }
+
+  /** The error of a call whose upstream asks for input that its caller cannot give. */
+  #cannotAsk(tool: string, methods: string[]): GatewayError {
+    return new GatewayError(
+      "PLUGIN_REQUEST_FAILED",
+      `Upstream tool ${this.#spec.name}/${tool} asks its caller for input (${
+        [...new Set(methods)].join(", ")
+      }): only an MCP client can answer, and this caller is not one`,
+      { details: { plugin: this.#spec.name, upstream_tool: tool, methods } },
+    );
+  }
+
+  /**
+   * Answers a 2025 upstream's request for input (elicitation, sampling,
+   * roots) by asking the caller of the call it belongs to. A 2025 request
+   * names no call: it is relayed when exactly one call that can ask is in
+   * flight on this connection, and refused when several are (the wrong
+   * caller must never see it). Roots asked outside any call are none.
+   */
+  async #answer(
+    live: Live,
+    method: InputMethod,
+    params: Record<string, unknown> | undefined,
+    signal: AbortSignal,
+  ): Promise<Record<string, unknown>> {
+    const askers = [...live.askers];
+    if (askers.length !== 1) {
+      if (method === "roots/list" && askers.length === 0) return { roots: [] };
+      const why = askers.length === 0
+        ? `no call that can ask its caller for input is in flight`
+        : `${askers.length} calls that can ask their callers are in flight and the request names none of them`;
+      this.#log(`its ${method} request was refused: ${why}`);
+      throw new ProtocolError(
+        ProtocolErrorCode.InternalError,
+        `toolgate cannot relay ${method}: ${why}`,
+      );
+    }
+    const [{ ask, signal: callSignal }] = askers;
+    const key = `toolgate-${++this.#inputKeys}`;
+    const request: InputRequest = { method, ...(params ? { params } : {}) };
+    const answers = await ask({ [key]: request }, AbortSignal.any([signal, callSignal]));
+    const answer = answers[key];
+    if (answer === null || typeof answer !== "object") {
+      throw new ProtocolError(
+        ProtocolErrorCode.InternalError,
+        `toolgate's caller gave no answer to ${method}`,
+      );
+    }
+    return answer as Record<string, unknown>;
   }
 
   /**
@@ -376,7 +495,10 @@ export class UpstreamConnection {
     );
     let live: Live | undefined;
     const client = new Client({ name: "toolgate", version: VERSION }, {
-      capabilities: {},
+      // Requests for input are relayed to the caller of the call they belong to.
+      capabilities: { elicitation: { form: {}, url: {} }, sampling: {}, roots: {} },
+      // 2026-07-28 input_required results come back to callTool, which relays them.
+      inputRequired: { autoFulfill: false },
       // 2026-07-28 when the upstream offers it (server/discover), else the 2025 handshake.
       versionNegotiation: { mode: legacy ? "legacy" : "auto" },
       listMaxPages: MAX_TOOL_PAGES,
@@ -389,8 +511,25 @@ export class UpstreamConnection {
     });
     try {
       const { transport, stderr } = await this.#transport();
-      live = { client, transport, generation, stderr, progress: new Map(), logs: new Set() };
+      live = {
+        client,
+        transport,
+        generation,
+        stderr,
+        progress: new Map(),
+        logs: new Set(),
+        askers: new Set(),
+      };
       const current = live;
+      for (const method of INPUT_METHODS) {
+        client.setRequestHandler(
+          method,
+          (
+            request: { params?: Record<string, unknown> },
+            context: { mcpReq: { signal: AbortSignal } },
+          ) => this.#answer(current, method, request.params, context.mcpReq.signal) as never,
+        );
+      }
       if (transport instanceof StdioClientTransport) keepChild(transport, current);
       client.onclose = () => this.#lost(current, "connection closed");
       client.onerror = (error: Error) => {
@@ -771,6 +910,18 @@ export class UpstreamConnection {
       );
     }
     if (error instanceof ProtocolError) {
+      if (error.code === ProtocolErrorCode.MissingRequiredClientCapability) {
+        // It needs a capability the caller's client did not declare: the caller is told which.
+        const required = (error.data as { requiredCapabilities?: unknown } | undefined)
+          ?.requiredCapabilities ?? {};
+        return new GatewayError(
+          "PLUGIN_REQUEST_FAILED",
+          `Upstream tool ${name}/${tool} needs the caller's client to declare ${
+            Object.keys(required).join(", ") || "a capability it did not declare"
+          }: ${truncate(mcpMessage(error))}`,
+          { details: { ...details, required_capabilities: required } },
+        );
+      }
       if (
         error.code === ProtocolErrorCode.InvalidParams &&
         !/structured content/i.test(error.message)
@@ -800,6 +951,17 @@ export class UpstreamConnection {
       { details, cause: error },
     );
   }
+}
+
+/** A 2026-07-28 `input_required` result. */
+interface InputRequiredResult {
+  resultType: "input_required";
+  inputRequests?: Record<string, InputRequest>;
+  requestState?: string;
+}
+
+function isInputRequired(result: object): result is InputRequiredResult {
+  return (result as { resultType?: unknown }).resultType === "input_required";
 }
 
 /** A `list_changed` handler of the SDK client that only tells `refresh` (which lists again itself). */

@@ -145,6 +145,8 @@ function toolDefinitions(
         return connection().callTool(tool.name, args, call.signal, timeoutMs, {
           progress: call.progress,
           logMessage: call.logMessage,
+          ask: call.askCaller,
+          capabilities: call.callerCapabilities,
         });
       },
     });
