@@ -64,7 +64,7 @@ export function registerTools(program: Command, context: CliContext): void {
       try {
         const list = runtime.gateway.listTools();
         if (options.json) {
-          context.printJson(list);
+          context.printJson(list.map(({ mcpListing: _, ...tool }) => tool));
         } else if (list.length === 0) {
           context.print("No tools on offer: see toolgate plugins list");
         } else {

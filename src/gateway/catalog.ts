@@ -2,7 +2,8 @@
  * The prompts and resources plugins offer beside their tools (MCP upstreams
  * proxied by the gateway): listed together, got and read through the plugin
  * that owns them, and every `prompts/get` and `resources/read` recorded in
- * the audit log as an entry of its own kind (`prompt.get`, `resource.read`).
+ * the audit log as an entry of its own kind (`prompt.get`, `resource.read`);
+ * resources watched for updates on behalf of the clients that subscribe.
  *
  * @module
  */
@@ -35,6 +36,14 @@ export interface CatalogSource {
   read(uri: string, signal: AbortSignal): Promise<Record<string, unknown>>;
   /** Completes a prompt or template argument (`completion/complete` upstream). */
   complete?(params: CompleteParams, signal: AbortSignal): Promise<Record<string, unknown>>;
+  /**
+   * Asks to be told when a resource changes (`resources/subscribe`, or a
+   * 2026-07-28 `subscriptions/listen`, upstream); the plugin then reports
+   * updates with `PluginContext.resourceUpdated`. Absent: no subscriptions.
+   */
+  subscribe?(uri: string): Promise<void>;
+  /** Stops the updates of a resource. */
+  unsubscribe?(uri: string): Promise<void>;
 }
 
 /** `completion/complete` params: the prompt (by the plugin's own name) or template, and the argument. */
@@ -75,9 +84,18 @@ interface Registered extends CatalogSource {
 /** Which lists changed. */
 export type CatalogChange = "prompts" | "resources";
 
+/** The clients watching one resource, and the plugin asked for its updates. */
+interface Watched {
+  plugin: string;
+  listeners: Set<() => void>;
+  /** The plugin's subscription, once asked for. */
+  subscribed: Promise<void>;
+}
+
 /** The prompts and resources of every plugin. */
 export class Catalog {
   #sources = new Map<string, Registered>();
+  #watched = new Map<string, Watched>();
   #listeners = new Set<(change: CatalogChange) => void>();
   #audit: AuditSink | undefined;
   #timeoutMs: number;
@@ -123,6 +141,63 @@ export class Catalog {
   onChanged(listener: (change: CatalogChange) => void): () => void {
     this.#listeners.add(listener);
     return () => this.#listeners.delete(listener);
+  }
+
+  /**
+   * Calls `onUpdated` whenever the resource at `uri` changes, as the plugin
+   * that offers it reports. The plugin is asked once, for the first watcher
+   * of a URI, and told to stop after the last one leaves.
+   *
+   * @returns The function that stops watching.
+   * @throws {GatewayError} `NOT_FOUND` when no plugin offers the URI;
+   * `PLUGIN_REQUEST_FAILED` when its plugin offers no subscriptions or
+   * refuses this one.
+   */
+  async subscribe(uri: string, onUpdated: () => void): Promise<() => void> {
+    let watched = this.#watched.get(uri);
+    if (!watched) {
+      const owner = this.#ownerOf(uri);
+      if (!owner) {
+        throw new GatewayError("NOT_FOUND", `Resource ${uri} not found`, { details: { uri } });
+      }
+      if (!owner.subscribe) {
+        throw new GatewayError(
+          "PLUGIN_REQUEST_FAILED",
+          `Resource ${uri} cannot be watched: its upstream ${owner.plugin} offers no resource subscriptions`,
+          { details: { uri, plugin: owner.plugin } },
+        );
+      }
+      watched = { plugin: owner.plugin, listeners: new Set(), subscribed: owner.subscribe(uri) };
+      this.#watched.set(uri, watched);
+    }
+    const current = watched;
+    const listener = () => onUpdated();
+    current.listeners.add(listener);
+    try {
+      await current.subscribed;
+    } catch (error) {
+      current.listeners.delete(listener);
+      if (this.#watched.get(uri) === current) this.#watched.delete(uri);
+      throw error;
+    }
+    let stopped = false;
+    return () => {
+      if (stopped) return;
+      stopped = true;
+      current.listeners.delete(listener);
+      if (current.listeners.size || this.#watched.get(uri) !== current) return;
+      this.#watched.delete(uri);
+      void this.#sources.get(current.plugin)?.unsubscribe?.(uri).catch(() => {
+        // Gone or failed: it stops sending updates with its connection anyway.
+      });
+    };
+  }
+
+  /** Tells the watchers of `uri` that `plugin` reports it changed. */
+  updated(plugin: string, uri: string): void {
+    const watched = this.#watched.get(uri);
+    if (!watched || watched.plugin !== plugin) return;
+    for (const listener of watched.listeners) listener();
   }
 
   /** The names of the prompts `plugin` offers. */

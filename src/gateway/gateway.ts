@@ -271,6 +271,7 @@ export class Gateway {
           this.catalog.set(definition.name, source);
         }
       },
+      resourceUpdated: (uri) => this.catalog.updated(definition.name, uri),
     };
     return plugin;
   }
@@ -464,6 +465,7 @@ export class Gateway {
       description: tool.definition.description,
       plugin: tool.plugin.definition.name,
       inputSchema: tool.inputSchema ??= toJsonSchema(tool.definition.input),
+      ...(tool.definition.mcpListing ? { mcpListing: tool.definition.mcpListing } : {}),
     }));
   }
 

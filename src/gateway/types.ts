@@ -30,6 +30,8 @@ export interface PluginContext {
   setTools(tools: ToolDefinition[]): void;
   /** Replaces the plugin's prompts and resources (MCP upstreams); `undefined`: none. */
   setCatalog(source: CatalogSource | undefined): void;
+  /** Reports that a resource the plugin was asked to watch changed (`CatalogSource.subscribe`). */
+  resourceUpdated(uri: string): void;
 }
 
 /** What a tool receives on each call. */
@@ -64,6 +66,12 @@ export interface ToolDefinition {
    * (tools proxied from MCP upstreams). @default z.toJSONSchema(input)
    */
   inputJsonSchema?: Record<string, unknown>;
+  /**
+   * What MCP clients see of the tool beside its name, description and input
+   * schema (`title`, `annotations`, `outputSchema`, `icons`, `execution`,
+   * `_meta`): an upstream's tool as the upstream listed it. @default none
+   */
+  mcpListing?: Record<string, unknown>;
   /** Safe to retry (`retries` in config applies only then). @default false */
   idempotent?: boolean;
   /** Per-tool timeout in ms. @default config.tools.timeout_ms */
@@ -182,6 +190,8 @@ export interface ToolInfo {
   description: string;
   plugin: string;
   inputSchema: Record<string, unknown>;
+  /** For MCP clients only (see {@linkcode ToolDefinition.mcpListing}). */
+  mcpListing?: Record<string, unknown>;
 }
 
 /** Who called a tool. */

@@ -120,7 +120,10 @@ function sessionIdOf(c: Context): string | undefined {
 
 /** Registers `GET /tools` and `POST /tools/{name}`. */
 export function registerToolRoutes(app: ToolgateApp, gateway: Gateway): void {
-  app.openapi(listToolsRoute, (c) => c.json({ tools: gateway.listTools() }, 200));
+  app.openapi(
+    listToolsRoute,
+    (c) => c.json({ tools: gateway.listTools().map(({ mcpListing: _, ...tool }) => tool) }, 200),
+  );
   // Documented from `callToolRoute` but served without its generated
   // validators: `jsonBody` already ensures the body is a JSON object (all the
   // route's body schema asks), and the gateway checks the arguments against

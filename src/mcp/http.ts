@@ -96,6 +96,8 @@ export class McpHttpSessions {
   #modern: McpHttpHandler;
   #detachModern: () => void;
   #sessions = new Map<string, Session>();
+  /** Resources watched for the 2026 listen streams, by URI. */
+  #watches = new Map<string, { streams: number; stopping: Promise<() => void> }>();
   /** Calls waiting for their callers' input between requests (2026 rounds may come on any request). */
   #relay = new InputRelay();
   #pending = new Set<Session>();
@@ -150,6 +152,34 @@ export class McpHttpSessions {
     };
   }
 
+  /**
+   * Watches a resource for the 2026 listen streams: one watch per URI
+   * however many streams name it (the SDK sends each update to those that
+   * do). A resource that cannot be watched is not; the stream stays open.
+   */
+  async #watch(uri: string): Promise<() => void> {
+    let watch = this.#watches.get(uri);
+    if (!watch) {
+      const stopping = this.#gateway.catalog.subscribe(
+        uri,
+        () => this.#modern.notify.resourceUpdated(uri),
+      ).catch(() => () => {});
+      watch = { streams: 0, stopping };
+      this.#watches.set(uri, watch);
+    }
+    const current = watch;
+    current.streams++;
+    await current.stopping;
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      if (--current.streams > 0 || this.#watches.get(uri) !== current) return;
+      this.#watches.delete(uri);
+      void current.stopping.then((stop) => stop());
+    };
+  }
+
   /** Number of open sessions. */
   get size(): number {
     return this.#sessions.size;
@@ -182,7 +212,12 @@ export class McpHttpSessions {
     });
     if (!legacy) {
       if (this.#draining) return rpcError(503, SERVER_ERROR, "Server is shutting down");
-      return await this.#modern.fetch(plain, body);
+      const response = await this.#modern.fetch(plain, body);
+      // A subscriptions/listen stream that names resources watches them while it is open.
+      const uris = listenedResources(body?.parsedBody);
+      if (!uris.length || !isEventStream(response)) return response;
+      const stops = await Promise.all(uris.map((uri) => this.#watch(uri)));
+      return onBodyEnd(response, () => stops.forEach((stop) => stop()));
     }
     if (request.method === "GET" || request.method === "DELETE") {
       return rpcError(400, SERVER_ERROR, "Bad Request: Mcp-Session-Id header is required");
@@ -364,6 +399,16 @@ function onBodyEnd(response: Response, done: () => void): Response {
     statusText: response.statusText,
     headers: response.headers,
   });
+}
+
+/** The resources a 2026 `subscriptions/listen` request asks to hear about. */
+function listenedResources(body: unknown): string[] {
+  const request = body as
+    | { method?: unknown; params?: { notifications?: { resourceSubscriptions?: unknown } } }
+    | undefined;
+  if (request?.method !== "subscriptions/listen") return [];
+  const uris = request.params?.notifications?.resourceSubscriptions;
+  return Array.isArray(uris) ? uris.filter((uri): uri is string => typeof uri === "string") : [];
 }
 
 /** Whether a POST body is one JSON-RPC request (not a batch, not a notification or response). */

@@ -80,7 +80,12 @@ export const SERVER_INSTRUCTIONS =
 export function createMcpServer(
   gateway: Gateway | Promise<Gateway>,
   options: McpServerOptions = {},
-): { server: Server; detach: () => void } {
+): {
+  server: Server;
+  detach: () => void;
+  /** Watches a resource for this client: its updates go out as `notifications/resources/updated`. */
+  watch: (uri: string) => Promise<void>;
+} {
   const { source = "mcp", listChanged = true } = options;
   const relay = options.relay ?? new InputRelay();
   let ready = gateway instanceof Promise ? undefined : gateway;
@@ -98,7 +103,7 @@ export function createMcpServer(
       capabilities: {
         tools: { listChanged: true },
         prompts: { listChanged: true },
-        resources: { listChanged: true },
+        resources: { listChanged: true, subscribe: true },
         completions: {},
         logging: {},
       },
@@ -108,7 +113,9 @@ export function createMcpServer(
     },
   );
   server.setRequestHandler("tools/list", async () => ({
+    // An upstream's tool as the upstream listed it (annotations, outputSchema, icons, _meta, …).
     tools: (ready ?? await starting!).listTools().map((tool) => ({
+      ...tool.mcpListing,
       name: tool.name,
       description: tool.description,
       inputSchema: { type: "object" as const, ...tool.inputSchema },
@@ -236,6 +243,43 @@ export function createMcpServer(
       throw asProtocolError(error);
     }
   });
+  // Resources this client watches (2025 resources/subscribe; a 2026 stdio client's listen stream).
+  const watches = new Map<string, Promise<() => void>>();
+  const watch = async (uri: string) => {
+    if (!watches.has(uri)) {
+      const { catalog } = ready ?? await starting!;
+      const started = catalog.subscribe(
+        uri,
+        () =>
+          void server.sendResourceUpdated({ uri }).catch(() => {
+            // The client went away: its watches end with its session.
+          }),
+      );
+      watches.set(uri, started);
+      started.catch(() => watches.delete(uri));
+    }
+    await watches.get(uri);
+  };
+  const unwatch = (uri: string) => {
+    const stopping = watches.get(uri);
+    watches.delete(uri);
+    void stopping?.then((stop) => stop(), () => {});
+  };
+  server.setRequestHandler("resources/subscribe", async (request) => {
+    try {
+      await watch(request.params.uri);
+      return {};
+    } catch (error) {
+      if (error instanceof GatewayError && error.code === "NOT_FOUND") {
+        throw new ResourceNotFoundError(request.params.uri);
+      }
+      throw asProtocolError(error);
+    }
+  });
+  server.setRequestHandler("resources/unsubscribe", (request) => {
+    unwatch(request.params.uri);
+    return {};
+  });
   server.setRequestHandler("completion/complete", async (request, context) => {
     const { catalog } = ready ?? await starting!;
     try {
@@ -248,7 +292,10 @@ export function createMcpServer(
       throw asProtocolError(error);
     }
   });
-  if (!listChanged) return { server, detach: () => {} };
+  const unwatchAll = () => {
+    for (const uri of [...watches.keys()]) unwatch(uri);
+  };
+  if (!listChanged) return { server, detach: unwatchAll, watch };
   const notify = () => {
     server.sendToolListChanged().catch(() => {
       // Not connected yet or already closed: the client lists tools on connect.
@@ -278,8 +325,9 @@ export function createMcpServer(
   const detach = () => {
     detached = true;
     detachGateway();
+    unwatchAll();
   };
-  return { server, detach };
+  return { server, detach, watch };
 }
 
 /** A gateway error as the JSON-RPC error of a prompts, resources or completion request. */

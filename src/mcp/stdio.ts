@@ -55,12 +55,27 @@ export async function serveStdio(
   const transport = new CountingTransport(new StdioServerTransport(input, stdout));
   // Calls waiting for the client's input between its requests.
   const relay = new InputRelay();
+  let watch: ((uri: string) => Promise<void>) | undefined;
+  // The server is made on the first message, which may be the listen request itself.
+  const made = Promise.withResolvers<void>();
   const handle = serveSdkStdio(() => {
     // Called once per connection (twice when a server/discover probe falls back to initialize).
-    const { server, detach } = createMcpServer(gateway, { source: "mcp-stdio", relay });
-    detaches.push(detach);
-    return server;
+    const created = createMcpServer(gateway, { source: "mcp-stdio", relay });
+    detaches.push(created.detach);
+    watch = created.watch;
+    made.resolve();
+    return created.server;
   }, { transport });
+  // A 2026 client's listen stream that names resources: they are watched for the connection.
+  transport.onListen = (params) => {
+    const uris = params?.notifications?.resourceSubscriptions;
+    if (!Array.isArray(uris)) return;
+    void made.promise.then(() => {
+      for (const uri of uris) {
+        if (typeof uri === "string") void watch?.(uri).catch(() => {});
+      }
+    });
+  };
   let ending = false;
   const end = async () => {
     if (ending) return;
@@ -85,6 +100,11 @@ export async function serveStdio(
   }
 }
 
+/** The params of a 2026 `subscriptions/listen` request (the part toolgate reads). */
+interface ListenParams {
+  notifications?: { resourceSubscriptions?: unknown };
+}
+
 /**
  * A transport that counts the requests it received and has not answered
  * yet, so that the session can end once they are.
@@ -93,6 +113,8 @@ class CountingTransport implements Transport {
   onclose?: () => void;
   onerror?: (error: Error) => void;
   onmessage?: (message: JSONRPCMessage, extra?: MessageExtraInfo) => void;
+  /** Told of each 2026 `subscriptions/listen` request, with its params. */
+  onListen?: (params: ListenParams | undefined) => void;
   #inner: Transport;
   #pending = new Set<string | number>();
   #waiters: (() => void)[] = [];
@@ -101,7 +123,12 @@ class CountingTransport implements Transport {
   constructor(inner: Transport) {
     this.#inner = inner;
     inner.onmessage = (message, extra) => {
-      if ("method" in message && "id" in message) this.#pending.add(message.id);
+      if ("method" in message && message.method === "subscriptions/listen") {
+        // Open until the client ends it: not a request the session waits for at its end.
+        this.onListen?.(message.params as ListenParams | undefined);
+      } else if ("method" in message && "id" in message) {
+        this.#pending.add(message.id);
+      }
       this.onmessage?.(message, extra);
     };
     inner.onerror = (error) => this.onerror?.(error);

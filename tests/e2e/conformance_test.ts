@@ -56,6 +56,8 @@ const SCENARIOS: Record<string, Record<string, string[]>> = {
   "resources-read-text": BOTH,
   "resources-read-binary": BOTH,
   "resources-templates-read": BOTH,
+  "resources-subscribe": { "2025-11-25": [] },
+  "resources-unsubscribe": { "2025-11-25": [] },
   "prompts-get-simple": BOTH,
   "prompts-get-with-args": BOTH,
   "prompts-get-embedded-resource": BOTH,

@@ -442,6 +442,33 @@ Deno.test("prompts, resources and completions of an upstream reach MCP clients o
   await modern.connect(new ModernStdioTransport(serverParams));
   const legacy = new Client({ name: "legacy", version: "1.0.0" });
   try {
+    // Tools: listed as the upstream lists them (title, annotations, outputSchema, icons,
+    // _meta), under the gateway's name; a structured result comes back as it is.
+    const gatewayTools = new Map(
+      (await modern.listTools()).tools.map((tool) => [tool.name, tool]),
+    );
+    const upstreamTools = (await direct.listTools()).tools;
+    assert(upstreamTools.some((tool) => tool.outputSchema && tool.annotations));
+    // (`execution` is the 2025 tasks field, which a 2026-07-28 client does not get.)
+    for (const { execution: _, ...tool } of upstreamTools) {
+      assertEquals(gatewayTools.get(`everything__${tool.name}`), {
+        ...tool,
+        name: `everything__${tool.name}`,
+      });
+    }
+    const structured = await modern.callTool({
+      name: "everything__get-structured-content",
+      arguments: { location: "New York" },
+    });
+    assertEquals(
+      structured.structuredContent,
+      (await direct.callTool({
+        name: "get-structured-content",
+        arguments: { location: "New York" },
+      }))
+        .structuredContent,
+    );
+
     // Prompts: named <plugin>__<prompt>, with the upstream's arguments and messages.
     const { prompts } = await modern.listPrompts();
     const byName = new Map(prompts.map((prompt) => [prompt.name, prompt]));

@@ -128,3 +128,63 @@ Deno.test("a plugin whose prompt name another plugin offers first is refused at 
   );
   assertEquals(t.gateway.catalog.listPrompts().map((prompt) => prompt.name), ["review"]);
 });
+
+Deno.test("Catalog.subscribe asks the owning plugin once per URI, fans its updates out, and stops after the last watcher", async () => {
+  const asked: string[] = [];
+  const catalog = new Catalog({ timeoutMs: 1000 });
+  catalog.set(
+    "a",
+    source("a", {
+      subscribe: (uri) => Promise.resolve(void asked.push(`subscribe ${uri}`)),
+      unsubscribe: (uri) => Promise.resolve(void asked.push(`unsubscribe ${uri}`)),
+    }),
+  );
+  catalog.set("b", source("b"));
+  const got: string[] = [];
+  const stopOne = await catalog.subscribe("a://readme", () => got.push("one"));
+  const stopTwo = await catalog.subscribe("a://items/7", () => got.push("two"));
+  const stopThree = await catalog.subscribe("a://readme", () => got.push("three"));
+  assertEquals(asked, ["subscribe a://readme", "subscribe a://items/7"]);
+  catalog.updated("a", "a://readme");
+  catalog.updated("b", "a://readme"); // another plugin cannot speak for a's resource
+  assertEquals(got, ["one", "three"]);
+  stopOne();
+  stopOne();
+  assertEquals(asked.length, 2, "a watcher is left");
+  stopThree();
+  stopTwo();
+  await Promise.resolve();
+  assertEquals(asked.slice(2), ["unsubscribe a://readme", "unsubscribe a://items/7"]);
+  catalog.updated("a", "a://readme");
+  assertEquals(got, ["one", "three"]);
+
+  const unknown = await assertRejects(() => catalog.subscribe("c://x", () => {}), GatewayError);
+  assertEquals(unknown.code, "NOT_FOUND");
+  const unsupported = await assertRejects(
+    () => catalog.subscribe("b://readme", () => {}),
+    GatewayError,
+  );
+  assertEquals(unsupported.code, "PLUGIN_REQUEST_FAILED");
+});
+
+Deno.test("Catalog.subscribe: a plugin that refuses leaves nothing watched, and the next watcher asks again", async () => {
+  let refuse = true;
+  let asked = 0;
+  const catalog = new Catalog({ timeoutMs: 1000 });
+  catalog.set(
+    "a",
+    source("a", {
+      subscribe: () => {
+        asked++;
+        return refuse
+          ? Promise.reject(new GatewayError("PLUGIN_REQUEST_FAILED", "refused"))
+          : Promise.resolve();
+      },
+      unsubscribe: () => Promise.resolve(),
+    }),
+  );
+  await assertRejects(() => catalog.subscribe("a://readme", () => {}), GatewayError);
+  refuse = false;
+  await catalog.subscribe("a://readme", () => {});
+  assertEquals(asked, 2);
+});

@@ -82,6 +82,8 @@ export interface UpstreamCatalog {
   templates: Record<string, unknown>[];
   /** It answers `completion/complete`. */
   completions: boolean;
+  /** It offers resource subscriptions (`resources.subscribe`). */
+  subscribe: boolean;
 }
 
 /** One item of an upstream tool result's `content`. */
@@ -111,6 +113,8 @@ export interface UpstreamConnectionOptions {
   onToolsChanged: (tools: UpstreamTool[]) => void;
   /** Told about changed prompts or resources (after `list_changed`, a restart or the first listing). @default none */
   onCatalogChanged?: (catalog: UpstreamCatalog) => void;
+  /** Told that a resource subscribed to ({@linkcode UpstreamConnection.subscribe}) changed. @default none */
+  onResourceUpdated?: (uri: string) => void;
   /** Clock. @default Date.now */
   now?: () => number;
 }
@@ -145,7 +149,18 @@ export class UpstreamConnection {
   #log: (message: string) => void;
   #onToolsChanged: (tools: UpstreamTool[]) => void;
   #onCatalogChanged: (catalog: UpstreamCatalog) => void;
-  #catalog: UpstreamCatalog = { prompts: [], resources: [], templates: [], completions: false };
+  #onResourceUpdated: (uri: string) => void;
+  #catalog: UpstreamCatalog = {
+    prompts: [],
+    resources: [],
+    templates: [],
+    completions: false,
+    subscribe: false,
+  };
+  /** The resources the gateway watches here: subscribed again on every new connection. */
+  #subscriptions = new Set<string>();
+  /** 2026-07-28: the `subscriptions/listen` stream that carries their updates. */
+  #listen: { live: Live; close: () => Promise<void> } | undefined;
   #catalogFingerprint = JSON.stringify(this.#catalog);
   #now: () => number;
   #live: Live | undefined;
@@ -182,9 +197,11 @@ export class UpstreamConnection {
       log,
       onToolsChanged,
       onCatalogChanged = () => {},
+      onResourceUpdated = () => {},
       now = Date.now,
     } = options;
     this.#onCatalogChanged = onCatalogChanged;
+    this.#onResourceUpdated = onResourceUpdated;
     this.#spec = spec;
     this.#settings = settings;
     this.#resolveSecret = resolveSecret;
@@ -521,6 +538,11 @@ export class UpstreamConnection {
         askers: new Set(),
       };
       const current = live;
+      client.setNotificationHandler("notifications/resources/updated", (notification) => {
+        if (this.#live === current && this.#subscriptions.has(notification.params.uri)) {
+          this.#onResourceUpdated(notification.params.uri);
+        }
+      });
       for (const method of INPUT_METHODS) {
         client.setRequestHandler(
           method,
@@ -633,6 +655,8 @@ export class UpstreamConnection {
 
   #adopt(live: Live, tools: UpstreamTool[]): void {
     this.#live = live;
+    // A new connection (a restart, a renewed session) watches what the last one did.
+    if (this.#subscriptions.size) void this.#resubscribe(live);
     this.#state = "connected";
     this.#connectedAt = this.#now();
     this.#nextAttemptAt = undefined;
@@ -762,6 +786,78 @@ export class UpstreamConnection {
       signal,
       (live) => live.client.readResource({ uri }, { signal, cacheMode: "bypass" }),
     );
+  }
+
+  /**
+   * Watches a resource: the upstream's `notifications/resources/updated` for
+   * it go to `onResourceUpdated`, now and after every reconnection.
+   *
+   * @throws {GatewayError} `PLUGIN_REQUEST_FAILED` when the upstream is down
+   * or refuses the subscription.
+   */
+  async subscribe(uri: string): Promise<void> {
+    const live = this.#live;
+    if (!live || this.#state !== "connected") throw this.#unavailable(uri);
+    const added = !this.#subscriptions.has(uri);
+    this.#subscriptions.add(uri);
+    try {
+      if (isModern(live)) await this.#relisten(live);
+      else {await live.client.subscribeResource({ uri }, {
+          timeout: this.#settings.connectTimeoutMs,
+        });}
+    } catch (error) {
+      if (added) this.#subscriptions.delete(uri);
+      throw new GatewayError(
+        "PLUGIN_REQUEST_FAILED",
+        `Upstream ${this.#spec.name} refused a subscription to ${uri}: ${
+          truncate(errorText(error))
+        }`,
+        { details: { plugin: this.#spec.name, uri } },
+      );
+    }
+  }
+
+  /** Stops watching a resource. */
+  async unsubscribe(uri: string): Promise<void> {
+    if (!this.#subscriptions.delete(uri)) return;
+    const live = this.#live;
+    if (!live || this.#state !== "connected") return;
+    if (isModern(live)) await this.#relisten(live);
+    else {await live.client.unsubscribeResource({ uri }, {
+        timeout: this.#settings.connectTimeoutMs,
+      });}
+  }
+
+  /**
+   * 2026-07-28: replaces the `subscriptions/listen` stream of the resource
+   * updates by one for the resources watched now (a stream's filter is fixed).
+   */
+  async #relisten(live: Live): Promise<void> {
+    const previous = this.#listen;
+    this.#listen = undefined;
+    if (previous) await previous.close().catch(() => {});
+    if (!this.#subscriptions.size || this.#live !== live) return;
+    const subscription = await live.client.listen(
+      { resourceSubscriptions: [...this.#subscriptions] },
+      { timeout: this.#settings.connectTimeoutMs },
+    );
+    this.#listen = { live, close: () => subscription.close() };
+  }
+
+  /** Subscribes again, on a new connection, to every resource watched. */
+  async #resubscribe(live: Live): Promise<void> {
+    if (!this.#subscriptions.size) return;
+    try {
+      if (isModern(live)) {
+        await this.#relisten(live);
+        return;
+      }
+      for (const uri of this.#subscriptions) {
+        await live.client.subscribeResource({ uri }, { timeout: this.#settings.connectTimeoutMs });
+      }
+    } catch (error) {
+      this.#log(`subscribing again to its resources failed: ${errorText(error)}`);
+    }
   }
 
   /** Completes an argument (`completion/complete`). */
@@ -1019,7 +1115,13 @@ async function listCatalog(client: Client, timeout: number): Promise<UpstreamCat
     resources: resources.resources as Record<string, unknown>[],
     templates: templates.resourceTemplates as Record<string, unknown>[],
     completions: capabilities.completions !== undefined,
+    subscribe: capabilities.resources?.subscribe === true,
   };
+}
+
+/** Whether a connection speaks 2026-07-28 (no sessions: subscriptions are `subscriptions/listen` streams). */
+function isModern(live: Live): boolean {
+  return live.client.getNegotiatedProtocolVersion() === MODERN_REVISION;
 }
 
 /** `completion/complete` params. */

@@ -97,6 +97,7 @@ export function mcpUpstreamPlugin(
         onToolsChanged: (tools) => context.setTools(toDefinitions(tools)),
         onCatalogChanged: (catalog) =>
           context.setCatalog(catalogSource(shaper, catalog, () => connection!)),
+        onResourceUpdated: (uri) => context.resourceUpdated(uri),
       });
       const tools = await connection.start();
       context.setTools(toDefinitions(tools));
@@ -127,8 +128,12 @@ function toolDefinitions(
     }
     seen.add(name);
     const inputJsonSchema = { ...tool.inputSchema } as Record<string, unknown>;
+    const { name: _name, description: _description, inputSchema: _input, ...mcpListing } = tool as
+      & UpstreamTool
+      & Record<string, unknown>;
     out.push({
       name,
+      mcpListing,
       description: tool.description ?? tool.title ?? `Tool ${tool.name} of MCP server ${plugin}`,
       input: argumentsSchema(
         ajv,
@@ -186,6 +191,12 @@ function catalogSource(
       }
       return connection().readResource(uri, signal);
     },
+    ...(catalog.subscribe
+      ? {
+        subscribe: (uri: string) => connection().subscribe(uri),
+        unsubscribe: (uri: string) => connection().unsubscribe(uri),
+      }
+      : {}),
     // One that does not complete gets none asked: the gateway answers with no values.
     ...(catalog.completions
       ? {

@@ -80,6 +80,19 @@ const ASKING_TOOLS = [
   "test_elicitation_sep1330_enums",
 ].map((name) => ({ name, description: `Conformance tool ${name}`, inputSchema: NO_ARGUMENTS }));
 
+/** Tools of this fixture's own, for toolgate's tests. */
+const OWN_TOOLS = [
+  {
+    name: "update_resource",
+    description: "Says that a resource changed (notifications/resources/updated)",
+    inputSchema: {
+      type: "object" as const,
+      properties: { uri: { type: "string" } },
+      required: ["uri"],
+    },
+  },
+];
+
 /** This server's own requestState, signed (a tampered one is refused by the SDK). */
 const stateCodec = createRequestStateCodec<{ round: number; name?: string }>({
   key: "conformance-upstream-request-state-key",
@@ -114,7 +127,13 @@ function createServer(): Server {
   const server = new Server(
     { name: "conformance-upstream", version: "1.0.0" },
     {
-      capabilities: { tools: {}, prompts: {}, resources: {}, logging: {}, completions: {} },
+      capabilities: {
+        tools: {},
+        prompts: {},
+        resources: { subscribe: true },
+        logging: {},
+        completions: {},
+      },
       requestState: { verify: (state, context) => stateCodec.verify(state, context) },
     },
   );
@@ -122,6 +141,7 @@ function createServer(): Server {
     tools: [
       ...TOOLS,
       ...ASKING_TOOLS,
+      ...OWN_TOOLS,
       {
         name: "test_sampling",
         description: "Asks the client's LLM",
@@ -178,6 +198,10 @@ function createServer(): Server {
           inputRequests: { confirm: elicit("Please confirm", "ok", "boolean") } as never,
         }) as never;
       }
+      case "update_resource":
+        // To a 2025 client that subscribed, or on a 2026 client's subscriptions/listen stream.
+        await server.sendResourceUpdated({ uri: String(request.params.arguments?.uri) });
+        return { content: [text("updated")] } as never;
       case "test_logging_tool":
         // Sent only when the request named a log level (the SDK drops it otherwise).
         await context.mcpReq.log("info", "test_logging_tool ran").catch(() => {});
@@ -267,8 +291,12 @@ function createServer(): Server {
     resources: [
       { uri: "test://static-text", name: "static-text", mimeType: "text/plain" },
       { uri: "test://static-binary", name: "static-binary", mimeType: "image/png" },
+      { uri: "test://watched-resource", name: "watched-resource", mimeType: "text/plain" },
     ],
   }));
+  // 2025 subscriptions (a 2026 client listens instead); every resource can be watched.
+  server.setRequestHandler("resources/subscribe", () => ({}));
+  server.setRequestHandler("resources/unsubscribe", () => ({}));
   server.setRequestHandler("resources/templates/list", () => ({
     resourceTemplates: [{
       uriTemplate: "test://template/{id}/data",
@@ -286,6 +314,9 @@ function createServer(): Server {
           text: "This is the content of the static text resource.",
         }],
       };
+    }
+    if (uri === "test://watched-resource") {
+      return { contents: [{ uri, mimeType: "text/plain", text: "A resource to watch." }] };
     }
     if (uri === "test://static-binary") {
       return { contents: [{ uri, mimeType: "image/png", blob: PNG }] };
