@@ -10,7 +10,7 @@
 import { GatewayError } from "../errors/mod.ts";
 import { newId } from "../ids.ts";
 import { redact } from "../redact.ts";
-import type { AuditSink } from "./types.ts";
+import type { AskCaller, AuditSink, CallerInput, InputCapabilities } from "./types.ts";
 
 /** A prompt as a plugin offers it. */
 export interface PromptEntry {
@@ -20,8 +20,12 @@ export interface PromptEntry {
   ownName: string;
   /** What clients see in `prompts/list` besides the name (description, arguments, title, icons, `_meta`). */
   info: Record<string, unknown>;
-  /** Gets the prompt with its arguments (`prompts/get` upstream). */
-  get(args: Record<string, string>, signal: AbortSignal): Promise<Record<string, unknown>>;
+  /** Gets the prompt with its arguments (`prompts/get` upstream), asking the caller what the plugin needs. */
+  get(
+    args: Record<string, string>,
+    signal: AbortSignal,
+    input?: CallerInput,
+  ): Promise<Record<string, unknown>>;
 }
 
 /** What one plugin offers beside its tools. */
@@ -33,7 +37,7 @@ export interface CatalogSource {
   /** Its resource templates as listed (each with `uriTemplate`). */
   templates: Record<string, unknown>[];
   /** Reads a resource (`resources/read` upstream); a missing one throws `NOT_FOUND`. */
-  read(uri: string, signal: AbortSignal): Promise<Record<string, unknown>>;
+  read(uri: string, signal: AbortSignal, input?: CallerInput): Promise<Record<string, unknown>>;
   /** Completes a prompt or template argument (`completion/complete` upstream). */
   complete?(params: CompleteParams, signal: AbortSignal): Promise<Record<string, unknown>>;
   /**
@@ -61,6 +65,10 @@ export interface CatalogRequestOptions {
   signal?: AbortSignal;
   /** Entry point name recorded in the audit log. @default "api" */
   source?: string;
+  /** Asks the caller for input the plugin needs; waiting for it does not count toward the timeout. */
+  askCaller?: AskCaller;
+  /** Which kinds of input the caller can give. */
+  callerCapabilities?: InputCapabilities;
 }
 
 /** Options of {@linkcode Catalog}. */
@@ -246,7 +254,7 @@ export class Catalog {
     }
     return await this.#recorded(
       { kind: "prompt.get", subject: name, input: { arguments: args }, options },
-      (signal) => prompt.get(args, signal),
+      (signal, input) => prompt.get(args, signal, input),
     );
   }
 
@@ -267,7 +275,7 @@ export class Catalog {
     }
     return await this.#recorded(
       { kind: "resource.read", subject: uri, input: { uri, plugin: owner.plugin }, options },
-      (signal) => owner.read(uri, signal),
+      (signal, input) => owner.read(uri, signal, input),
     );
   }
 
@@ -310,25 +318,46 @@ export class Catalog {
 
   /**
    * Runs `run` with a signal that aborts when the caller's does, or with
-   * `TOOL_TIMEOUT` once the catalog's timeout passes.
+   * `TOOL_TIMEOUT` once the catalog's timeout passes; the timeout stops
+   * while the caller answers a request for input, and starts again in full.
    */
   async #bounded<T>(
     what: string,
     signal: AbortSignal | undefined,
-    run: (signal: AbortSignal) => Promise<T>,
+    run: (signal: AbortSignal, input: CallerInput) => Promise<T>,
+    caller: CallerInput = {},
   ): Promise<T> {
     const controller = new AbortController();
-    const timer = setTimeout(() => {
-      controller.abort(
-        new GatewayError("TOOL_TIMEOUT", `${what} timed out after ${this.#timeoutMs} ms`, {
-          details: { timeout_ms: this.#timeoutMs },
-        }),
-      );
-    }, this.#timeoutMs);
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const arm = () => {
+      timer = setTimeout(() => {
+        controller.abort(
+          new GatewayError("TOOL_TIMEOUT", `${what} timed out after ${this.#timeoutMs} ms`, {
+            details: { timeout_ms: this.#timeoutMs },
+          }),
+        );
+      }, this.#timeoutMs);
+    };
+    arm();
+    let asking = 0;
+    const { ask } = caller;
+    const input: CallerInput = ask
+      ? {
+        ...caller,
+        ask: async (requests, askSignal) => {
+          if (asking++ === 0) clearTimeout(timer);
+          try {
+            return await ask(requests, askSignal);
+          } finally {
+            if (--asking === 0 && !controller.signal.aborted) arm();
+          }
+        },
+      }
+      : caller;
     const onAbort = () => controller.abort(signal?.reason);
     signal?.addEventListener("abort", onAbort, { once: true });
     try {
-      return await run(controller.signal);
+      return await run(controller.signal, input);
     } finally {
       clearTimeout(timer);
       signal?.removeEventListener("abort", onAbort);
@@ -347,9 +376,10 @@ export class Catalog {
 
   async #recorded(
     what: { kind: string; subject: string; input: unknown; options: CatalogRequestOptions },
-    run: (signal: AbortSignal) => Promise<Record<string, unknown>>,
+    run: (signal: AbortSignal, input: CallerInput) => Promise<Record<string, unknown>>,
   ): Promise<Record<string, unknown>> {
-    const { sessionId = newId("ses"), signal, source = "api" } = what.options;
+    const { sessionId = newId("ses"), signal, source = "api", askCaller, callerCapabilities } =
+      what.options;
     const started = this.#now();
     const latency = () => Math.max(0, Math.round(this.#now() - started));
     const entry = (outcome: Record<string, unknown>) => ({
@@ -361,7 +391,9 @@ export class Catalog {
     });
     let result: Record<string, unknown>;
     try {
-      result = await this.#bounded(`${what.kind} of ${what.subject}`, signal, run);
+      result = await this.#bounded(`${what.kind} of ${what.subject}`, signal, run, {
+        ...(askCaller ? { ask: askCaller, capabilities: callerCapabilities ?? {} } : {}),
+      });
     } catch (thrown) {
       const error = thrown instanceof GatewayError
         ? thrown

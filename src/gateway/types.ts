@@ -216,6 +216,14 @@ export interface CallOptions {
   callerCapabilities?: InputCapabilities;
 }
 
+/** How a request's caller can be asked for input, when it can (what plugins are handed). */
+export interface CallerInput {
+  /** Asks the caller (elicitation, sampling, roots). */
+  ask?: AskCaller;
+  /** Which of those the caller answers: what a 2026 upstream is told the client can do. */
+  capabilities?: InputCapabilities;
+}
+
 /** The MCP client capabilities that say which requests for input a client answers. */
 export interface InputCapabilities {
   elicitation?: Record<string, unknown>;

@@ -19,9 +19,11 @@ import {
   ProtocolErrorCode,
   ResourceNotFoundError,
   Server,
+  type ServerContext,
 } from "@modelcontextprotocol/server";
 import { GatewayError } from "../errors/mod.ts";
 import {
+  type CallerInput,
   type CallResult,
   type CatalogChange,
   type CompleteParams,
@@ -35,7 +37,7 @@ import {
 } from "../gateway/mod.ts";
 import { newId } from "../ids.ts";
 import { VERSION } from "../version.ts";
-import { InputRelay, type RelayState } from "./input_relay.ts";
+import { InputRelay, type RelayState, type Step } from "./input_relay.ts";
 
 /** Options of {@linkcode createMcpServer}. */
 export interface McpServerOptions {
@@ -112,6 +114,45 @@ export function createMcpServer(
       requestState: { verify: (state, context) => relay.codec.verify(state, context) },
     },
   );
+  /**
+   * Runs a request that may ask its caller for input (tools/call,
+   * prompts/get, resources/read): started, or resumed with the client's
+   * answers when it carries toolgate's state (verified by the SDK already).
+   */
+  const relayed = async <T>(
+    context: ServerContext,
+    subject: string,
+    route: Route,
+    run: (input: CallerInput, signal: AbortSignal, current: () => Route) => Promise<T>,
+  ): Promise<Step<T>> => {
+    const state = context.mcpReq.requestState<RelayState>();
+    if (state !== undefined) {
+      return await relay.resume<T, Route>(
+        state,
+        subject,
+        context.mcpReq.inputResponses ?? {},
+        route,
+        context.mcpReq.signal,
+      );
+    }
+    const capabilities = callerCapabilities(server, context.mcpReq.envelope);
+    const input: CallerInput = {
+      capabilities: inputCapabilities(capabilities),
+    };
+    return await relay.start<T, Route>(
+      subject,
+      (method) => canAnswer(capabilities, method),
+      route,
+      (ask, signal, current) => run(canAsk(capabilities) ? { ...input, ask } : {}, signal, current),
+      context.mcpReq.signal,
+    );
+  };
+  /** The `input_required` result of a request whose upstream asks its caller. */
+  const asInputRequired = async (step: Extract<Step<unknown>, { kind: "input" }>) =>
+    inputRequired({
+      inputRequests: step.requests as never,
+      requestState: await relay.codec.mint(step.state),
+    }) as never;
   server.setRequestHandler("tools/list", async () => ({
     // An upstream's tool as the upstream listed it (annotations, outputSchema, icons, _meta, …).
     tools: (ready ?? await starting!).listTools().map((tool) => ({
@@ -147,68 +188,45 @@ export function createMcpServer(
         }
         : {}),
     };
-    const state = context.mcpReq.requestState<RelayState>();
+    const resuming = context.mcpReq.requestState() !== undefined;
+    if (!resuming && !gateway.hasTool(name)) {
+      // A tool of a plugin that is not ready: its error, as a tool result.
+      const unavailable = gateway.unavailable(name);
+      if (unavailable) return toErrorResult(unavailable) as CallToolResult;
+      throw new ProtocolError(ProtocolErrorCode.InvalidParams, `Unknown tool: ${name}`);
+    }
     try {
-      let step;
-      if (state !== undefined) {
-        // The client answers what a parked call asked (its state verified by the server).
-        step = await relay.resume<CallResult, Route>(
-          state,
-          name,
-          context.mcpReq.inputResponses ?? {},
-          route,
-          context.mcpReq.signal,
-        );
-      } else {
-        if (!gateway.hasTool(name)) {
-          // A tool of a plugin that is not ready: its error, as a tool result.
-          const unavailable = gateway.unavailable(name);
-          if (unavailable) return toErrorResult(unavailable) as CallToolResult;
-          throw new ProtocolError(ProtocolErrorCode.InvalidParams, `Unknown tool: ${name}`);
-        }
-        const capabilities = callerCapabilities(server, context.mcpReq.envelope);
-        step = await relay.start<CallResult, Route>(
-          name,
-          (method) => canAnswer(capabilities, method),
-          route,
-          (ask, signal, current) =>
-            gateway.call(name, args ?? {}, {
-              sessionId: options.sessionId?.() ?? context.sessionId ?? fallbackSession,
-              signal,
-              source,
-              ...(route.progress ? { onProgress: (update) => current().progress?.(update) } : {}),
-              ...(route.log ? { onLogMessage: (message) => current().log?.(message) } : {}),
-              ...(canAsk(capabilities)
-                ? { askCaller: ask, callerCapabilities: inputCapabilities(capabilities) }
-                : {}),
-            }),
-          context.mcpReq.signal,
-        );
-      }
-      if (step.kind === "input") {
-        return inputRequired({
-          inputRequests: step.requests as never,
-          requestState: await relay.codec.mint(step.state),
-        }) as never;
-      }
+      const step = await relayed<CallResult>(
+        context,
+        `tool ${name}`,
+        route,
+        (input, signal, current) =>
+          gateway.call(name, args ?? {}, {
+            sessionId: options.sessionId?.() ?? context.sessionId ?? fallbackSession,
+            signal,
+            source,
+            ...(route.progress ? { onProgress: (update) => current().progress?.(update) } : {}),
+            ...(route.log ? { onLogMessage: (message) => current().log?.(message) } : {}),
+            ...(input.ask ? { askCaller: input.ask, callerCapabilities: input.capabilities } : {}),
+          }),
+      );
+      if (step.kind === "input") return await asInputRequired(step);
       return toToolResult(step.value) as CallToolResult;
     } catch (error) {
-      const required = error instanceof GatewayError
-        ? (error.details as { required_capabilities?: ClientCapabilities } | undefined)
-          ?.required_capabilities
-        : undefined;
-      // The upstream needs a capability the client did not declare: MCP's own error, as it sent it.
-      if (required) {
-        throw new MissingRequiredClientCapabilityError({ requiredCapabilities: required });
-      }
+      throwIfCapabilityMissing(error);
       if (error instanceof GatewayError) return toErrorResult(error) as CallToolResult;
       throw error;
     }
   });
-  const requestOptions = (context: { sessionId?: string; mcpReq: { signal: AbortSignal } }) => ({
+  const requestOptions = (
+    context: { sessionId?: string; mcpReq: { signal: AbortSignal } },
+    signal: AbortSignal,
+    input: CallerInput,
+  ) => ({
     sessionId: options.sessionId?.() ?? context.sessionId ?? fallbackSession,
-    signal: context.mcpReq.signal,
+    signal,
     source,
+    ...(input.ask ? { askCaller: input.ask, callerCapabilities: input.capabilities } : {}),
   });
   server.setRequestHandler("prompts/list", async () => ({
     prompts: (ready ?? await starting!).catalog.listPrompts() as { name: string }[],
@@ -216,10 +234,19 @@ export function createMcpServer(
   server.setRequestHandler("prompts/get", async (request, context) => {
     const { name, arguments: args = {} } = request.params;
     const { catalog } = ready ?? await starting!;
+    const resuming = context.mcpReq.requestState() !== undefined;
     try {
-      return await catalog.getPrompt(name, args, requestOptions(context)) as never;
+      const step = await relayed(
+        context,
+        `prompt ${name}`,
+        {},
+        (input, signal) => catalog.getPrompt(name, args, requestOptions(context, signal, input)),
+      );
+      if (step.kind === "input") return await asInputRequired(step);
+      return step.value as never;
     } catch (error) {
-      if (error instanceof GatewayError && error.code === "NOT_FOUND") {
+      throwIfCapabilityMissing(error);
+      if (!resuming && error instanceof GatewayError && error.code === "NOT_FOUND") {
         throw new ProtocolError(ProtocolErrorCode.InvalidParams, `Unknown prompt: ${name}`);
       }
       throw asProtocolError(error);
@@ -234,10 +261,19 @@ export function createMcpServer(
   server.setRequestHandler("resources/read", async (request, context) => {
     const { uri } = request.params;
     const { catalog } = ready ?? await starting!;
+    const resuming = context.mcpReq.requestState() !== undefined;
     try {
-      return await catalog.readResource(uri, requestOptions(context)) as never;
+      const step = await relayed(
+        context,
+        `resource ${uri}`,
+        {},
+        (input, signal) => catalog.readResource(uri, requestOptions(context, signal, input)),
+      );
+      if (step.kind === "input") return await asInputRequired(step);
+      return step.value as never;
     } catch (error) {
-      if (error instanceof GatewayError && error.code === "NOT_FOUND") {
+      throwIfCapabilityMissing(error);
+      if (!resuming && error instanceof GatewayError && error.code === "NOT_FOUND") {
         throw new ResourceNotFoundError(uri);
       }
       throw asProtocolError(error);
@@ -328,6 +364,15 @@ export function createMcpServer(
     unwatchAll();
   };
   return { server, detach, watch };
+}
+
+/** An upstream's -32021 (it needs a capability the client did not declare), as MCP's own error. */
+function throwIfCapabilityMissing(error: unknown): void {
+  const required = error instanceof GatewayError
+    ? (error.details as { required_capabilities?: ClientCapabilities } | undefined)
+      ?.required_capabilities
+    : undefined;
+  if (required) throw new MissingRequiredClientCapabilityError({ requiredCapabilities: required });
 }
 
 /** A gateway error as the JSON-RPC error of a prompts, resources or completion request. */

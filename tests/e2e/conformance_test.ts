@@ -80,6 +80,7 @@ const SCENARIOS: Record<string, Record<string, string[]>> = {
   "input-required-result-validate-input": { "2026-07-28": [] },
   "input-required-result-unsupported-methods": { "2026-07-28": [] },
   "input-required-result-result-type": { "2026-07-28": [] },
+  "input-required-result-non-tool-request": { "2026-07-28": [] },
 };
 
 /** Runs only the scenarios whose names match this pattern, when set (while working on one). */

@@ -37,6 +37,9 @@ const ANSWERS = {
     if (properties.length === 1 && properties[0] === "name") {
       return { action: "accept" as const, content: { name: "Alice" } };
     }
+    if (properties.length === 1 && properties[0] === "context") {
+      return { action: "accept" as const, content: { context: "tests" } };
+    }
     if (properties.length === 1 && properties[0] === "color") {
       return { action: "accept" as const, content: { color: "green" } };
     }
@@ -130,6 +133,13 @@ Deno.test("requests for input from upstreams of both eras reach the calling clie
         assert(!result.isError, `${era} ${name}: ${text(result)}`);
         assertStringIncludes(text(result), expected, `${era} ${name}`);
       }
+      // A prompt of a 2026 upstream that asks first.
+      const prompt = await client.getPrompt({ name: "conf__test_input_required_result_prompt" });
+      assertEquals(
+        (prompt.messages[0].content as { text: string }).text,
+        "Prompt with context: tests",
+        era,
+      );
     } finally {
       await client.close();
     }

@@ -10,6 +10,7 @@
 import {
   Client,
   CLIENT_CAPABILITIES_META_KEY,
+  DEFAULT_REQUEST_TIMEOUT_MSEC,
   ProtocolError,
   ProtocolErrorCode,
   SdkError,
@@ -21,6 +22,7 @@ import { StdioClientTransport } from "@modelcontextprotocol/client/stdio";
 import { GatewayError } from "../../errors/mod.ts";
 import type {
   AskCaller,
+  CallerInput,
   InputCapabilities,
   InputMethod,
   InputRequest,
@@ -294,59 +296,29 @@ export class UpstreamConnection {
     // The upstream's progress goes to the caller (who gets it under its own token).
     const call = async (on: Live) => {
       const token = progress ? `toolgate-${++this.#progressTokens}` : undefined;
-      const asker = ask ? { ask, signal } : undefined;
       if (token) on.progress.set(token, progress!);
       if (logMessage) on.logs.add(logMessage);
-      if (asker) on.askers.add(asker);
       try {
-        const modern = on.client.getNegotiatedProtocolVersion() === MODERN_REVISION;
         const meta = {
           ...(token ? { progressToken: token } : {}),
-          // 2026-07-28: log messages come only with a level asked for per request,
+          // 2026-07-28: log messages come only with a level asked for per request.
           ...(logMessage ? { [LOG_LEVEL_META_KEY]: "debug" } : {}),
-          // and input only of the kinds the caller can give (a 2025 session declared them all).
-          ...(modern ? { [CLIENT_CAPABILITIES_META_KEY]: ask ? capabilities : {} } : {}),
         };
-        let params: Record<string, unknown> = {
-          name: tool,
-          arguments: args,
-          ...(Object.keys(meta).length ? { _meta: meta } : {}),
-        };
-        const options = {
-          signal,
-          timeout: ask ? timeoutMs + ANSWER_WAIT_MS : timeoutMs,
-          allowInputRequired: true,
-        };
-        // 2026-07-28: an upstream that needs input answers input_required; the caller
-        // answers its requests and the call is sent again with the answers and its state.
-        for (let round = 0;; round++) {
-          const result = await on.client.callTool(
-            params as Parameters<Client["callTool"]>[0],
-            options,
-          ) as UpstreamCallResult | InputRequiredResult;
-          if (!isInputRequired(result)) return result;
-          const requests = result.inputRequests ?? {};
-          if (round === MAX_INPUT_ROUNDS) {
-            throw new GatewayError(
-              "PLUGIN_REQUEST_FAILED",
-              `Upstream tool ${this.#spec.name}/${tool} still asked for input after ${MAX_INPUT_ROUNDS} rounds`,
-              { details: { plugin: this.#spec.name, upstream_tool: tool } },
-            );
-          }
-          if (!ask && Object.keys(requests).length) {
-            throw this.#cannotAsk(tool, Object.values(requests).map((request) => request.method));
-          }
-          const answers = Object.keys(requests).length ? await ask!(requests, signal) : {};
-          params = {
-            ...params,
-            ...(Object.keys(answers).length ? { inputResponses: answers } : {}),
-            ...(result.requestState !== undefined ? { requestState: result.requestState } : {}),
-          };
-        }
+        return await this.#withInput(
+          on,
+          `tool ${this.#spec.name}/${tool}`,
+          { name: tool, arguments: args, ...(Object.keys(meta).length ? { _meta: meta } : {}) },
+          { ask, capabilities, signal },
+          (params) =>
+            on.client.callTool(params as Parameters<Client["callTool"]>[0], {
+              signal,
+              timeout: ask ? timeoutMs + ANSWER_WAIT_MS : timeoutMs,
+              allowInputRequired: true,
+            }) as Promise<UpstreamCallResult | InputRequiredResult>,
+        );
       } finally {
         if (token) on.progress.delete(token);
         if (logMessage) on.logs.delete(logMessage);
-        if (asker) on.askers.delete(asker);
       }
     };
     let result: UpstreamCallResult;
@@ -385,15 +357,60 @@ export class UpstreamConnection {
     return output;
   }
 
-  /** The error of a call whose upstream asks for input that its caller cannot give. */
-  #cannotAsk(tool: string, methods: string[]): GatewayError {
-    return new GatewayError(
-      "PLUGIN_REQUEST_FAILED",
-      `Upstream tool ${this.#spec.name}/${tool} asks its caller for input (${
-        [...new Set(methods)].join(", ")
-      }): only an MCP client can answer, and this caller is not one`,
-      { details: { plugin: this.#spec.name, upstream_tool: tool, methods } },
-    );
+  /**
+   * Sends a request the upstream may answer by asking the caller for input:
+   * a 2025 upstream with requests of its own while this one runs (relayed
+   * by {@linkcode UpstreamConnection.#answer} to this caller), a 2026 one
+   * with `input_required` results: the caller answers their requests, and
+   * the request is sent again with the answers and the upstream's state.
+   * A 2026 upstream is told which kinds of input the caller can give.
+   */
+  async #withInput<R extends object>(
+    live: Live,
+    subject: string,
+    params: Record<string, unknown>,
+    input: { ask?: AskCaller; capabilities?: InputCapabilities; signal: AbortSignal },
+    send: (params: Record<string, unknown>) => Promise<R | InputRequiredResult>,
+  ): Promise<R> {
+    const { ask, capabilities = {}, signal } = input;
+    const asker = ask ? { ask, signal } : undefined;
+    if (asker) live.askers.add(asker);
+    try {
+      const meta = params._meta as Record<string, unknown> | undefined;
+      let current: Record<string, unknown> = isModern(live)
+        ? { ...params, _meta: { ...meta, [CLIENT_CAPABILITIES_META_KEY]: ask ? capabilities : {} } }
+        : params;
+      for (let round = 0;; round++) {
+        const result = await send(current);
+        if (!isInputRequired(result)) return result;
+        const requests = result.inputRequests ?? {};
+        const methods = Object.values(requests).map((request) => request.method);
+        if (round === MAX_INPUT_ROUNDS) {
+          throw new GatewayError(
+            "PLUGIN_REQUEST_FAILED",
+            `Upstream ${subject} still asked for input after ${MAX_INPUT_ROUNDS} rounds`,
+            { details: { plugin: this.#spec.name } },
+          );
+        }
+        if (!ask && methods.length) {
+          throw new GatewayError(
+            "PLUGIN_REQUEST_FAILED",
+            `Upstream ${subject} asks its caller for input (${
+              [...new Set(methods)].join(", ")
+            }): only an MCP client can answer, and this caller is not one`,
+            { details: { plugin: this.#spec.name, methods } },
+          );
+        }
+        const answers = methods.length ? await ask!(requests, signal) : {};
+        current = {
+          ...current,
+          ...(Object.keys(answers).length ? { inputResponses: answers } : {}),
+          ...(result.requestState !== undefined ? { requestState: result.requestState } : {}),
+        };
+      }
+    } finally {
+      if (asker) live.askers.delete(asker);
+    }
   }
 
   /**
@@ -766,11 +783,24 @@ export class UpstreamConnection {
     name: string,
     args: Record<string, string>,
     signal: AbortSignal,
+    input: CallerInput = {},
   ): Promise<Record<string, unknown>> {
     return await this.#request(
       `prompt ${name}`,
       signal,
-      (live) => live.client.getPrompt({ name, arguments: args }, { signal }),
+      (live) =>
+        this.#withInput(
+          live,
+          `prompt ${this.#spec.name}/${name}`,
+          { name, arguments: args },
+          { ...input, signal },
+          (params) =>
+            live.client.getPrompt(params as Parameters<Client["getPrompt"]>[0], {
+              signal,
+              allowInputRequired: true,
+              ...(input.ask ? { timeout: DEFAULT_REQUEST_TIMEOUT_MSEC + ANSWER_WAIT_MS } : {}),
+            }),
+        ),
     );
   }
 
@@ -780,11 +810,28 @@ export class UpstreamConnection {
    * @throws {GatewayError} `NOT_FOUND` when the upstream does not have it;
    * `PLUGIN_REQUEST_FAILED`; the signal's reason.
    */
-  async readResource(uri: string, signal: AbortSignal): Promise<Record<string, unknown>> {
+  async readResource(
+    uri: string,
+    signal: AbortSignal,
+    input: CallerInput = {},
+  ): Promise<Record<string, unknown>> {
     return await this.#request(
       `resource ${uri}`,
       signal,
-      (live) => live.client.readResource({ uri }, { signal, cacheMode: "bypass" }),
+      (live) =>
+        this.#withInput(
+          live,
+          `resource ${uri}`,
+          { uri },
+          { ...input, signal },
+          (params) =>
+            live.client.readResource(params as Parameters<Client["readResource"]>[0], {
+              signal,
+              cacheMode: "bypass",
+              allowInputRequired: true,
+              ...(input.ask ? { timeout: DEFAULT_REQUEST_TIMEOUT_MSEC + ANSWER_WAIT_MS } : {}),
+            }),
+        ),
     );
   }
 
@@ -905,6 +952,12 @@ export class UpstreamConnection {
           live = renewed;
           continue;
         }
+        if (
+          error instanceof ProtocolError &&
+          error.code === ProtocolErrorCode.MissingRequiredClientCapability
+        ) {
+          throw missingCapability(error, what, { plugin: name });
+        }
         if (error instanceof ProtocolError && error.code === ProtocolErrorCode.InvalidParams) {
           throw new GatewayError("NOT_FOUND", `Upstream ${name}: ${truncate(mcpMessage(error))}`, {
             details: { plugin: name },
@@ -1007,16 +1060,7 @@ export class UpstreamConnection {
     }
     if (error instanceof ProtocolError) {
       if (error.code === ProtocolErrorCode.MissingRequiredClientCapability) {
-        // It needs a capability the caller's client did not declare: the caller is told which.
-        const required = (error.data as { requiredCapabilities?: unknown } | undefined)
-          ?.requiredCapabilities ?? {};
-        return new GatewayError(
-          "PLUGIN_REQUEST_FAILED",
-          `Upstream tool ${name}/${tool} needs the caller's client to declare ${
-            Object.keys(required).join(", ") || "a capability it did not declare"
-          }: ${truncate(mcpMessage(error))}`,
-          { details: { ...details, required_capabilities: required } },
-        );
+        return missingCapability(error, `tool ${name}/${tool}`, details);
       }
       if (
         error.code === ProtocolErrorCode.InvalidParams &&
@@ -1047,6 +1091,26 @@ export class UpstreamConnection {
       { details, cause: error },
     );
   }
+}
+
+/**
+ * An upstream's -32021: it needs a capability the caller's client did not
+ * declare. The caller is told which (`details.required_capabilities`).
+ */
+function missingCapability(
+  error: ProtocolError,
+  subject: string,
+  details: Record<string, unknown>,
+): GatewayError {
+  const required = (error.data as { requiredCapabilities?: Record<string, unknown> } | undefined)
+    ?.requiredCapabilities ?? {};
+  return new GatewayError(
+    "PLUGIN_REQUEST_FAILED",
+    `Upstream ${subject} needs the caller's client to declare ${
+      Object.keys(required).join(", ") || "a capability it did not declare"
+    }: ${truncate(mcpMessage(error))}`,
+    { details: { ...details, required_capabilities: required } },
+  );
 }
 
 /** A 2026-07-28 `input_required` result. */

@@ -177,19 +177,19 @@ function catalogSource(
           name: shaper.exposedName(own),
           ownName: own,
           info,
-          get: (args, signal) => connection().getPrompt(own, args, signal),
+          get: (args, signal, input) => connection().getPrompt(own, args, signal, input),
         };
       },
     ),
     resources: catalog.resources.filter((resource) => shaper.exposes(String(resource.uri))),
     templates: catalog.templates.filter((template) => shaper.exposes(String(template.uriTemplate))),
-    read: (uri, signal) => {
+    read: (uri, signal, input) => {
       if (!shaper.exposes(uri)) {
         return Promise.reject(
           new GatewayError("NOT_FOUND", `Resource ${uri} not found`, { details: { uri } }),
         );
       }
-      return connection().readResource(uri, signal);
+      return connection().readResource(uri, signal, input);
     },
     ...(catalog.subscribe
       ? {

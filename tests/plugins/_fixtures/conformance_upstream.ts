@@ -348,6 +348,7 @@ function createServer(): Server {
         arguments: [{ name: "resourceUri", description: "URI to embed", required: true }],
       },
       { name: "test_prompt_with_image", description: "A prompt with an image" },
+      { name: "test_input_required_result_prompt", description: "A prompt that asks the user" },
     ],
   }));
   server.setRequestHandler("completion/complete", (request) => {
@@ -355,7 +356,25 @@ function createServer(): Server {
     const values = ["paris", "park", "party"].filter((word) => word.startsWith(value));
     return { completion: { values, total: values.length, hasMore: false } };
   });
-  server.setRequestHandler("prompts/get", (request) => promptResult(request.params) as never);
+  server.setRequestHandler("prompts/get", (request, context) => {
+    if (request.params.name !== "test_input_required_result_prompt") {
+      return promptResult(request.params) as never;
+    }
+    // Asks for context first (input_required), then uses the answer.
+    const answer = accepted(
+      (context.mcpReq.inputResponses as Answers | undefined)?.user_context,
+    );
+    if (!answer) {
+      return inputRequired({
+        inputRequests: {
+          user_context: elicit("What context should the prompt use?", "context"),
+        } as never,
+      }) as never;
+    }
+    return {
+      messages: [{ role: "user", content: text(`Prompt with context: ${answer.context}`) }],
+    } as never;
+  });
   return server;
 }
 
