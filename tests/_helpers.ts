@@ -99,3 +99,14 @@ export async function until(
     await new Promise((resolve) => setTimeout(resolve, 5));
   }
 }
+
+/** How an MCP client starts `toolgate mcp start` (stdio) on the data dir `home`. */
+export function toolgateStdio(home: string) {
+  return {
+    command: Deno.execPath(),
+    args: ["run", "-A", "--cached-only", MAIN, "mcp", "start"],
+    env: childEnv({ TOOLGATE_HOME: home, NO_COLOR: "1" }),
+    cwd: ROOT,
+    stderr: "pipe" as const,
+  };
+}

@@ -19,7 +19,7 @@ import {
   ListRootsRequestSchema,
 } from "@modelcontextprotocol/sdk/types.js";
 import { assert, assertEquals, assertStringIncludes } from "../_asserts.ts";
-import { childEnv, MAIN, ROOT, tempHome } from "../_helpers.ts";
+import { tempHome, toolgateStdio } from "../_helpers.ts";
 import {
   conformanceFixtureCommand,
   EVERYTHING_PACKAGE,
@@ -87,17 +87,6 @@ function modernClient(): ModernClient {
   return client;
 }
 
-/** How an MCP client starts toolgate over stdio on the data dir `home`. */
-function toolgateStdio(home: string) {
-  return {
-    command: Deno.execPath(),
-    args: ["run", "-A", "--cached-only", MAIN, "mcp", "start"],
-    env: childEnv({ TOOLGATE_HOME: home, NO_COLOR: "1" }),
-    cwd: ROOT,
-    stderr: "pipe" as const,
-  };
-}
-
 const UPSTREAMS = {
   plugins: {
     upstream_settings: { connect_timeout_ms: 60_000 },
@@ -118,6 +107,15 @@ const CALLS: [string, Record<string, unknown>, string][] = [
   ["conf__test_input_required_result_multi_round", {}, "Alice likes green"],
 ];
 
+/** Makes {@linkcode CALLS}, answering what each upstream asks, and checks each result. */
+async function makeCalls(client: Client | ModernClient, era: string): Promise<void> {
+  for (const [name, args, expected] of CALLS) {
+    const result = await client.callTool({ name, arguments: args });
+    assert(!result.isError, `${era} ${name}: ${text(result)}`);
+    assertStringIncludes(text(result), expected, `${era} ${name}`);
+  }
+}
+
 Deno.test("requests for input from upstreams of both eras reach the calling client over stdio, and its answers reach them", async () => {
   await using tmp = await tempHome();
   await Deno.writeTextFile(`${tmp.home}/config.json`, JSON.stringify(UPSTREAMS));
@@ -128,11 +126,7 @@ Deno.test("requests for input from upstreams of both eras reach the calling clie
       : new ModernStdioTransport(toolgateStdio(tmp.home));
     await client.connect(transport as never);
     try {
-      for (const [name, args, expected] of CALLS) {
-        const result = await client.callTool({ name, arguments: args });
-        assert(!result.isError, `${era} ${name}: ${text(result)}`);
-        assertStringIncludes(text(result), expected, `${era} ${name}`);
-      }
+      await makeCalls(client, era);
       // A prompt of a 2026 upstream that asks first.
       const prompt = await client.getPrompt({ name: "conf__test_input_required_result_prompt" });
       assertEquals(
@@ -157,11 +151,7 @@ Deno.test("requests for input reach clients of both eras over HTTP (a 2025 sessi
       : new ModernHttpTransport(url);
     await client.connect(transport as never);
     try {
-      for (const [name, args, expected] of CALLS) {
-        const result = await client.callTool({ name, arguments: args });
-        assert(!result.isError, `${era} ${name}: ${text(result)}`);
-        assertStringIncludes(text(result), expected, `${era} ${name}`);
-      }
+      await makeCalls(client, era);
     } finally {
       await client.close();
     }

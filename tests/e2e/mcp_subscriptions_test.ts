@@ -14,7 +14,7 @@ import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { ResourceUpdatedNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
 import { assertEquals } from "../_asserts.ts";
-import { childEnv, MAIN, ROOT, tempHome } from "../_helpers.ts";
+import { tempHome, toolgateStdio } from "../_helpers.ts";
 import {
   conformanceFixtureCommand,
   EVERYTHING_PACKAGE,
@@ -35,17 +35,6 @@ const CONFIG = {
 
 const TEXT = "test://static-text";
 const BINARY = "test://static-binary";
-
-/** How an MCP client starts toolgate over stdio on the data dir `home`. */
-function toolgateStdio(home: string) {
-  return {
-    command: Deno.execPath(),
-    args: ["run", "-A", "--cached-only", MAIN, "mcp", "start"],
-    env: childEnv({ TOOLGATE_HOME: home, NO_COLOR: "1" }),
-    cwd: ROOT,
-    stderr: "pipe" as const,
-  };
-}
 
 /** A 2025 client that records the URIs of the updates it gets. */
 function legacyClient(updates: string[]): Client {

@@ -8,7 +8,7 @@ import {
   ToolListChangedNotificationSchema,
 } from "@modelcontextprotocol/sdk/types.js";
 import { assert, assertEquals, assertMatch, assertStringIncludes } from "../_asserts.ts";
-import { childEnv, MAIN, ROOT, runCli, tempHome } from "../_helpers.ts";
+import { childEnv, MAIN, ROOT, runCli, tempHome, toolgateStdio } from "../_helpers.ts";
 import {
   conformanceFixtureCommand,
   EVERYTHING_PACKAGE,
@@ -72,17 +72,6 @@ async function writeUpstreams(home: string, upstreams: Record<string, unknown>):
       plugins: { upstream_settings: { connect_timeout_ms: 60_000 }, upstreams },
     }),
   );
-}
-
-/** How an MCP client starts toolgate over stdio on the data dir `home`. */
-function toolgateStdio(home: string) {
-  return {
-    command: Deno.execPath(),
-    args: ["run", "-A", "--cached-only", MAIN, "mcp", "start"],
-    env: childEnv({ TOOLGATE_HOME: home, NO_COLOR: "1" }),
-    cwd: ROOT,
-    stderr: "pipe" as const,
-  };
 }
 
 /** `toolgate plugins add <name> --command … --arg …` for a stdio upstream. */
