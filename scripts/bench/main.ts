@@ -24,6 +24,9 @@ import {
   REST_TOOL,
 } from "./http_server.ts";
 import { benchMcpHttp, benchMcpStdio, benchStartup } from "./mcp.ts";
+import { benchMcpStateless } from "./mcp_stateless.ts";
+import { benchMcpUpstream, type UpstreamComparison } from "./mcp_upstream.ts";
+import { benchMcpUpstreamHttp } from "./mcp_upstream_http.ts";
 import { ROOT } from "./_proc.ts";
 import { benchWebhooks } from "./webhooks.ts";
 import { VERSION } from "../../src/version.ts";
@@ -93,17 +96,29 @@ function figure(
   };
 }
 
-/** An absolute target on a difference (ms), e.g. added latency < 0.2 ms. */
-function added(scenario: string, name: string, value: number, limitMs: number): Figure {
+/**
+ * An absolute target on a difference (ms) from a baseline, e.g. added
+ * latency < 0.2 ms (`below`) or ≤ 0.6 ms (`atMost`).
+ */
+function added(
+  scenario: string,
+  name: string,
+  value: number,
+  baselineName: string,
+  limit: { below: number } | { atMost: number },
+): Figure {
+  const [target, met] = "below" in limit
+    ? [`< ${limit.below} ms`, value < limit.below]
+    : [`≤ ${limit.atMost} ms`, value <= limit.atMost];
   return {
     scenario,
     figure: name,
     toolgate: value,
-    baseline_name: "0 webhooks",
+    baseline_name: baselineName,
     baseline: null,
     ratio: null,
-    target: `< ${limitMs} ms`,
-    met: value < limitMs,
+    target,
+    met,
   };
 }
 
@@ -200,6 +215,75 @@ const SCENARIOS: Scenario[] = [
     ],
   },
   {
+    name: "mcp_stateless",
+    run: (mode) => benchMcpStateless({ mode }),
+    figures: (r: Awaited<ReturnType<typeof benchMcpStateless>>) => [
+      figure(
+        "mcp_stateless",
+        `2026-07-28 stateless calls/s (${r.clients} clients)`,
+        r.toolgate.stateless_2026.calls_per_s,
+        "2025 sessions, same server",
+        r.toolgate.session_2025.calls_per_s,
+      ),
+      figure(
+        "mcp_stateless",
+        "2026-07-28 p50 ms",
+        r.toolgate.stateless_2026.p50_ms,
+        "2025 sessions",
+        r.toolgate.session_2025.p50_ms,
+      ),
+      figure(
+        "mcp_stateless",
+        "2026-07-28 p99 ms",
+        r.toolgate.stateless_2026.p99_ms,
+        "2025 sessions",
+        r.toolgate.session_2025.p99_ms,
+      ),
+      figure(
+        "mcp_stateless",
+        `2026-07-28 stateless calls/s (${r.clients} clients)`,
+        r.toolgate.stateless_2026.calls_per_s,
+        "bare SDK v2, 2026-07-28",
+        r.bare_sdk_v2.stateless_2026.calls_per_s,
+      ),
+      figure(
+        "mcp_stateless",
+        "bare SDK v2: 2026-07-28 calls/s",
+        r.bare_sdk_v2.stateless_2026.calls_per_s,
+        "bare SDK v2, 2025 sessions",
+        r.bare_sdk_v2.session_2025.calls_per_s,
+      ),
+    ],
+  },
+  {
+    name: "mcp_upstream_http",
+    run: (mode) => benchMcpUpstreamHttp({ mode }),
+    figures: (r: Awaited<ReturnType<typeof benchMcpUpstreamHttp>>) => [
+      figure(
+        "mcp_upstream_http",
+        `everything echo calls/s (${r.sessions} sessions)`,
+        r.toolgate.calls_per_s,
+        "supergateway",
+        r.supergateway?.calls_per_s ?? null,
+        { min: 2 },
+      ),
+      figure(
+        "mcp_upstream_http",
+        "p50 ms",
+        r.toolgate.p50_ms,
+        "supergateway",
+        r.supergateway?.p50_ms ?? null,
+      ),
+      figure(
+        "mcp_upstream_http",
+        "p99 ms",
+        r.toolgate.p99_ms,
+        "supergateway",
+        r.supergateway?.p99_ms ?? null,
+      ),
+    ],
+  },
+  {
     name: "webhooks",
     run: (mode) => benchWebhooks({ quick: mode !== "full" }),
     figures: (r: Awaited<ReturnType<typeof benchWebhooks>>) =>
@@ -256,8 +340,12 @@ const SCENARIOS: Scenario[] = [
     name: "webhook_latency",
     run: (mode) => benchWebhookLatency({ mode }),
     figures: (r: Awaited<ReturnType<typeof benchWebhookLatency>>) => [
-      added("webhook_latency", "added p50 ms, 10 webhooks", r.added_p50_ms, 0.2),
-      added("webhook_latency", "added p99 ms, 10 webhooks", r.added_p99_ms, 1),
+      added("webhook_latency", "added p50 ms, 10 webhooks", r.added_p50_ms, "0 webhooks", {
+        below: 0.2,
+      }),
+      added("webhook_latency", "added p99 ms, 10 webhooks", r.added_p99_ms, "0 webhooks", {
+        below: 1,
+      }),
     ],
   },
   {
@@ -279,6 +367,15 @@ const SCENARIOS: Scenario[] = [
         "",
         null,
       ),
+    ],
+  },
+  {
+    name: "mcp_upstream",
+    run: (mode) => benchMcpUpstream({ mode }),
+    figures: (r: Awaited<ReturnType<typeof benchMcpUpstream>>) => [
+      ...upstreamFigures("stdio", r),
+      ...(r.http ? upstreamFigures("HTTP", r.http) : []),
+      figure("mcp_upstream", "floor: 1 bare KV commit, p50 ms", r.commit_p50_ms, "", null),
     ],
   },
   {
@@ -305,59 +402,34 @@ const SCENARIOS: Scenario[] = [
   },
 ];
 
-/** The optional MCP upstream scenario, when `mcp_upstream.ts` exists. */
-async function upstreamScenario(): Promise<Scenario | null> {
-  const url = new URL("./mcp_upstream.ts", import.meta.url);
-  try {
-    await Deno.stat(url);
-  } catch {
-    return null;
-  }
-  const module = await import(url.href) as {
-    benchMcpUpstream?: (options: { quick: boolean }) => Promise<unknown>;
-  };
-  const run = module.benchMcpUpstream;
-  if (!run) return null;
-  return {
-    name: "mcp_upstream",
-    run: (mode) => run({ quick: mode !== "full" }),
-    figures: (result: unknown) => upstreamFigures(result),
-  };
-}
-
-interface UpstreamResult {
-  direct?: { calls_per_s: number; p50_ms: number };
-  via_gateway?: { calls_per_s: number; p50_ms: number };
-}
-
-/** Figures of the MCP upstream scenario: through toolgate against the upstream directly. */
-function upstreamFigures(result: unknown): Figure[] {
-  const { direct, via_gateway } = result as UpstreamResult;
-  if (!direct || !via_gateway) return numericFigures("mcp_upstream", result);
+/** Figures of the MCP upstream scenario on one transport: through toolgate against direct. */
+function upstreamFigures(transport: string, r: UpstreamComparison): Figure[] {
   return [
     figure(
       "mcp_upstream",
-      "calls/s via toolgate",
-      via_gateway.calls_per_s,
+      `${transport} sequential calls/s via toolgate`,
+      r.via_gateway.calls_per_s,
       "upstream direct",
-      direct.calls_per_s,
+      r.direct.calls_per_s,
     ),
-    figure("mcp_upstream", "p50 ms", via_gateway.p50_ms, "upstream direct", direct.p50_ms),
+    figure(
+      "mcp_upstream",
+      `${transport} p50 ms`,
+      r.via_gateway.p50_ms,
+      "upstream direct",
+      r.direct.p50_ms,
+    ),
+    figure(
+      "mcp_upstream",
+      `${transport} p99 ms`,
+      r.via_gateway.p99_ms,
+      "upstream direct",
+      r.direct.p99_ms,
+    ),
+    added("mcp_upstream", `${transport} added p50 ms`, r.added_p50_ms, "upstream direct", {
+      atMost: 0.6,
+    }),
   ];
-}
-
-/** Figures for a result of unknown shape: each numeric field, no baseline. */
-function numericFigures(scenario: string, result: unknown, prefix = ""): Figure[] {
-  if (result === null || typeof result !== "object") return [];
-  const out: Figure[] = [];
-  for (const [key, value] of Object.entries(result)) {
-    if (typeof value === "number" && key !== "total_ms") {
-      out.push(figure(scenario, prefix + key, value, "", null));
-    } else if (value && typeof value === "object") {
-      out.push(...numericFigures(scenario, value, `${prefix}${key}.`));
-    }
-  }
-  return out;
 }
 
 async function machine(): Promise<Record<string, string | number>> {
@@ -423,9 +495,7 @@ export interface RunBenchmarksOptions {
 export async function runBenchmarks(options: RunBenchmarksOptions): Promise<BenchResults> {
   const { mode, only, log = (line: string) => console.error(line) } = options;
   const started = performance.now();
-  const scenarios = [...SCENARIOS];
-  const upstream = await upstreamScenario();
-  if (upstream) scenarios.push(upstream);
+  const scenarios = SCENARIOS;
   const unknown = only?.filter((name) => !scenarios.some((s) => s.name === name)) ?? [];
   if (unknown.length) {
     throw new Error(
@@ -457,9 +527,6 @@ export async function runBenchmarks(options: RunBenchmarksOptions): Promise<Benc
       results.scenarios[scenario.name] = { error: message, duration_s };
       log(`bench: ${scenario.name} FAILED: ${message}`);
     }
-  }
-  if (!upstream && !only) {
-    log("bench: mcp_upstream skipped (scripts/bench/mcp_upstream.ts not present)");
   }
   results.duration_s = Math.round((performance.now() - started) / 100) / 10;
   return results;

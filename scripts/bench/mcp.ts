@@ -25,26 +25,26 @@ import {
   MAIN,
   ROOT,
   settles,
-  spawnReady,
   startPortScript,
   startToolgateHttp,
   tempDir,
 } from "./_proc.ts";
 import { latency, rate, ratio, round3 } from "./_stats.ts";
-import { NPM_SERVERS_CONFIG, SUPERGATEWAY_PACKAGE } from "../npm_servers.ts";
+import {
+  assertToolResult,
+  httpCalls,
+  type McpThroughput,
+  MEMORY_GET,
+  phaseMs,
+  startSupergateway,
+} from "./_mcp_http.ts";
+
+export type { McpThroughput };
 
 /** Options of the MCP scenarios. */
 export interface McpBenchOptions {
   /** `full`, `quick` or `smoke`. */
   mode: BenchMode;
-}
-
-/** Calls per second and latency of one MCP server. */
-export interface McpThroughput {
-  calls_per_s: number;
-  p50_ms: number;
-  p99_ms: number;
-  calls: number;
 }
 
 /** Figures of {@linkcode benchMcpStdio}. */
@@ -112,22 +112,9 @@ const INITIALIZE = {
   },
 };
 const INITIALIZED = { jsonrpc: "2.0", method: "notifications/initialized" };
-const KEY = "bench/missing-key";
 
 function callRequest(id: number) {
-  return {
-    jsonrpc: "2.0",
-    id,
-    method: "tools/call",
-    params: { name: "memory_get", arguments: { key: KEY } },
-  };
-}
-
-function seconds(mode: BenchMode): { durationMs: number; warmupMs: number } {
-  return {
-    durationMs: mode === "full" ? 6000 : mode === "quick" ? 2500 : 600,
-    warmupMs: mode === "full" ? 1000 : mode === "quick" ? 500 : 200,
-  };
+  return { jsonrpc: "2.0", id, method: "tools/call", params: MEMORY_GET };
 }
 
 const encoder = new TextEncoder();
@@ -219,20 +206,13 @@ async function stopChild(child: Deno.ChildProcess, client: StdioClient): Promise
   }
 }
 
-function assertToolResult(message: Record<string, unknown>): void {
-  const result = message.result as { content?: { text?: string }[]; isError?: boolean } | undefined;
-  if (!result?.content?.[0]?.text || result.isError) {
-    throw new Error(`Unexpected tools/call reply: ${JSON.stringify(message).slice(0, 300)}`);
-  }
-}
-
 async function sequentialStdio(server: StdioServer, mode: BenchMode): Promise<McpThroughput> {
   const child = spawnStdio(server);
   const client = new StdioClient(child);
   try {
     await client.request(INITIALIZE);
     await client.send(INITIALIZED);
-    const { durationMs, warmupMs } = seconds(mode);
+    const { durationMs, warmupMs } = phaseMs(mode);
     const samples: number[] = [];
     let id = 1;
     const warmEnd = performance.now() + warmupMs;
@@ -272,145 +252,6 @@ export async function benchMcpStdio({ mode }: McpBenchOptions): Promise<McpStdio
 
 // --- Streamable HTTP -----------------------------------------------------------
 
-const ACCEPT = "application/json, text/event-stream";
-
-/** Reads the JSON-RPC message with `id` from a JSON or SSE response body. */
-async function rpcReply(response: Response, id: number): Promise<Record<string, unknown>> {
-  if (!response.ok) {
-    throw new Error(`HTTP ${response.status}: ${(await response.text()).slice(0, 300)}`);
-  }
-  const type = response.headers.get("content-type") ?? "";
-  const text = await response.text();
-  const candidates = type.includes("text/event-stream")
-    ? text.split("\n").filter((l) => l.startsWith("data:")).map((l) => l.slice(5).trim())
-    : [text];
-  for (const candidate of candidates) {
-    if (!candidate) continue;
-    const message = JSON.parse(candidate) as Record<string, unknown>;
-    if (message.id === id) return message;
-  }
-  throw new Error(`No reply with id ${id} in: ${text.slice(0, 300)}`);
-}
-
-async function httpSession(endpoint: string): Promise<{ headers: Record<string, string> }> {
-  const response = await fetch(endpoint, {
-    method: "POST",
-    headers: { "content-type": "application/json", accept: ACCEPT },
-    body: JSON.stringify(INITIALIZE),
-  });
-  const sessionId = response.headers.get("mcp-session-id");
-  await rpcReply(response, 0);
-  if (!sessionId) throw new Error(`No Mcp-Session-Id from ${endpoint}`);
-  const headers = {
-    "content-type": "application/json",
-    accept: ACCEPT,
-    "mcp-session-id": sessionId,
-    "mcp-protocol-version": PROTOCOL,
-  };
-  const initialized = await fetch(endpoint, {
-    method: "POST",
-    headers,
-    body: JSON.stringify(INITIALIZED),
-  });
-  await initialized.body?.cancel();
-  return { headers };
-}
-
-export async function httpCalls(
-  endpoint: string,
-  sessions: number,
-  mode: BenchMode,
-): Promise<McpThroughput> {
-  const opened = await Promise.all(Array.from({ length: sessions }, () => httpSession(endpoint)));
-  const { durationMs, warmupMs } = seconds(mode);
-  const samples: number[] = [];
-  const measureFrom = performance.now() + warmupMs;
-  const end = measureFrom + durationMs;
-  let id = 1;
-  await Promise.all(opened.map(async ({ headers }) => {
-    for (;;) {
-      const sent = performance.now();
-      if (sent >= end) break;
-      const callId = id++;
-      const response = await fetch(endpoint, {
-        method: "POST",
-        headers,
-        body: JSON.stringify(callRequest(callId)),
-      });
-      assertToolResult(await rpcReply(response, callId));
-      if (sent >= measureFrom) samples.push(performance.now() - sent);
-    }
-  }));
-  await Promise.all(opened.map(async ({ headers }) => {
-    const response = await fetch(endpoint, { method: "DELETE", headers });
-    await response.body?.cancel();
-  }));
-  return {
-    calls_per_s: rate(samples.length, durationMs),
-    ...latency(samples),
-    calls: samples.length,
-  };
-}
-
-/** The `supergateway` npm package, pinned. */
-
-async function supergateway(
-  dir: string,
-  sessions: number,
-  mode: BenchMode,
-): Promise<McpThroughput> {
-  const port = freePort();
-  const stdioCommand = [Deno.execPath(), ...bareStdio(dir).args].map((a) => `'${a}'`).join(" ");
-  // supergateway is a Node program; Deno's npm support runs it (faster than
-  // `npx` on Node 20 here, and without a second package cache).
-  await using _gateway = await spawnReady({
-    args: [
-      "run",
-      "-A",
-      // Under its own config and lock (scripts/npm_servers/): its dependencies stay out of deno.lock.
-      "--config",
-      NPM_SERVERS_CONFIG,
-      "--cached-only",
-      SUPERGATEWAY_PACKAGE,
-      "--stdio",
-      stdioCommand,
-      "--outputTransport",
-      "streamableHttp",
-      "--stateful",
-      "--port",
-      String(port),
-      "--logLevel",
-      "none",
-    ],
-    stopSignal: "SIGTERM",
-    // supergateway logs nothing at this level: do not wait for a line, wait for the port.
-    ready: () => /^/.exec(""),
-  });
-  await waitForPort(port, 60_000);
-  return await httpCalls(`http://127.0.0.1:${port}/mcp`, sessions, mode);
-}
-
-function freePort(): number {
-  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const { port } = listener.addr as Deno.NetAddr;
-  listener.close();
-  return port;
-}
-
-async function waitForPort(port: number, timeoutMs: number): Promise<void> {
-  const deadline = performance.now() + timeoutMs;
-  while (performance.now() < deadline) {
-    try {
-      const conn = await Deno.connect({ hostname: "127.0.0.1", port });
-      conn.close();
-      return;
-    } catch {
-      await new Promise((resolve) => setTimeout(resolve, 100));
-    }
-  }
-  throw new Error(`Nothing listened on port ${port} within ${timeoutMs} ms`);
-}
-
 /** `tools/call` over Streamable HTTP from concurrent sessions. */
 export async function benchMcpHttp({ mode }: McpBenchOptions): Promise<McpHttpBenchResult> {
   const sessions = 8;
@@ -426,7 +267,12 @@ export async function benchMcpHttp({ mode }: McpBenchOptions): Promise<McpHttpBe
       file,
       ...(variant ? [variant] : []),
     ]);
-    return await httpCalls(`${bare.url}/mcp`, sessions, mode);
+    return await httpCalls({
+      endpoint: `${bare.url}/mcp`,
+      clients: sessions,
+      call: MEMORY_GET,
+      mode,
+    });
   };
   const bare_sdk = await bareHttp();
   const bare_sdk_json = await bareHttp("json");
@@ -435,12 +281,24 @@ export async function benchMcpHttp({ mode }: McpBenchOptions): Promise<McpHttpBe
   {
     await using home = await tempDir("mcp-http-home");
     await using server = await startToolgateHttp(home.path);
-    toolgate = await httpCalls(`${server.url}/mcp`, sessions, mode);
+    toolgate = await httpCalls({
+      endpoint: `${server.url}/mcp`,
+      clients: sessions,
+      call: MEMORY_GET,
+      mode,
+    });
   }
   let peer: McpThroughput | null = null;
   let supergateway_error: string | undefined;
   try {
-    peer = await supergateway(dir.path, sessions, mode);
+    // supergateway starts one bare stdio server per session.
+    await using gateway = await startSupergateway([Deno.execPath(), ...bareStdio(dir.path).args]);
+    peer = await httpCalls({
+      endpoint: gateway.endpoint,
+      clients: sessions,
+      call: MEMORY_GET,
+      mode,
+    });
   } catch (error) {
     supergateway_error = (error as Error).message.slice(0, 500);
   }
