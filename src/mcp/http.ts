@@ -207,9 +207,10 @@ export class McpHttpSessions {
     }
     const parsed = await withParsedBody(request, this.#maxBodyBytes);
     const [plain, body] = parsed;
-    const legacy = await isLegacyRequest(plain, body?.parsedBody, {
-      maxRequestBodySize: this.#maxBodyBytes,
-    });
+    // A request carrying the 2026-07-28 envelope (not an initialize) is modern on its face:
+    // the handler classifies it again, and answers what is wrong with it.
+    const legacy = !carriesEnvelope(body?.parsedBody) &&
+      await isLegacyRequest(plain, body?.parsedBody, { maxRequestBodySize: this.#maxBodyBytes });
     if (!legacy) {
       if (this.#draining) return rpcError(503, SERVER_ERROR, "Server is shutting down");
       const response = await this.#modern.fetch(plain, body);
@@ -401,6 +402,16 @@ function onBodyEnd(response: Response, done: () => void): Response {
   });
 }
 
+/** Whether a POST body is one request, other than `initialize`, with a 2026-07-28 `_meta` envelope. */
+function carriesEnvelope(body: unknown): boolean {
+  const request = body as
+    | { method?: unknown; params?: { _meta?: Record<string, unknown> } }
+    | undefined;
+  return typeof request === "object" && request !== null && !Array.isArray(request) &&
+    request.method !== "initialize" &&
+    typeof request.params?._meta?.["io.modelcontextprotocol/protocolVersion"] === "string";
+}
+
 /** The resources a 2026 `subscriptions/listen` request asks to hear about. */
 function listenedResources(body: unknown): string[] {
   const request = body as
@@ -479,6 +490,12 @@ async function jsonWhenAlone(response: Response): Promise<Response> {
  * is complete, `null` for one without data.
  */
 function firstEventData(text: string): string | null | undefined {
+  // The SDK writes each message as one `event: message` with one data line, in one chunk.
+  const end = text.indexOf("\n\n");
+  if (text.startsWith(SDK_EVENT_PREFIX) && end === text.length - 2) {
+    const data = text.slice(SDK_EVENT_PREFIX.length, end);
+    if (!data.includes("\n")) return data;
+  }
   let rest = text;
   for (;;) {
     const end = rest.search(/\r?\n\r?\n/);
@@ -492,8 +509,13 @@ function firstEventData(text: string): string | null | undefined {
   }
 }
 
+/** How the SDK starts an SSE event without an id. */
+const SDK_EVENT_PREFIX = "event: message\ndata: ";
+
 /** Whether an SSE event's data is a JSON-RPC response (a result or an error). */
 function isAnswer(data: string): boolean {
+  // The SDK writes a result with `result` first; a request or notification never starts so.
+  if (data.startsWith('{"result":')) return true;
   try {
     const message = JSON.parse(data);
     return typeof message === "object" && message !== null && "id" in message &&
