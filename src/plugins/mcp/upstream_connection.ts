@@ -169,6 +169,8 @@ export class UpstreamConnection {
   #state: UpstreamConnectionState = "connecting";
   #generation = 0;
   #tools: UpstreamTool[] = [];
+  /** Its tools with `x-mcp-header` arguments (the SDK's callTool sends those as headers). */
+  #headerTools = new Set<string>();
   #fingerprint = "";
   #server: { name: string; version: string } | undefined;
   #protocolVersion: string | undefined;
@@ -309,12 +311,20 @@ export class UpstreamConnection {
           `tool ${this.#spec.name}/${tool}`,
           { name: tool, arguments: args, ...(Object.keys(meta).length ? { _meta: meta } : {}) },
           { ask, capabilities, signal },
-          (params) =>
-            on.client.callTool(params as Parameters<Client["callTool"]>[0], {
+          (params) => {
+            const options = {
               signal,
               timeout: ask ? timeoutMs + ANSWER_WAIT_MS : timeoutMs,
               allowInputRequired: true,
-            }) as Promise<UpstreamCallResult | InputRequiredResult>,
+            };
+            // The SDK's callTool mirrors x-mcp-header arguments into headers (2026 HTTP), and
+            // checks the result against the tool's outputSchema, the calling client's job.
+            return (this.#headerTools.has(tool)
+              ? on.client.callTool(params as Parameters<Client["callTool"]>[0], options)
+              : on.client.request({ method: "tools/call", params }, AS_SENT, options)) as Promise<
+                UpstreamCallResult | InputRequiredResult
+              >;
+          },
         );
       } finally {
         if (token) on.progress.delete(token);
@@ -681,6 +691,7 @@ export class UpstreamConnection {
     if (version) this.#server = { name: version.name, version: version.version };
     this.#protocolVersion = live.client.getNegotiatedProtocolVersion();
     this.#tools = tools;
+    this.#headerTools = headerTools(tools);
     this.#fingerprint = toolsFingerprint(tools);
   }
 
@@ -981,6 +992,7 @@ export class UpstreamConnection {
       const fingerprint = toolsFingerprint(tools);
       if (this.#live !== live || fingerprint === this.#fingerprint) return;
       this.#tools = tools;
+      this.#headerTools = headerTools(tools);
       this.#fingerprint = fingerprint;
       this.#log(`tool list changed: ${tools.length} tools`);
       this.#onToolsChanged(tools);
@@ -1110,6 +1122,26 @@ function missingCapability(
       Object.keys(required).join(", ") || "a capability it did not declare"
     }: ${truncate(mcpMessage(error))}`,
     { details: { ...details, required_capabilities: required } },
+  );
+}
+
+/**
+ * The schema of a tool result taken as the upstream sent it (a Standard
+ * Schema that accepts anything): the client that called validates it.
+ */
+const AS_SENT = {
+  "~standard": {
+    version: 1 as const,
+    vendor: "toolgate",
+    validate: (value: unknown) => ({ value }),
+  },
+};
+
+/** The names of the tools whose input schema declares `x-mcp-header` arguments. */
+function headerTools(tools: UpstreamTool[]): Set<string> {
+  return new Set(
+    tools.filter((tool) => JSON.stringify(tool.inputSchema).includes('"x-mcp-header"'))
+      .map((tool) => tool.name),
   );
 }
 
