@@ -495,7 +495,8 @@ export class Gateway {
   unavailable(name: string): GatewayError | undefined {
     if (this.#tools.has(name)) return undefined;
     const plugin = this.#plugins.find((p) => p.definition.tools.some((t) => t.name === name)) ??
-      this.#plugins.find((p) => name.startsWith(`${p.definition.name}__`));
+      this.#plugins.find((p) => name.startsWith(`${p.definition.name}__`)) ??
+      this.#onlyUnreadyOwner(name);
     if (!plugin) return undefined;
     const status = this.#statusOf(plugin);
     if (status.state === "ready") return undefined; // It simply has no such tool.
@@ -518,6 +519,17 @@ export class Gateway {
     return new GatewayError(code, `Tool ${name} is unavailable: ${why}${hint}`, {
       details: { tool: name, plugin: owner, state: status.state },
     });
+  }
+
+  /**
+   * The one plugin not ready yet that may offer `name` once it is (an
+   * unprefixed MCP upstream still connecting, or failed); none when several may.
+   */
+  #onlyUnreadyOwner(name: string): HostedPlugin | undefined {
+    const candidates = this.#plugins.filter((plugin) =>
+      plugin.definition.mayOffer?.(name) && this.#statusOf(plugin).state !== "ready"
+    );
+    return candidates.length === 1 ? candidates[0] : undefined;
   }
 
   /**

@@ -125,6 +125,14 @@ export interface PluginDefinition {
   disabled?: boolean;
   /** Live state of the upstream server a proxy plugin connects to (MCP upstreams). */
   upstreamStatus?(): UpstreamStatus;
+  /**
+   * Whether a tool of this name may be one of the plugin's once it is ready,
+   * for a plugin whose tools are not known before then and whose names carry
+   * no `<plugin>__` prefix (an MCP upstream with `prefix: false`). Its
+   * error is then what a call of such a name gets meanwhile.
+   * @default only its declared tools and the `<plugin>__` prefix
+   */
+  mayOffer?(name: string): boolean;
 }
 
 /** Connection state of a proxy plugin's upstream server. */

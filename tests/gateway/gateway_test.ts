@@ -327,3 +327,24 @@ Deno.test("time spent waiting for the caller's answer does not count toward the 
   );
   assertEquals(error.code, "TOOL_TIMEOUT");
 });
+
+Deno.test("a name no plugin claims is the error of the one unready plugin that may offer it (an unprefixed upstream)", async () => {
+  const unprefixed = (name: string): PluginDefinition => ({
+    ...brokenPlugin(),
+    name,
+    tools: [],
+    mayOffer: () => true,
+  });
+  await using one = await testGateway({ plugins: [unprefixed("up"), testPlugin()] });
+  const error = await assertRejects(() => one.gateway.call("fetch_page", {}), GatewayError);
+  assertEquals(error.code, "PLUGIN_INIT_FAILED");
+  assertStringIncludes(error.message, "Tool fetch_page is unavailable: ");
+  assertEquals((error.details as { plugin: string }).plugin, "up");
+  // A ready plugin's own tools are not affected.
+  assertEquals((await one.gateway.call("echo", { message: "hi" })).output, { echoed: "hi" });
+
+  // Two such plugins: which one would offer it cannot be told, and the name stays unknown.
+  await using two = await testGateway({ plugins: [unprefixed("a"), unprefixed("b")] });
+  const unknown = await assertRejects(() => two.gateway.call("fetch_page", {}), GatewayError);
+  assertEquals([unknown.code, unknown.message], ["TOOL_NOT_FOUND", 'Unknown tool "fetch_page"']);
+});

@@ -567,3 +567,10 @@ Deno.test("an upstream call past the tool timeout fails with TOOL_TIMEOUT and th
   assertEquals(texts(echo.output), ["echo: still here"]);
   assertEquals(gw.gateway.listPlugins()[0].upstream?.connection, "connected");
 });
+
+Deno.test("an unprefixed upstream may offer any name until it is ready; a prefixed one only its own", () => {
+  const shape = { include: [], exclude: [], rename: {}, prefix: false };
+  const unprefixed = upstream(stdioSpec("plain", fixtureCommand(), { shape }));
+  assertEquals(unprefixed.mayOffer?.("fetch_page"), true);
+  assertEquals(upstream(stdioSpec("fix", fixtureCommand())).mayOffer, undefined);
+});

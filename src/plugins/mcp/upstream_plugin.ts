@@ -106,6 +106,8 @@ export function mcpUpstreamPlugin(
       await connection?.close();
     },
     upstreamStatus: () => connection?.status() ?? { ...initialStatus },
+    // Its names carry no prefix: until it is ready, any name may be one of its tools.
+    ...(spec.shape?.prefix === false ? { mayOffer: () => true } : {}),
   };
 }
 
