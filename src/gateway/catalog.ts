@@ -10,7 +10,7 @@
 import { GatewayError } from "../errors/mod.ts";
 import { newId } from "../ids.ts";
 import { redact } from "../redact.ts";
-import type { AskCaller, AuditSink, CallerInput, InputCapabilities } from "./types.ts";
+import type { AuditSink, CallerInput } from "./types.ts";
 
 /** A prompt as a plugin offers it. */
 export interface PromptEntry {
@@ -65,10 +65,8 @@ export interface CatalogRequestOptions {
   signal?: AbortSignal;
   /** Entry point name recorded in the audit log. @default "api" */
   source?: string;
-  /** Asks the caller for input the plugin needs; waiting for it does not count toward the timeout. */
-  askCaller?: AskCaller;
-  /** Which kinds of input the caller can give. */
-  callerCapabilities?: InputCapabilities;
+  /** How to ask the caller for input the plugin needs; waiting for it does not count toward the timeout. */
+  input?: CallerInput;
 }
 
 /** Options of {@linkcode Catalog}. */
@@ -339,21 +337,9 @@ export class Catalog {
       }, this.#timeoutMs);
     };
     arm();
-    let asking = 0;
-    const { ask } = caller;
-    const input: CallerInput = ask
-      ? {
-        ...caller,
-        ask: async (requests, askSignal) => {
-          if (asking++ === 0) clearTimeout(timer);
-          try {
-            return await ask(requests, askSignal);
-          } finally {
-            if (--asking === 0 && !controller.signal.aborted) arm();
-          }
-        },
-      }
-      : caller;
+    const input = pausingWhileAsking(caller, () => clearTimeout(timer), () => {
+      if (!controller.signal.aborted) arm();
+    });
     const onAbort = () => controller.abort(signal?.reason);
     signal?.addEventListener("abort", onAbort, { once: true });
     try {
@@ -378,8 +364,7 @@ export class Catalog {
     what: { kind: string; subject: string; input: unknown; options: CatalogRequestOptions },
     run: (signal: AbortSignal, input: CallerInput) => Promise<Record<string, unknown>>,
   ): Promise<Record<string, unknown>> {
-    const { sessionId = newId("ses"), signal, source = "api", askCaller, callerCapabilities } =
-      what.options;
+    const { sessionId = newId("ses"), signal, source = "api", input } = what.options;
     const started = this.#now();
     const latency = () => Math.max(0, Math.round(this.#now() - started));
     const entry = (outcome: Record<string, unknown>) => ({
@@ -391,9 +376,7 @@ export class Catalog {
     });
     let result: Record<string, unknown>;
     try {
-      result = await this.#bounded(`${what.kind} of ${what.subject}`, signal, run, {
-        ...(askCaller ? { ask: askCaller, capabilities: callerCapabilities ?? {} } : {}),
-      });
+      result = await this.#bounded(`${what.kind} of ${what.subject}`, signal, run, input);
     } catch (thrown) {
       const error = thrown instanceof GatewayError
         ? thrown
@@ -404,6 +387,32 @@ export class Catalog {
     await this.#audit?.append(entry({ ok: true }));
     return result;
   }
+}
+
+/**
+ * `input` whose `ask` calls `pause` before the first of overlapping
+ * questions and `resume` after the last answer: a timeout stops while the
+ * caller answers.
+ */
+export function pausingWhileAsking(
+  input: CallerInput,
+  pause: () => void,
+  resume: () => void,
+): CallerInput {
+  const { ask } = input;
+  if (!ask) return input;
+  let asking = 0;
+  return {
+    ...input,
+    ask: async (requests, signal) => {
+      if (asking++ === 0) pause();
+      try {
+        return await ask(requests, signal);
+      } finally {
+        if (--asking === 0) resume();
+      }
+    },
+  };
 }
 
 /**

@@ -15,10 +15,9 @@ import { newId } from "../ids.ts";
 import { redact } from "../redact.ts";
 import type { Store } from "../store/mod.ts";
 import { VERSION } from "../version.ts";
-import { Catalog } from "./catalog.ts";
+import { Catalog, pausingWhileAsking } from "./catalog.ts";
 import { CircuitBreaker } from "./circuit_breaker.ts";
 import type {
-  AskCaller,
   AuditSink,
   CallOptions,
   CallResult,
@@ -707,8 +706,7 @@ export class Gateway {
     sessionId: string,
     options: CallOptions,
   ): Promise<ToolOutput> {
-    const { signal: callerSignal, onProgress, onLogMessage, askCaller, callerCapabilities } =
-      options;
+    const { signal: callerSignal, onProgress, onLogMessage } = options;
     const controller = new AbortController();
     const onAbort = () => controller.abort(callerSignal?.reason);
     callerSignal?.addEventListener("abort", onAbort, { once: true });
@@ -728,14 +726,8 @@ export class Gateway {
     };
     armTimeout();
     // Waiting for the caller's answer is not the tool's time: each stretch of work gets the full timeout.
-    let asking = 0;
-    const ask: AskCaller | undefined = askCaller && (async (requests, signal) => {
-      if (asking++ === 0) cancelTimeout();
-      try {
-        return await askCaller(requests, signal);
-      } finally {
-        if (--asking === 0 && !controller.signal.aborted) armTimeout();
-      }
+    const caller = options.input && pausingWhileAsking(options.input, () => cancelTimeout(), () => {
+      if (!controller.signal.aborted) armTimeout();
     });
     try {
       const run = tool.definition.execute(input, {
@@ -744,7 +736,7 @@ export class Gateway {
         sessionId,
         ...(onProgress ? { progress: onProgress } : {}),
         ...(onLogMessage ? { logMessage: onLogMessage } : {}),
-        ...(ask ? { askCaller: ask, callerCapabilities: callerCapabilities ?? {} } : {}),
+        ...(caller ? { input: caller } : {}),
       });
       const output = await Promise.race([run, timeout]);
       if (output === null || typeof output !== "object" || Array.isArray(output)) {

@@ -44,10 +44,8 @@ export interface ToolContext extends PluginContext {
   progress?: (update: ProgressUpdate) => void;
   /** Passes a log message on to the caller (who filters it by its log level). */
   logMessage?: (message: LogMessage) => void;
-  /** Asks the caller for input (MCP elicitation, sampling, roots), when its client can answer. */
-  askCaller?: AskCaller;
-  /** What the caller's client can answer (its MCP capabilities for them). */
-  callerCapabilities?: InputCapabilities;
+  /** How to ask the caller for input (MCP elicitation, sampling, roots), when its client can answer. */
+  input?: CallerInput;
 }
 
 /** A tool's output: a JSON object (it becomes `output` in `tool.called`). */
@@ -219,9 +217,7 @@ export interface CallOptions {
    * sampling or roots request) by asking the caller. The time spent waiting
    * for the answer does not count toward the tool's timeout.
    */
-  askCaller?: AskCaller;
-  /** What the caller's client can answer (its MCP capabilities for them), with `askCaller`. */
-  callerCapabilities?: InputCapabilities;
+  input?: CallerInput;
 }
 
 /** How a request's caller can be asked for input, when it can (what plugins are handed). */

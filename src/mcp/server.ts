@@ -207,7 +207,7 @@ export function createMcpServer(
             source,
             ...(route.progress ? { onProgress: (update) => current().progress?.(update) } : {}),
             ...(route.log ? { onLogMessage: (message) => current().log?.(message) } : {}),
-            ...(input.ask ? { askCaller: input.ask, callerCapabilities: input.capabilities } : {}),
+            ...(input.ask ? { input } : {}),
           }),
       );
       if (step.kind === "input") return await asInputRequired(step);
@@ -226,7 +226,7 @@ export function createMcpServer(
     sessionId: options.sessionId?.() ?? context.sessionId ?? fallbackSession,
     signal,
     source,
-    ...(input.ask ? { askCaller: input.ask, callerCapabilities: input.capabilities } : {}),
+    ...(input.ask ? { input } : {}),
   });
   server.setRequestHandler("prompts/list", async () => ({
     prompts: (ready ?? await starting!).catalog.listPrompts() as { name: string }[],

@@ -296,11 +296,11 @@ Deno.test("time spent waiting for the caller's answer does not count toward the 
       input: z.object({ hang: z.boolean() }),
       timeoutMs: 60,
       execute: async (args, context) => {
-        const answers = await context.askCaller!(
+        const answers = await context.input!.ask!(
           { q: { method: "elicitation/create", params: { message: "?" } } },
           context.signal,
         );
-        if (!args.hang) return { answers, capabilities: context.callerCapabilities ?? null };
+        if (!args.hang) return { answers, capabilities: context.input?.capabilities ?? null };
         // After the answer the tool gets its full timeout again, and no more.
         return await new Promise((_, reject) =>
           context.signal.addEventListener("abort", () => reject(context.signal.reason))
@@ -314,15 +314,14 @@ Deno.test("time spent waiting for the caller's answer does not count toward the 
     return { q: { action: "decline" } };
   };
   const result = await t.gateway.call("ask", { hang: false }, {
-    askCaller: slowAnswer,
-    callerCapabilities: { elicitation: {} },
+    input: { ask: slowAnswer, capabilities: { elicitation: {} } },
   });
   assertEquals(result.output, {
     answers: { q: { action: "decline" } },
     capabilities: { elicitation: {} },
   });
   const error = await assertRejects(
-    () => t.gateway.call("ask", { hang: true }, { askCaller: slowAnswer }),
+    () => t.gateway.call("ask", { hang: true }, { input: { ask: slowAnswer } }),
     GatewayError,
   );
   assertEquals(error.code, "TOOL_TIMEOUT");

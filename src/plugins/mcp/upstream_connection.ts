@@ -796,22 +796,14 @@ export class UpstreamConnection {
     signal: AbortSignal,
     input: CallerInput = {},
   ): Promise<Record<string, unknown>> {
-    return await this.#request(
+    return await this.#requestAsking(
       `prompt ${name}`,
+      `prompt ${this.#spec.name}/${name}`,
+      { name, arguments: args },
       signal,
-      (live) =>
-        this.#withInput(
-          live,
-          `prompt ${this.#spec.name}/${name}`,
-          { name, arguments: args },
-          { ...input, signal },
-          (params) =>
-            live.client.getPrompt(params as Parameters<Client["getPrompt"]>[0], {
-              signal,
-              allowInputRequired: true,
-              ...(input.ask ? { timeout: DEFAULT_REQUEST_TIMEOUT_MSEC + ANSWER_WAIT_MS } : {}),
-            }),
-        ),
+      input,
+      (live, params, options) =>
+        live.client.getPrompt(params as Parameters<Client["getPrompt"]>[0], options),
     );
   }
 
@@ -826,23 +818,17 @@ export class UpstreamConnection {
     signal: AbortSignal,
     input: CallerInput = {},
   ): Promise<Record<string, unknown>> {
-    return await this.#request(
+    return await this.#requestAsking(
       `resource ${uri}`,
+      `resource ${uri}`,
+      { uri },
       signal,
-      (live) =>
-        this.#withInput(
-          live,
-          `resource ${uri}`,
-          { uri },
-          { ...input, signal },
-          (params) =>
-            live.client.readResource(params as Parameters<Client["readResource"]>[0], {
-              signal,
-              cacheMode: "bypass",
-              allowInputRequired: true,
-              ...(input.ask ? { timeout: DEFAULT_REQUEST_TIMEOUT_MSEC + ANSWER_WAIT_MS } : {}),
-            }),
-        ),
+      input,
+      (live, params, options) =>
+        live.client.readResource(params as Parameters<Client["readResource"]>[0], {
+          ...options,
+          cacheMode: "bypass",
+        }),
     );
   }
 
@@ -916,6 +902,42 @@ export class UpstreamConnection {
     } catch (error) {
       this.#log(`subscribing again to its resources failed: ${errorText(error)}`);
     }
+  }
+
+  /**
+   * {@linkcode UpstreamConnection.#request} of a request whose upstream may
+   * ask the caller for input ({@linkcode UpstreamConnection.#withInput}):
+   * the SDK waits longer for it when the caller can be asked.
+   */
+  async #requestAsking(
+    what: string,
+    subject: string,
+    params: Record<string, unknown>,
+    signal: AbortSignal,
+    input: CallerInput,
+    send: (
+      live: Live,
+      params: Record<string, unknown>,
+      options: { signal: AbortSignal; allowInputRequired: true; timeout?: number },
+    ) => Promise<object>,
+  ): Promise<Record<string, unknown>> {
+    const options = {
+      signal,
+      allowInputRequired: true as const,
+      ...(input.ask ? { timeout: DEFAULT_REQUEST_TIMEOUT_MSEC + ANSWER_WAIT_MS } : {}),
+    };
+    return await this.#request(
+      what,
+      signal,
+      (live) =>
+        this.#withInput(
+          live,
+          subject,
+          params,
+          { ...input, signal },
+          (current) => send(live, current, options),
+        ),
+    );
   }
 
   /** Completes an argument (`completion/complete`). */

@@ -152,8 +152,7 @@ function toolDefinitions(
         return connection().callTool(tool.name, args, call.signal, timeoutMs, {
           progress: call.progress,
           logMessage: call.logMessage,
-          ask: call.askCaller,
-          capabilities: call.callerCapabilities,
+          ...call.input,
         });
       },
     });
