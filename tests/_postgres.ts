@@ -41,6 +41,17 @@ export interface ThrowawayPostgres extends AsyncDisposable {
   readonly database: string;
   /** Stops the server at once (`pg_ctl stop -m immediate`) and removes its dir; idempotent. */
   stop(): Promise<void>;
+  /**
+   * Stops the server at once (`pg_ctl stop -m immediate`, as a crash would),
+   * keeping its files, runs `whileDown`, then starts it again on the same port
+   * (also when `whileDown` throws). Clients connected before see their
+   * connections dropped; the database and its data are still there afterwards.
+   *
+   * @param whileDown what to do while nothing listens on the port
+   * @throws {Error} when the server was stopped for good, or does not start again
+   *   in time (with its log)
+   */
+  restart(whileDown?: () => unknown): Promise<void>;
 }
 
 /** The PostgreSQL superuser of the throwaway cluster, and the OS user it runs as under root. */
@@ -101,6 +112,28 @@ export async function startPostgres(
     stopped = true;
     await stopCluster(programs, owner, dir, timeoutMs);
   };
+  const start = async (port: number) => {
+    try {
+      await run("pg_ctl", [
+        "start",
+        "--pgdata",
+        data,
+        "--log",
+        log,
+        "--wait",
+        "--timeout",
+        seconds(timeoutMs),
+        "-o",
+        `-p ${port}`,
+      ]);
+    } catch (error) {
+      const text = await Deno.readTextFile(log).catch(() => "");
+      throw Object.assign(
+        new Error(`${(error as Error).message}\n--- postgres.log ---\n${tail(text)}`),
+        { portTaken: /could not bind|address already in use/i.test(text) },
+      );
+    }
+  };
   try {
     if (owner) await Deno.chown(dir, owner.uid, owner.gid);
     await run("initdb", [
@@ -134,24 +167,11 @@ export async function startPostgres(
     for (let attempt = 1;; attempt++) {
       port = freePort();
       try {
-        await run("pg_ctl", [
-          "start",
-          "--pgdata",
-          data,
-          "--log",
-          log,
-          "--wait",
-          "--timeout",
-          seconds(timeoutMs),
-          "-o",
-          `-p ${port}`,
-        ]);
+        await start(port);
         break;
       } catch (error) {
-        const text = await Deno.readTextFile(log).catch(() => "");
-        const portTaken = /could not bind|address already in use/i.test(text);
-        if (!portTaken || attempt === PORT_ATTEMPTS) {
-          throw new Error(`${(error as Error).message}\n--- postgres.log ---\n${tail(text)}`);
+        if (!(error as { portTaken?: boolean }).portTaken || attempt === PORT_ATTEMPTS) {
+          throw error;
         }
         await Deno.remove(log);
       }
@@ -167,7 +187,16 @@ export async function startPostgres(
       database,
     ]);
     const url = `postgres://${SUPERUSER}@127.0.0.1:${port}/${database}`;
-    return { url, port, database, stop, [Symbol.asyncDispose]: stop };
+    const restart = async (whileDown?: () => unknown) => {
+      if (stopped) throw new Error("Cannot restart the test PostgreSQL: it was stopped for good");
+      await stopServer(programs.pg_ctl, owner, dir, timeoutMs);
+      try {
+        await whileDown?.();
+      } finally {
+        await start(port);
+      }
+    };
+    return { url, port, database, stop, restart, [Symbol.asyncDispose]: stop };
   } catch (error) {
     await stop().catch(() => {});
     throw error;
@@ -199,20 +228,7 @@ async function stopCluster(
     const pidFile = await Deno.readTextFile(`${data}/postmaster.pid`).catch(() => undefined);
     if (pidFile === undefined) return;
     try {
-      await runProgram(
-        programs.pg_ctl,
-        [
-          "stop",
-          "--pgdata",
-          data,
-          "--mode",
-          "immediate",
-          "--wait",
-          "--timeout",
-          seconds(timeoutMs),
-        ],
-        { owner, cwd: dir, timeoutMs },
-      );
+      await stopServer(programs.pg_ctl, owner, dir, timeoutMs);
     } catch (error) {
       const pid = Number(pidFile.split("\n")[0]);
       if (pid > 0) {
@@ -225,6 +241,29 @@ async function stopCluster(
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
+}
+
+/** Stops the server at once (`pg_ctl stop -m immediate`), keeping its files. */
+function stopServer(
+  pgCtl: string,
+  owner: Owner | undefined,
+  dir: string,
+  timeoutMs: number,
+): Promise<void> {
+  return runProgram(
+    pgCtl,
+    [
+      "stop",
+      "--pgdata",
+      `${dir}/data`,
+      "--mode",
+      "immediate",
+      "--wait",
+      "--timeout",
+      seconds(timeoutMs),
+    ],
+    { owner, cwd: dir, timeoutMs },
+  );
 }
 
 /** The OS user the server programs run as: `postgres` under root, else this process's own. */

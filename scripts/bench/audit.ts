@@ -8,7 +8,7 @@
  * @module
  */
 import { type AuditAppendInput, createAuditLog } from "../../src/audit/mod.ts";
-import { openStore, type Store } from "../../src/store/mod.ts";
+import { type KvStore as Store, openKvStore as openStore } from "../../src/store/kv/kv_store.ts";
 
 /** Options of {@linkcode benchAudit}. */
 export interface AuditBenchOptions {

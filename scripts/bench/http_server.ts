@@ -14,13 +14,7 @@
  *
  * @module
  */
-import {
-  addIncomingWebhook,
-  addOutgoingWebhook,
-  listIncomingJobs,
-  openStore,
-  type Store,
-} from "../../src/store/mod.ts";
+import { openStore, type Store } from "../../src/store/mod.ts";
 import type { LoadOptions, LoadResult } from "./_load.ts";
 import { benchFile, runJson, startPortScript, startToolgateHttp, tempDir } from "./_proc.ts";
 import { latency, rate, ratio, round3 } from "./_stats.ts";
@@ -205,7 +199,7 @@ async function drainJobs(dataDir: string): Promise<{ backlog: number; drainMs: n
 async function pendingJobs(store: Store, limit: number | undefined, deadline: number) {
   for (;;) {
     try {
-      return await listIncomingJobs(store, { limit });
+      return await store.incoming.list({ limit });
     } catch (error) {
       const locked = error instanceof Error && /database is (locked|busy)/i.test(error.message);
       if (!locked || performance.now() > deadline) throw error;
@@ -223,7 +217,7 @@ export async function benchIncoming(
   await using home = await tempDir("incoming");
   const store = await openStore({ dataDir: home.path });
   try {
-    await addIncomingWebhook(store, { name: "bench", path: "/hooks/bench", handler: REST_TOOL });
+    await store.webhooks.addIncoming({ name: "bench", path: "/hooks/bench", handler: REST_TOOL });
   } finally {
     store.close();
   }
@@ -254,7 +248,7 @@ async function latencyServer(webhooks: string[]) {
     const store = await openStore({ dataDir: home.path });
     try {
       for (const url of webhooks) {
-        await addOutgoingWebhook(store, { url, events: "*", secret: "bench-secret" });
+        await store.webhooks.addOutgoing({ url, events: "*", secret: "bench-secret" });
       }
     } finally {
       store.close();

@@ -14,7 +14,7 @@
  */
 import { Session } from "node:inspector";
 import { EventBus } from "../../src/events/mod.ts";
-import { addOutgoingWebhook, listDlqRecords, openStore } from "../../src/store/mod.ts";
+import { openStore } from "../../src/store/mod.ts";
 import { createDispatcher, importSigningKey, signPayload } from "../../src/webhooks/mod.ts";
 
 /** Options of {@linkcode benchWebhooks}. */
@@ -185,7 +185,7 @@ async function throughDispatcher(
   });
   try {
     for (const url of urls) {
-      await addOutgoingWebhook(store, { url, events: "*", secret: "bench-secret" });
+      await store.webhooks.addOutgoing({ url, events: "*", secret: "bench-secret" });
     }
     await dispatcher.start();
     const emits: number[] = [];
@@ -203,7 +203,7 @@ async function throughDispatcher(
       await dispatcher.whenIdle();
     });
     const ms = performance.now() - start;
-    const dead = await listDlqRecords(store);
+    const dead = await store.deliveries.listDlq();
     if (dead.length) throw new Error(`${dead.length} benchmark deliveries were dead-lettered`);
     return { per_s: rate(events * urls.length, ms), emits: emits.sort((a, b) => a - b) };
   } finally {

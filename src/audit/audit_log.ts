@@ -13,20 +13,7 @@ import {
   type EventEnvelope,
   type EventType,
 } from "../events/mod.ts";
-import {
-  AUDIT_COMMIT_MAX_BYTES,
-  AUDIT_COMMIT_MAX_MUTATIONS,
-  auditEntryCost,
-  commitAuditEntries,
-  type DeliveryOp,
-  deliveryOpsCost,
-  readAuditChainState,
-  readAuditHead,
-  readAuditRecord,
-  readAuditRecordPages,
-  type StagedWrites,
-  type Store,
-} from "../store/mod.ts";
+import type { DeliveryOp, StagedWrites, Store } from "../store/mod.ts";
 import type { AuditRecord } from "../store/mod.ts";
 import {
   decodeEntry,
@@ -376,7 +363,7 @@ export class AuditLog {
 
   /** The head of the chain: seq and hash of the last entry. */
   async head(): Promise<AuditHeadInfo> {
-    const { head } = await readAuditHead(this.#store);
+    const { head } = await this.#store.audit.readHead();
     return { head_seq: head?.seq ?? 0, head_hash: head?.hash ?? GENESIS_HASH };
   }
 
@@ -386,7 +373,7 @@ export class AuditLog {
    * @throws {GatewayError} `STORE_CORRUPT` when the stored entry is unreadable.
    */
   async get(seq: number): Promise<AuditEntry | null> {
-    const record = await readAuditRecord(this.#store, checkSeq(seq, "seq"));
+    const record = await this.#store.audit.readRecord(checkSeq(seq, "seq"));
     return record ? decodeStored(record) : null;
   }
 
@@ -469,7 +456,7 @@ export class AuditLog {
     let after = checkSeq(options.after ?? 0, "after");
     const since = options.since === undefined ? undefined : parseSince(options.since);
     if (since !== undefined) after = Math.max(after, await this.#lastSeqBefore(since, after));
-    for await (const page of readAuditRecordPages(this.#store, { after })) {
+    for await (const page of this.#store.audit.pages({ after })) {
       for (const record of page) {
         const entry = decodeStored(record);
         const matches = (tool === undefined || entry.tool === tool) &&
@@ -486,12 +473,12 @@ export class AuditLog {
    * reading them. Falls back to `after` at any entry it cannot read.
    */
   async #lastSeqBefore(since: number, after: number): Promise<number> {
-    const { head } = await readAuditHead(this.#store);
+    const { head } = await this.#store.audit.readHead();
     let low = after + 1;
     let high = (head?.seq ?? 0) + 1;
     while (low < high) {
       const middle = Math.floor((low + high) / 2);
-      const record = await readAuditRecord(this.#store, middle);
+      const record = await this.#store.audit.readRecord(middle);
       if (!record?.bytes) return after;
       let timestamp: number;
       try {
@@ -531,13 +518,13 @@ export class AuditLog {
     let bytes = HEAD_BYTES;
     let count = 0;
     for (const pending of this.#queue) {
-      const cost = auditEntryCost(pending.prepared.maxBytes);
+      const cost = this.#store.audit.entryCost(pending.prepared.maxBytes);
       const extra = pending.writes?.cost;
       const addedMutations = cost.mutations + (extra?.mutations ?? 0);
       const addedBytes = cost.bytes + (extra?.bytes ?? 0);
       if (
-        count > 0 && (mutations + addedMutations > AUDIT_COMMIT_MAX_MUTATIONS ||
-          bytes + addedBytes > AUDIT_COMMIT_MAX_BYTES)
+        count > 0 && (mutations + addedMutations > this.#store.audit.limits.commitMaxMutations ||
+          bytes + addedBytes > this.#store.audit.limits.commitMaxBytes)
       ) break;
       mutations += addedMutations;
       bytes += addedBytes;
@@ -658,8 +645,7 @@ export class AuditLog {
         staged = this.#outbox?.stage(envelopes.flat());
       }
       const last = sealed[sealed.length - 1].entry;
-      const versionstamp = await commitAuditEntries(
-        this.#store,
+      const versionstamp = await this.#store.audit.commit(
         {
           headVersionstamp: chain.headVersionstamp,
           tailSeq: chain.seq,
@@ -671,7 +657,8 @@ export class AuditLog {
         batch.slice(0, sealed.length).flatMap((pending) => pending.writes ?? []),
       );
       if (versionstamp !== null) {
-        const lastParts = auditEntryCost(sealed[sealed.length - 1].bytes.length).mutations;
+        const lastParts =
+          this.#store.audit.entryCost(sealed[sealed.length - 1].bytes.length).mutations;
         this.#chain = {
           headVersionstamp: versionstamp,
           seq: last.seq,
@@ -705,26 +692,24 @@ export class AuditLog {
    * the delivery ops fit one KV commit.
    */
   #fits(sealed: readonly SealedEntry[], ops: readonly DeliveryOp[], batch: Pending[]): boolean {
-    const extra = deliveryOpsCost(ops);
+    const extra = this.#store.deliveries.opsCost(ops);
     let mutations = 1 + extra.mutations;
     let bytes = HEAD_BYTES + extra.bytes;
     let keyBytes = PART_KEY_BYTES + extra.keyBytes;
     for (const [index, { bytes: entryBytes }] of sealed.entries()) {
-      const cost = auditEntryCost(entryBytes.length);
+      const cost = this.#store.audit.entryCost(entryBytes.length);
       const writes = batch[index].writes?.cost;
       mutations += cost.mutations + (writes?.mutations ?? 0);
       bytes += cost.bytes + (writes?.bytes ?? 0);
       keyBytes += cost.mutations * PART_KEY_BYTES + (writes?.keyBytes ?? 0);
     }
-    return mutations <= AUDIT_COMMIT_MAX_MUTATIONS && bytes <= AUDIT_COMMIT_MAX_BYTES &&
+    return mutations <= this.#store.audit.limits.commitMaxMutations &&
+      bytes <= this.#store.audit.limits.commitMaxBytes &&
       keyBytes <= COMMIT_MAX_KEY_BYTES;
   }
 
   async #readChain(): Promise<ChainState> {
-    const { head, headVersionstamp, tail } = await readAuditChainState(
-      this.#store,
-      this.#lastSeq,
-    );
+    const { head, headVersionstamp, tail } = await this.#store.audit.readChainState(this.#lastSeq);
     if (!head) return EMPTY_CHAIN;
     this.#lastSeq = head.seq;
     let intact = false;
@@ -759,7 +744,7 @@ export class AuditLog {
  * await log.append({ kind: "tool.call", tool: "echo", input: {}, outcome: { ok: true, latency_ms: 1 } });
  * console.log(await log.verify()); // { ok: true, count: 1, ... }
  * await log.close();
- * store.close();
+ * await store.close();
  * ```
  */
 export function createAuditLog(options: AuditLogOptions): AuditLog {

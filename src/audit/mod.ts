@@ -29,7 +29,7 @@
  * const result = await log.verify(); // { ok: true, count, head_seq, head_hash }
  * for await (const e of log.entries()) console.log(JSON.stringify(e)); // export
  * await log.close();
- * store.close();
+ * await store.close();
  * ```
  *
  * @module

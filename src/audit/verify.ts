@@ -3,7 +3,6 @@
  *
  * @module
  */
-import { readAuditHead, readAuditHeadAndNext, readAuditRecordPages } from "../store/mod.ts";
 import type { Store } from "../store/mod.ts";
 import { decodeEntry, UnreadableEntryError } from "./_codec.ts";
 import type { AuditEntry } from "./entry.ts";
@@ -93,7 +92,7 @@ export async function verifyAuditChain(
 ): Promise<AuditVerifyResult> {
   const { onProgress, signal } = options;
   signal?.throwIfAborted();
-  const { head } = await readAuditHead(store);
+  const { head } = await store.audit.readHead();
   const headSeq = head?.seq ?? 0;
   let expected = 1;
   let previous = GENESIS_HASH;
@@ -104,7 +103,7 @@ export async function verifyAuditChain(
   ): AuditVerifyFailure => ({ ok: false, seq, reason, message, count: expected - 1 });
 
   if (headSeq > 0) {
-    for await (const page of readAuditRecordPages(store, { before: headSeq + 1 })) {
+    for await (const page of store.audit.pages({ before: headSeq + 1 })) {
       signal?.throwIfAborted();
       for (const record of page) {
         if (record.seq !== expected) {
@@ -168,7 +167,7 @@ export async function verifyAuditChain(
       `The head names a different hash than entry ${headSeq}: the last entry was replaced`,
     );
   }
-  const after = await readAuditHeadAndNext(store, headSeq);
+  const after = await store.audit.readHeadAndNext(headSeq);
   if (after.nextExists && (after.head?.seq ?? 0) <= headSeq) {
     return fail(
       headSeq + 1,

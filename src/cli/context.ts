@@ -102,7 +102,7 @@ export class CliContext {
   async close(): Promise<void> {
     if (this.#store) {
       try {
-        (await this.#store).close();
+        await (await this.#store).close();
       } catch {
         // The store never opened; its error was already reported.
       }

@@ -14,7 +14,6 @@ import {
 } from "../keychain/mod.ts";
 import { builtinPlugins } from "../plugins/mod.ts";
 import { keychainReference } from "../plugins/mcp/mod.ts";
-import { listUpstreams } from "../store/mod.ts";
 import { type CliContext, table, usage } from "./context.ts";
 
 async function openKeychain(context: CliContext): Promise<Keychain> {
@@ -61,7 +60,7 @@ export function registerKeychain(program: Command, context: CliContext): void {
       const plugin = name.slice(0, name.indexOf("."));
       const upstreams = [
         ...Object.values(config.plugins.upstreams),
-        ...await listUpstreams(await context.store()),
+        ...await (await context.store()).upstreams.list(),
       ];
       const known = [
         ...builtinPlugins().map((p) => p.name),

@@ -7,7 +7,6 @@ import type { Command } from "commander";
 import type { HttpServer } from "../http/mod.ts";
 // Not mod.ts: that would load the Streamable HTTP transport too.
 import { serveStdio } from "../mcp/stdio.ts";
-import { listIncomingWebhooks } from "../store/mod.ts";
 import { IncomingRouter } from "../webhooks/mod.ts";
 import { VERSION } from "../version.ts";
 import { type CliContext, usage } from "./context.ts";
@@ -82,7 +81,7 @@ export async function startStdio(context: CliContext): Promise<void> {
       await serving;
       throw error;
     }
-    const incoming = await listIncomingWebhooks(runtime.store);
+    const incoming = await runtime.store.webhooks.listIncoming();
     if (incoming.length) {
       context.warn(
         `${incoming.length} incoming webhook endpoint(s) are registered; they are served only with --transport http`,

@@ -11,13 +11,7 @@ import { createKeychain, SECRET_NAME_PATTERN } from "../keychain/mod.ts";
 import { keychainReference, upstreamNameProblem } from "../plugins/mcp/mod.ts";
 import { builtinPlugins, SERVER_STATUS_MAX_AGE_MS } from "../plugins/mod.ts";
 import { isSecretKey, redact } from "../redact.ts";
-import {
-  addUpstream,
-  listServerStatuses,
-  removeUpstream,
-  setUpstreamEnabled,
-  type UpstreamRecord,
-} from "../store/mod.ts";
+import type { UpstreamRecord } from "../store/mod.ts";
 import { type CliContext, table, usage } from "./context.ts";
 import { startQuietRuntime } from "./tools.ts";
 
@@ -204,7 +198,7 @@ export function registerPlugins(program: Command, context: CliContext): Command 
     .action(async (options: { json?: boolean; local?: boolean; verbose?: boolean }) => {
       if (!options.local) {
         const store = await context.store();
-        const servers = await listServerStatuses(store, SERVER_STATUS_MAX_AGE_MS);
+        const servers = await store.upstreams.listServerStatuses(SERVER_STATUS_MAX_AGE_MS);
         if (servers.length > 0) {
           if (options.json) {
             context.printJson(servers.flatMap((server) =>
@@ -314,7 +308,7 @@ Examples:
         );
       }
       const store = await context.store();
-      const record = await addUpstream(store, {
+      const record = await store.upstreams.add({
         name,
         ...(options.command !== undefined ? { command: options.command } : {}),
         args: options.arg,
@@ -365,7 +359,7 @@ Examples:
     .argument("<name>", "plugin name")
     .action(async (name: string) => {
       await checkManaged(context, name, "remove");
-      if (!(await removeUpstream(await context.store(), name))) throw notAdded(name);
+      if (!(await (await context.store()).upstreams.remove(name))) throw notAdded(name);
       context.print(`Removed plugin ${name}; a running server stops it within a second`);
     });
 
@@ -379,7 +373,7 @@ Examples:
       .argument("<name>", "plugin name")
       .action(async (name: string) => {
         await checkManaged(context, name, action);
-        const record = await setUpstreamEnabled(await context.store(), name, enabled);
+        const record = await (await context.store()).upstreams.setEnabled(name, enabled);
         if (!record) throw notAdded(name);
         if (enabled && (await context.config()).plugins.disabled.includes(name)) {
           context.warn(

@@ -19,7 +19,7 @@ import {
   upstreamSpecs,
 } from "../plugins/mcp/upstream_spec.ts";
 import { UpstreamSync } from "../plugins/mcp/upstream_sync.ts";
-import { listUpstreams, type Store } from "../store/mod.ts";
+import type { Store } from "../store/mod.ts";
 import { createDispatcher, type Dispatcher } from "../webhooks/mod.ts";
 import type { CliContext } from "./context.ts";
 
@@ -100,7 +100,7 @@ export async function createRuntime(
   const upstreamsVersion = await store.registrationsVersion();
   const upstreams = upstreamSpecs({
     config,
-    records: await listUpstreams(store),
+    records: await store.upstreams.list(),
     reserved,
     log,
   }).filter((spec) => wantUpstream(spec));

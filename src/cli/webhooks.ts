@@ -7,19 +7,7 @@
 import type { Command } from "commander";
 import { EVENT_TYPES, isEventType } from "../events/mod.ts";
 import { GatewayError } from "../errors/mod.ts";
-import {
-  addIncomingWebhook,
-  addOutgoingWebhook,
-  getIncomingWebhook,
-  getOutgoingWebhook,
-  type IncomingWebhook,
-  listIncomingWebhooks,
-  listOutgoingWebhooks,
-  listUpstreams,
-  type OutgoingWebhook,
-  readIncomingStats,
-  removeWebhook,
-} from "../store/mod.ts";
+import type { IncomingWebhook, OutgoingWebhook } from "../store/mod.ts";
 import { builtinPlugins } from "../plugins/mod.ts";
 import { type DeliveryLogEntry, recentAttempts, testWebhook } from "../webhooks/mod.ts";
 import { type CliContext, table, usage } from "./context.ts";
@@ -50,7 +38,7 @@ async function missingHandler(context: CliContext, handler: string): Promise<str
     const plugin = handler.slice(0, separator);
     const upstreams = [
       ...Object.keys(config.plugins.upstreams),
-      ...(await listUpstreams(await context.store())).map((upstream) => upstream.name),
+      ...(await (await context.store()).upstreams.list()).map((upstream) => upstream.name),
     ];
     if (upstreams.includes(plugin)) return undefined;
   }
@@ -219,7 +207,7 @@ export function registerWebhooks(program: Command, context: CliContext): void {
           );
         }
       }
-      const webhook = await addOutgoingWebhook(await context.store(), { url, events, secret });
+      const webhook = await (await context.store()).webhooks.addOutgoing({ url, events, secret });
       if (options.json) context.printJson(publicOutgoing(webhook));
       else context.print(webhook.id);
     });
@@ -232,9 +220,9 @@ export function registerWebhooks(program: Command, context: CliContext): void {
     .action(async (options: { json?: boolean; outgoing?: boolean; incoming?: boolean }) => {
       const store = await context.store();
       const both = !options.outgoing && !options.incoming;
-      const outgoing = both || options.outgoing ? await listOutgoingWebhooks(store) : [];
-      const incoming = both || options.incoming ? await listIncomingWebhooks(store) : [];
-      const stats = await Promise.all(incoming.map((w) => readIncomingStats(store, w.id)));
+      const outgoing = both || options.outgoing ? await store.webhooks.listOutgoing() : [];
+      const incoming = both || options.incoming ? await store.webhooks.listIncoming() : [];
+      const stats = await Promise.all(incoming.map((w) => store.webhooks.incomingStats(w.id)));
       const recent = await Promise.all(
         outgoing.map(async (w) => recentDeliveries(await recentAttempts(store, w.id))),
       );
@@ -278,7 +266,7 @@ export function registerWebhooks(program: Command, context: CliContext): void {
     .description("remove an outgoing webhook (wh_…) or incoming endpoint (in_…)")
     .argument("<id>", "the webhook id")
     .action(async (id: string) => {
-      const removed = await removeWebhook(await context.store(), id);
+      const removed = await (await context.store()).webhooks.remove(id);
       if (!removed) {
         throw new GatewayError(
           "NOT_FOUND",
@@ -328,7 +316,7 @@ export function registerWebhooks(program: Command, context: CliContext): void {
         : parseRateLimit(options.rateLimit);
       const secret = await readSecret(context, options.secret);
       const config = await context.config();
-      const webhook = await addIncomingWebhook(await context.store(), {
+      const webhook = await (await context.store()).webhooks.addIncoming({
         name,
         path,
         handler,
@@ -365,7 +353,7 @@ export function registerWebhooks(program: Command, context: CliContext): void {
         throw usage(`Invalid id "${id}": webhooks test takes an outgoing webhook id (wh_…)`);
       }
       const store = await context.store();
-      const webhook = await getOutgoingWebhook(store, id);
+      const webhook = await store.webhooks.getOutgoing(id);
       if (!webhook) {
         throw new GatewayError(
           "NOT_FOUND",
@@ -405,14 +393,14 @@ export function registerWebhooks(program: Command, context: CliContext): void {
     .action(async (id: string, options: { json?: boolean }) => {
       const store = await context.store();
       if (id.startsWith("in_")) {
-        const endpoint = await getIncomingWebhook(store, id);
+        const endpoint = await store.webhooks.getIncoming(id);
         if (!endpoint) {
           throw new GatewayError(
             "NOT_FOUND",
             `No webhook with id ${id}: see toolgate webhooks list`,
           );
         }
-        const stats = await readIncomingStats(store, id);
+        const stats = await store.webhooks.incomingStats(id);
         if (options.json) context.printJson({ ...publicIncoming(endpoint), stats });
         else {
           context.print(`${endpoint.id}  incoming  ${endpoint.path} → ${endpoint.handler}`);
@@ -429,7 +417,7 @@ export function registerWebhooks(program: Command, context: CliContext): void {
         }
         return;
       }
-      const webhook = await getOutgoingWebhook(store, id);
+      const webhook = await store.webhooks.getOutgoing(id);
       if (!webhook) {
         throw new GatewayError("NOT_FOUND", `No webhook with id ${id}: see toolgate webhooks list`);
       }

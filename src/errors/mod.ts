@@ -37,6 +37,7 @@ export const ERROR_CODES = {
   USAGE: { status: 400, exit: 2, doc: "Bad command-line usage or argument" },
   CONFIG_INVALID: { status: 500, exit: 1, doc: "The configuration is invalid" },
   STORE_CORRUPT: { status: 500, exit: 1, doc: "The data directory cannot be read" },
+  STORE_UNAVAILABLE: { status: 503, exit: 1, doc: "The database cannot be reached; retry later" },
   DELIVERY_FAILED: { status: 502, exit: 1, doc: "A webhook delivery failed" },
   UNAVAILABLE: { status: 503, exit: 1, doc: "The server is not serving" },
   LISTEN_FAILED: {

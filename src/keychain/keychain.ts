@@ -7,14 +7,7 @@
  */
 import { GatewayError } from "../errors/mod.ts";
 import type { SecretReader } from "../gateway/mod.ts";
-import {
-  deleteKeychainRecord,
-  getKeychainRecord,
-  type KeychainRecord,
-  listKeychainRecords,
-  putKeychainRecord,
-  type Store,
-} from "../store/mod.ts";
+import type { KeychainRecord, Store } from "../store/mod.ts";
 import { FileCipher } from "./_file.ts";
 import { type OsBackend, type OsBackendName, SecretToolBackend, SecurityBackend } from "./_os.ts";
 
@@ -181,7 +174,7 @@ class StoreKeychain implements Keychain {
     validateSecretName(name);
     validateValue(name, value);
     const backend = await this.backend();
-    const previous = await getKeychainRecord(this.#store, name);
+    const previous = await this.#store.keychain.get(name);
     let record: KeychainRecord;
     if (backend === "file") {
       record = await this.#cipher.encrypt(name, value);
@@ -196,7 +189,7 @@ class StoreKeychain implements Keychain {
       }
       record = { backend, updated_at: new Date().toISOString() };
     }
-    await putKeychainRecord(this.#store, name, record);
+    await this.#store.keychain.put(name, record);
     if (previous && previous.backend !== "file" && previous.backend !== backend) {
       await this.#os[previous.backend].remove(name);
     }
@@ -206,7 +199,7 @@ class StoreKeychain implements Keychain {
     validateSecretName(name);
     const override = this.#env[secretEnvName(name)];
     if (override) return override;
-    const record = await getKeychainRecord(this.#store, name);
+    const record = await this.#store.keychain.get(name);
     if (!record) return undefined;
     if (record.backend === "file") return await this.#cipher.decrypt(name, record);
     const os = this.#os[record.backend];
@@ -225,7 +218,7 @@ class StoreKeychain implements Keychain {
   }
 
   async entries(): Promise<KeychainEntryInfo[]> {
-    const records = await listKeychainRecords(this.#store);
+    const records = await this.#store.keychain.list();
     return records.map(({ name, record }) => ({
       name,
       backend: record.backend,
@@ -236,10 +229,10 @@ class StoreKeychain implements Keychain {
 
   async delete(name: string): Promise<boolean> {
     validateSecretName(name);
-    const record = await getKeychainRecord(this.#store, name);
+    const record = await this.#store.keychain.get(name);
     if (!record) return false;
     if (record.backend !== "file") await this.#os[record.backend].remove(name);
-    return await deleteKeychainRecord(this.#store, name);
+    return await this.#store.keychain.delete(name);
   }
 }
 

@@ -7,7 +7,7 @@
  */
 import type { Gateway } from "../gateway/mod.ts";
 import { newId } from "../ids.ts";
-import { deleteServerStatus, putServerStatus, type Store } from "../store/mod.ts";
+import type { Store } from "../store/mod.ts";
 
 /** Published states older than this are treated as a dead server's, in ms. */
 export const SERVER_STATUS_MAX_AGE_MS = 5_000;
@@ -74,7 +74,7 @@ export class ServerStatusPublisher {
 
   async #publish(): Promise<void> {
     try {
-      await putServerStatus(this.#store, {
+      await this.#store.upstreams.putServerStatus({
         server_id: this.serverId,
         pid: Deno.pid,
         transport: this.#transport,
@@ -94,7 +94,7 @@ export class ServerStatusPublisher {
     this.#timer = undefined;
     await this.#publishing;
     try {
-      await deleteServerStatus(this.#store, this.serverId);
+      await this.#store.upstreams.deleteServerStatus(this.serverId);
     } catch (error) {
       this.#log(`withdrawing plugin states failed: ${(error as Error).message}`);
     }

@@ -1,17 +1,26 @@
 /**
- * Storage: the only module that touches Deno KV. One database file per data
- * directory (`toolgate.kv`), a typed key layout, zod-validated records.
+ * Storage: everything toolgate keeps, behind one interface
+ * ({@linkcode Store}) with two adapters, Deno KV (embedded, the default) and
+ * PostgreSQL. Callers open a store with {@linkcode openStore} and never learn
+ * which adapter they got.
  *
  * @module
  */
-export { KV_FILE, openStore, SCHEMA_VERSION, Store, withLockRetry } from "./store.ts";
-export type { OpenStoreOptions } from "./store.ts";
-export * from "./webhooks.ts";
-export * from "./deliveries.ts";
-export * from "./memory.ts";
-export * from "./keychain.ts";
-export * from "./incoming.ts";
-export * from "./audit.ts";
-export * from "./upstreams.ts";
-export * from "./lease.ts";
-export type { StagedWrites } from "./_staged.ts";
+export { openStore } from "./open.ts";
+export type { OpenStoreOptions } from "./open.ts";
+export type {
+  AuditLimits,
+  AuditStore,
+  DeliveryStore,
+  DeliveryWriter,
+  IncomingStore,
+  KeychainStore,
+  LeaseStore,
+  MemoryStore,
+  StagedWrites,
+  Store,
+  StoreCost,
+  UpstreamStore,
+  WebhookStore,
+} from "./store.ts";
+export * from "./records.ts";

@@ -1,208 +1,323 @@
 /**
- * Opens the one Deno KV database of a data directory and retries the
- * "database is locked" contention error of multi-process access.
+ * The storage interface: everything toolgate keeps goes through a
+ * {@linkcode Store}, whichever adapter holds it (Deno KV, embedded, by
+ * default; PostgreSQL for several instances). Nothing above this interface
+ * knows which adapter it has.
+ *
+ * Version stamps (`versionstamp`, `headVersionstamp`, …) are opaque strings
+ * an adapter hands out with a record and checks when a write is guarded by
+ * them: equal stamps mean the record is unchanged.
  *
  * @module
  */
-import { GatewayError } from "../errors/mod.ts";
-import { registrationsVersionKey, schemaVersionKey } from "./keys.ts";
-import { ReadBatcher } from "./_reads.ts";
+import type {
+  AuditChainState,
+  AuditCommitGuard,
+  AuditCommitOutbox,
+  AuditEntryWrite,
+  AuditHead,
+  AuditRecord,
+  ClaimLeaseOptions,
+  DeliveryLogEntry,
+  DeliveryOp,
+  DlqRecord,
+  IncomingJob,
+  IncomingStats,
+  IncomingWebhook,
+  KeychainRecord,
+  ListMemoryOptions,
+  ListMemoryResult,
+  MemoryEntry,
+  NewIncomingWebhook,
+  NewOutgoingWebhook,
+  NewUpstream,
+  OutboxEvent,
+  OutgoingWebhook,
+  ReadAuditRecordPagesOptions,
+  ServerStatus,
+  SetMemoryResult,
+  StoredDelivery,
+  UpstreamRecord,
+  WriteResult,
+} from "./records.ts";
 
-/** The schema version this release writes and reads. */
-export const SCHEMA_VERSION = 1;
-
-/** File name of the KV database inside the data directory. */
-export const KV_FILE = "toolgate.kv";
-
-/** Options of {@linkcode openStore}. */
-export interface OpenStoreOptions {
-  /** Data directory; created with mode 0700 when missing. */
-  dataDir: string;
-  /** Open an in-memory database instead of the file (unit tests). @default false */
-  memory?: boolean;
-}
-
-const LOCK_RETRIES = 60;
-
-function isLockError(error: unknown): boolean {
-  return error instanceof Error && /database is locked|database is busy/i.test(error.message);
-}
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
+/** What a set of writes adds to one commit, for adapters that bound commits. */
+export interface StoreCost {
+  /** Records written or deleted. */
+  mutations: number;
+  /** Bytes of keys. */
+  keyBytes: number;
+  /** Bytes in all, keys included. */
+  bytes: number;
 }
 
 /**
- * Runs `operation`, retrying the KV "database is locked" error with short,
- * bounded, jittered backoff (about 2 s in all before giving up).
+ * Writes one store module hands to another's commit, so that both become
+ * durable together (an incoming job rides in the commit of its audit
+ * entry). Built by {@linkcode IncomingStore.stage}; opaque outside the
+ * adapter that built it.
  */
-export async function withLockRetry<T>(operation: () => Promise<T>): Promise<T> {
-  for (let attempt = 0;; attempt++) {
-    try {
-      return await operation();
-    } catch (error) {
-      if (!isLockError(error) || attempt >= LOCK_RETRIES) throw error;
-      await sleep(Math.min(2 + attempt * 2, 40) * (0.5 + Math.random()));
-    }
-  }
+export interface StagedWrites {
+  /** What the writes add to a commit. */
+  readonly cost: StoreCost;
 }
 
-/** A handle on the data directory's KV database. */
-export class Store {
-  /** The data directory. */
+/** Outgoing and incoming webhook registrations. */
+export interface WebhookStore {
+  /** Stores a new outgoing webhook and returns it. */
+  addOutgoing(input: NewOutgoingWebhook): Promise<OutgoingWebhook>;
+  /** Every outgoing webhook, oldest first. */
+  listOutgoing(): Promise<OutgoingWebhook[]>;
+  /** One outgoing webhook, or `null`. */
+  getOutgoing(id: string): Promise<OutgoingWebhook | null>;
+  /**
+   * Stores a new incoming endpoint; name and path are unique.
+   *
+   * @throws {GatewayError} `CONFLICT` when the name or path is taken.
+   */
+  addIncoming(input: NewIncomingWebhook): Promise<IncomingWebhook>;
+  /** Every incoming endpoint, oldest first. */
+  listIncoming(): Promise<IncomingWebhook[]>;
+  /** One incoming endpoint, or `null`. */
+  getIncoming(id: string): Promise<IncomingWebhook | null>;
+  /** Removes a webhook of either kind, and says which kind it was (`null`: none). */
+  remove(id: string): Promise<"outgoing" | "incoming" | null>;
+  /** The counters of an incoming endpoint. */
+  incomingStats(id: string): Promise<IncomingStats>;
+  /** Adds to the counters of an incoming endpoint. */
+  addIncomingStats(
+    id: string,
+    deltas: { received?: number; rejected?: number; failed?: number },
+    lastReceivedAt?: string,
+  ): Promise<void>;
+}
+
+/** Group-commits delivery writes: see {@linkcode DeliveryStore.writer}. */
+export interface DeliveryWriter {
+  /** Units waiting to be committed. */
+  readonly queued: number;
+  /**
+   * Queues `ops` for the next group commit, as one atomic unit.
+   *
+   * @returns Once committed: the version stamps and whether collections applied.
+   */
+  write(ops: readonly DeliveryOp[]): Promise<WriteResult>;
+  /** Resolves once every queued write is committed (or failed). */
+  flush(): Promise<void>;
+}
+
+/** The delivery outbox, the dead-letter queue and the delivery logs. */
+export interface DeliveryStore {
+  /**
+   * A group-committing writer.
+   *
+   * @param options `lingerMs`: how long a commit waits for more units to join it. @default 0
+   */
+  writer(options?: { lingerMs?: number }): DeliveryWriter;
+  /**
+   * What `ops` add to another commit (the audit log's).
+   *
+   * @throws {GatewayError} `INTERNAL` when `ops` holds a `collect_event` op.
+   */
+  opsCost(ops: readonly DeliveryOp[]): StoreCost;
+  /** Signals new pending deliveries to the process that delivers them. */
+  bumpVersion(): Promise<void>;
+  /** The counter bumped whenever deliveries are queued by another path (replay, CLI). */
+  version(): Promise<bigint>;
+  /** Every pending delivery, by event id (oldest first). */
+  listPending(): Promise<StoredDelivery[]>;
+  /** An outbox event and the version stamp of its stored record, or `null`. */
+  readEvent(eventId: string): Promise<{ event: OutboxEvent; versionstamp: string } | null>;
+  /** Deletes an outbox event no pending delivery refers to; says whether it is gone. */
+  collectEventIfUnreferenced(eventId: string): Promise<boolean>;
+  /** Every dead-letter record, oldest first. */
+  listDlq(): Promise<DlqRecord[]>;
+  /** One dead-letter record, or `null`. */
+  getDlq(dlqId: string): Promise<DlqRecord | null>;
+  /** The exact body bytes of a dead-lettered event. */
+  readDlqBody(record: DlqRecord): Promise<Uint8Array>;
+  /**
+   * Queues a fresh delivery for a dead-letter record (same event id and body,
+   * fresh schedule) and bumps the deliveries version. The record stays until
+   * the delivery succeeds.
+   *
+   * @returns `"already_queued"` when a delivery of that event to that webhook is pending.
+   */
+  requeueDlq(
+    record: DlqRecord,
+    body: Uint8Array,
+    timestamp: string,
+    now?: number,
+  ): Promise<"queued" | "already_queued">;
+  /** Deletes dead-letter records and their bodies. */
+  deleteDlq(records: readonly Pick<DlqRecord, "dlq_id" | "size">[]): Promise<void>;
+  /** The newest entries of a webhook's delivery log, newest first. */
+  readLog(webhookId: string, limit?: number): Promise<DeliveryLogEntry[]>;
+  /** Appends one entry to a webhook's delivery log and trims it. */
+  appendLog(webhookId: string, entry: DeliveryLogEntry): Promise<void>;
+  /** Deletes all but the newest `keep` entries of a webhook's log; returns how many went. */
+  trimLog(webhookId: string, keep?: number): Promise<number>;
+  /** The entry ids of a webhook's delivery log, oldest first. */
+  listLogIds(webhookId: string): Promise<string[]>;
+  /** Deletes a webhook's whole delivery log. */
+  deleteLog(webhookId: string): Promise<void>;
+}
+
+/** Bounds of one audit commit, as the adapter sets them. */
+export interface AuditLimits {
+  /** Largest entry, in bytes of canonical JSON. */
+  maxEntryBytes: number;
+  /** Most mutations in one commit. */
+  commitMaxMutations: number;
+  /** Byte budget of one commit. */
+  commitMaxBytes: number;
+}
+
+/** The stored audit chain: the head and the entries' bytes (hashing lives in `src/audit`). */
+export interface AuditStore {
+  /** Bounds of one commit. */
+  readonly limits: AuditLimits;
+  /** What storing one entry of `byteLength` bytes costs. */
+  entryCost(byteLength: number): { mutations: number; bytes: number };
+  /** Reads the head; `head` is `null` for an empty log. */
+  readHead(): Promise<{ head: AuditHead | null; versionstamp: string | null }>;
+  /** Reads the head and whether an entry is stored right after `seq`, consistently. */
+  readHeadAndNext(seq: number): Promise<{ head: AuditHead | null; nextExists: boolean }>;
+  /** The stored entry at `seq`, or `null`. */
+  readRecord(seq: number): Promise<AuditRecord | null>;
+  /**
+   * What an appender needs: the head, its stamp and the entry it points at.
+   *
+   * @param hintSeq The head seq the caller expects.
+   * @throws {GatewayError} `STORE_CORRUPT` when an entry is stored after the head.
+   */
+  readChainState(hintSeq?: number): Promise<AuditChainState>;
+  /**
+   * Writes `entries` and the new `head` atomically, provided the chain is as
+   * `guard` says; `outbox` deliveries and staged `writes` ride in the same commit.
+   *
+   * @returns The commit's version stamp, or `null` when another writer appended first.
+   */
+  commit(
+    guard: AuditCommitGuard,
+    entries: readonly AuditEntryWrite[],
+    head: AuditHead,
+    outbox?: AuditCommitOutbox,
+    writes?: readonly StagedWrites[],
+  ): Promise<string | null>;
+  /** Streams stored entries in seq order, a page at a time. */
+  pages(options?: ReadAuditRecordPagesOptions): AsyncGenerator<AuditRecord[]>;
+}
+
+/** The durable queue of accepted incoming payloads waiting for their handler tool. */
+export interface IncomingStore {
+  /** Largest body {@linkcode IncomingStore.stage} takes. */
+  readonly stagedBodyMaxBytes: number;
+  /** Stores a job and its raw body durably; returns the stored job. */
+  put(job: Omit<IncomingJob, "body_bytes" | "chunks">, body: Uint8Array): Promise<IncomingJob>;
+  /** A job's body, or `null` when it is gone. */
+  readBody(job: IncomingJob): Promise<Uint8Array | null>;
+  /** Pending jobs, oldest first. */
+  list(options?: { limit?: number }): Promise<IncomingJob[]>;
+  /**
+   * Prepares a job to be written in another commit (the audit entry's).
+   *
+   * @returns `undefined` when the body is larger than {@linkcode IncomingStore.stagedBodyMaxBytes}.
+   */
+  stage(
+    job: Omit<IncomingJob, "body_bytes" | "chunks">,
+    body: Uint8Array,
+  ): { job: IncomingJob; writes: StagedWrites } | undefined;
+  /** Removes finished jobs (and counts failures); says for each whether it was still there. */
+  complete(items: readonly { job: IncomingJob; failed: boolean }[]): Promise<boolean[]>;
+  /** Removes bodies whose job is gone; returns how many. */
+  sweepOrphanBodies(): Promise<number>;
+}
+
+/** The memory plugin's notebook. */
+export interface MemoryStore {
+  /**
+   * Stores a JSON value under `key`, replacing any previous value.
+   *
+   * @throws {GatewayError} `TOOL_INPUT_INVALID` when the key or value is not acceptable.
+   */
+  set(key: string, value: unknown, now?: Date): Promise<SetMemoryResult>;
+  /** One entry, or `null`. */
+  get(key: string): Promise<MemoryEntry | null>;
+  /** Entries in key order. */
+  list(options?: ListMemoryOptions): Promise<ListMemoryResult>;
+  /** Deletes an entry; says whether it existed. */
+  delete(key: string): Promise<boolean>;
+}
+
+/** Keychain entries: the file backend's encrypted values and the names of OS-held secrets. */
+export interface KeychainStore {
+  /** Writes (creates or replaces) the entry `name`. */
+  put(name: string, record: KeychainRecord): Promise<void>;
+  /** The entry `name`, or `null`. */
+  get(name: string): Promise<KeychainRecord | null>;
+  /** Every entry, by name. */
+  list(): Promise<{ name: string; record: KeychainRecord }[]>;
+  /** Deletes the entry `name`; says whether it existed. */
+  delete(name: string): Promise<boolean>;
+}
+
+/** MCP upstreams added at run time, and the plugin states running servers publish. */
+export interface UpstreamStore {
+  /**
+   * Stores a new upstream.
+   *
+   * @throws {GatewayError} `CONFLICT` when an upstream of that name exists.
+   */
+  add(input: NewUpstream): Promise<UpstreamRecord>;
+  /** Every upstream, by name. */
+  list(): Promise<UpstreamRecord[]>;
+  /** Removes an upstream; says whether it existed. */
+  remove(name: string): Promise<boolean>;
+  /** Enables or disables an upstream; `null` when there is none of that name. */
+  setEnabled(name: string, enabled: boolean): Promise<UpstreamRecord | null>;
+  /** Publishes a running server's plugin states, expiring after `ttlMs`. */
+  putServerStatus(status: ServerStatus, ttlMs: number): Promise<void>;
+  /** Withdraws a server's published states. */
+  deleteServerStatus(serverId: string): Promise<void>;
+  /** The states published within `maxAgeMs`. */
+  listServerStatuses(maxAgeMs: number, now?: number): Promise<ServerStatus[]>;
+}
+
+/** Leases: which process does a piece of shared work. */
+export interface LeaseStore {
+  /** Takes or renews the delivery lease; says whether this process holds it now. */
+  claimDelivery(options: ClaimLeaseOptions): Promise<boolean>;
+  /** Gives the delivery lease up, if `owner` holds it. */
+  releaseDelivery(owner: string): Promise<void>;
+}
+
+/** A handle on one store: what toolgate keeps, behind one interface. */
+export interface Store {
+  /** Which adapter holds the data. */
+  readonly kind: "kv" | "postgres";
+  /** Where the data lives, for messages: a file path, or a URL without its password. */
+  readonly location: string;
+  /** The data directory (files such as `dlq.json` live there, whatever the adapter). */
   readonly dataDir: string;
-  /** The KV handle, for the modules of `src/store` only. */
-  readonly kv: Deno.Kv;
-  /**
-   * A second handle on the same file for plain reads (the modules of
-   * `src/store` only): WAL readers do not queue behind the writer's commits.
-   * It sees every commit that completed before the read started, on any
-   * handle, so it suits reads that need no snapshot shared with a write.
-   * Writes and read-then-write (`atomic().check()`) stay on {@linkcode Store.kv}.
-   * The same handle as `kv` for an in-memory database.
-   */
-  readonly reader: Deno.Kv;
-  #reads: ReadBatcher;
-  #closed = false;
-
-  /**
-   * @param dataDir The data directory.
-   * @param kv An open KV handle.
-   * @param reader A second handle on the same database for reads. @default kv
-   */
-  constructor(dataDir: string, kv: Deno.Kv, reader: Deno.Kv = kv) {
-    this.dataDir = dataDir;
-    this.kv = kv;
-    this.reader = reader;
-    this.#reads = new ReadBatcher(reader, withLockRetry);
-  }
-
-  /**
-   * Reads one key on {@linkcode Store.reader}, with lock retry. Reads made
-   * while others are in flight share one `getMany` (see `_reads.ts`): the
-   * way for every plain single-key read of `src/store`.
-   */
-  get<T>(key: Deno.KvKey): Promise<Deno.KvEntryMaybe<T>> {
-    return this.#reads.get<T>(key);
-  }
-
-  /** Runs a KV operation with lock retry. */
-  retry<T>(operation: () => Promise<T>): Promise<T> {
-    return withLockRetry(operation);
-  }
-
-  /** Reads the registration change counter (polled by running servers). */
-  async registrationsVersion(): Promise<bigint> {
-    const entry = await this.get<Deno.KvU64>(registrationsVersionKey());
-    return entry.value?.value ?? 0n;
-  }
-
-  /** Closes both handles; safe to call twice. */
-  close(): void {
-    if (this.#closed) return;
-    this.#closed = true;
-    this.kv.close();
-    if (this.reader !== this.kv) this.reader.close();
-  }
-}
-
-async function ensureDataDir(dataDir: string): Promise<void> {
-  let info: Deno.FileInfo;
-  try {
-    info = await Deno.stat(dataDir);
-  } catch (error) {
-    if (!(error instanceof Deno.errors.NotFound)) {
-      throw new GatewayError(
-        "STORE_CORRUPT",
-        `Cannot read data directory ${dataDir}: ${(error as Error).message}`,
-        { cause: error },
-      );
-    }
-    await Deno.mkdir(dataDir, { recursive: true, mode: 0o700 });
-    await Deno.chmod(dataDir, 0o700);
-    return;
-  }
-  if (!info.isDirectory) {
-    throw new GatewayError(
-      "STORE_CORRUPT",
-      `Data directory ${dataDir} is not a directory: move the file away or set TOOLGATE_HOME`,
-    );
-  }
-}
-
-/**
- * Opens the store of a data directory, checking its schema version.
- *
- * @throws {GatewayError} `STORE_CORRUPT` when the directory or database
- * cannot be read, or was written by a newer release. Nothing is repaired or
- * overwritten.
- */
-export async function openStore(options: OpenStoreOptions): Promise<Store> {
-  const { dataDir, memory = false } = options;
-  let kv: Deno.Kv;
-  let reader: Deno.Kv | undefined;
-  const path = `${dataDir}/${KV_FILE}`;
-  if (memory) {
-    kv = await Deno.openKv(":memory:");
-  } else {
-    await ensureDataDir(dataDir);
-    try {
-      kv = await withLockRetry(() => Deno.openKv(path));
-    } catch (error) {
-      throw new GatewayError(
-        "STORE_CORRUPT",
-        `Cannot open ${path}: ${(error as Error).message}; the file was left untouched`,
-        { cause: error },
-      );
-    }
-    try {
-      reader = await withLockRetry(() => Deno.openKv(path));
-    } catch (error) {
-      kv.close();
-      throw new GatewayError(
-        "STORE_CORRUPT",
-        `Cannot open ${path}: ${(error as Error).message}; the file was left untouched`,
-        { cause: error },
-      );
-    }
-  }
-  const store = new Store(dataDir, kv, reader);
-  try {
-    await checkSchemaVersion(store, path);
-  } catch (error) {
-    store.close();
-    throw error;
-  }
-  return store;
-}
-
-async function checkSchemaVersion(store: Store, path: string): Promise<void> {
-  let entry: Deno.KvEntryMaybe<unknown>;
-  try {
-    entry = await store.retry(() => store.kv.get(schemaVersionKey()));
-  } catch (error) {
-    throw new GatewayError(
-      "STORE_CORRUPT",
-      `Cannot read ${path}: ${(error as Error).message}; the file was left untouched`,
-      { cause: error },
-    );
-  }
-  if (entry.value === null) {
-    await store.retry(() =>
-      store.kv.atomic().check(entry).set(schemaVersionKey(), SCHEMA_VERSION).commit()
-    );
-    return;
-  }
-  if (typeof entry.value !== "number") {
-    throw new GatewayError(
-      "STORE_CORRUPT",
-      `Cannot use ${path}: its schema version is unreadable; the file was left untouched`,
-    );
-  }
-  if (entry.value > SCHEMA_VERSION) {
-    throw new GatewayError(
-      "STORE_CORRUPT",
-      `Cannot use ${path}: it was written by a newer toolgate (schema ${entry.value}, this release reads ${SCHEMA_VERSION})`,
-    );
-  }
+  /** Webhook registrations. */
+  readonly webhooks: WebhookStore;
+  /** The delivery outbox, DLQ and delivery logs. */
+  readonly deliveries: DeliveryStore;
+  /** The audit chain. */
+  readonly audit: AuditStore;
+  /** Incoming jobs. */
+  readonly incoming: IncomingStore;
+  /** Memory notes. */
+  readonly memory: MemoryStore;
+  /** Keychain fallback entries. */
+  readonly keychain: KeychainStore;
+  /** Upstream registrations and server states. */
+  readonly upstreams: UpstreamStore;
+  /** Leases. */
+  readonly leases: LeaseStore;
+  /** The registration change counter (webhooks, upstreams), polled by running servers. */
+  registrationsVersion(): Promise<bigint>;
+  /** Closes the store; safe to call twice. */
+  close(): Promise<void>;
 }

@@ -4,12 +4,7 @@
  *
  * @module
  */
-import {
-  DELIVERY_LOG_SIZE,
-  type DeliveryLogEntry,
-  readDeliveryLog,
-  type Store,
-} from "../store/mod.ts";
+import { DELIVERY_LOG_SIZE, type DeliveryLogEntry, type Store } from "../store/mod.ts";
 
 /**
  * The most recent delivery attempts to a webhook, newest first: `at`,
@@ -22,5 +17,5 @@ export async function recentAttempts(
   webhookId: string,
   limit: number = DELIVERY_LOG_SIZE,
 ): Promise<DeliveryLogEntry[]> {
-  return await readDeliveryLog(store, webhookId, Math.min(limit, DELIVERY_LOG_SIZE));
+  return await store.deliveries.readLog(webhookId, Math.min(limit, DELIVERY_LOG_SIZE));
 }

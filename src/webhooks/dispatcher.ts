@@ -12,28 +12,17 @@ import type { EventBus, EventEnvelope, EventType } from "../events/mod.ts";
 import { newId } from "../ids.ts";
 import {
   type AttemptRecord,
-  bumpDeliveriesVersion,
-  claimDeliveryLease,
-  collectEventIfUnreferenced,
-  deleteDeliveryLog,
-  deliveriesVersion,
   DELIVERY_LOG_SIZE,
   type DeliveryLogEntry,
   type DeliveryOp,
   type DeliveryRecord,
-  DeliveryWriter,
+  type DeliveryWriter,
   fanoutDeliveries,
   type FanoutRecord,
-  listDeliveryLogIds,
-  listDlqRecords,
-  listOutgoingWebhooks,
-  listPendingDeliveries,
   newDlqId,
   newLogEntryId,
   type OutboxEvent,
   type OutgoingWebhook,
-  readOutboxEvent,
-  releaseDeliveryLease,
   type Store,
   type StoredDelivery,
 } from "../store/mod.ts";
@@ -308,8 +297,8 @@ class WebhookDispatcher implements Dispatcher {
       config.webhooks.poll_ms,
       config.webhooks.retry_base_ms / 2,
     );
-    this.#writer = new DeliveryWriter(store);
-    this.#outcomes = new DeliveryWriter(store, { lingerMs: OUTCOME_LINGER_MS });
+    this.#writer = store.deliveries.writer();
+    this.#outcomes = store.deliveries.writer({ lingerMs: OUTCOME_LINGER_MS });
     this.#recordOnly = mode === "record";
     this.#leaseTtlMs = Math.max(LEASE_MIN_TTL_MS, config.webhooks.poll_ms * 10);
     this.#schedule = new Schedule((due) => this.#enqueueReady(due), now);
@@ -326,7 +315,7 @@ class WebhookDispatcher implements Dispatcher {
 
   /** Takes or renews the delivery lease; false while another live server holds it. */
   #claimLease(): Promise<boolean> {
-    return claimDeliveryLease(this.#store, { owner: this.#owner, ttlMs: this.#leaseTtlMs });
+    return this.#store.leases.claimDelivery({ owner: this.#owner, ttlMs: this.#leaseTtlMs });
   }
 
   async start(): Promise<void> {
@@ -335,7 +324,7 @@ class WebhookDispatcher implements Dispatcher {
     }
     this.#state = "running";
     await this.#refreshRegistrations();
-    this.#deliveriesVersion = await deliveriesVersion(this.#store);
+    this.#deliveriesVersion = await this.#store.deliveries.version();
     this.#unsubscribe = this.#bus.subscribe((event) => this.#onEvent(event));
     if (this.#recordOnly) return;
     this.#leader = await this.#claimLease();
@@ -356,7 +345,7 @@ class WebhookDispatcher implements Dispatcher {
   }
 
   async #syncMirror(): Promise<void> {
-    const hasRecords = (await listDlqRecords(this.#store)).length > 0;
+    const hasRecords = (await this.#store.deliveries.listDlq()).length > 0;
     const hasFile = await Deno.stat(`${this.#config.dataDir}/${DLQ_FILE}`).then(
       () => true,
       (error) => {
@@ -406,7 +395,7 @@ class WebhookDispatcher implements Dispatcher {
     while (this.#tasks.size) await Promise.all(this.#tasks);
     await this.#writer.flush();
     await this.#outcomes.flush();
-    if (this.#leader) await releaseDeliveryLease(this.#store, this.#owner);
+    if (this.#leader) await this.#store.leases.releaseDelivery(this.#owner);
     this.#leader = false;
     this.#state = "stopped";
     this.#known.clear();
@@ -481,7 +470,7 @@ class WebhookDispatcher implements Dispatcher {
       this.#registrationsReadAt = began;
       return;
     }
-    const records = await listOutgoingWebhooks(this.#store);
+    const records = await this.#store.webhooks.listOutgoing();
     const hooks = new Map<string, Hook>();
     for (const record of records) {
       const old = this.#hooks.get(record.id);
@@ -494,7 +483,7 @@ class WebhookDispatcher implements Dispatcher {
       for (const id of this.#hooks.keys()) {
         if (!hooks.has(id)) {
           this.#logs.delete(id);
-          this.#background(deleteDeliveryLog(this.#store, id));
+          this.#background(this.#store.deliveries.deleteLog(id));
         }
       }
     }
@@ -517,7 +506,7 @@ class WebhookDispatcher implements Dispatcher {
     try {
       await this.#renewLease();
       await this.#refreshRegistrations();
-      const version = await deliveriesVersion(this.#store);
+      const version = await this.#store.deliveries.version();
       if (this.#sending && version !== this.#deliveriesVersion && this.#state === "running") {
         await this.#scan();
         this.#deliveriesVersion = version; // Only once adopted: a failed scan is retried.
@@ -632,7 +621,7 @@ class WebhookDispatcher implements Dispatcher {
     const built = this.#build(event, targets);
     const result = await this.#writer.write(built.ops);
     if (!this.#sending) {
-      await bumpDeliveriesVersion(this.#store);
+      await this.#store.deliveries.bumpVersion();
       return;
     }
     this.#adoptEvent(built, (i) => result.versionstamps[i]);
@@ -659,7 +648,7 @@ class WebhookDispatcher implements Dispatcher {
         return tombstone !== (d.fanout ? FANOUT_TOMBSTONE : d.versionstamp);
       };
       const byEvent = new Map<string, StoredDelivery[]>();
-      for (const stored of await listPendingDeliveries(this.#store)) {
+      for (const stored of await this.#store.deliveries.listPending()) {
         if (!fresh(stored)) continue;
         const group = byEvent.get(stored.record.event_id);
         if (group) group.push(stored);
@@ -669,7 +658,7 @@ class WebhookDispatcher implements Dispatcher {
         if (this.#state !== "running") return;
         let cached = this.#events.get(eventId);
         if (!cached) {
-          const loaded = await readOutboxEvent(this.#store, eventId);
+          const loaded = await this.#store.deliveries.readEvent(eventId);
           if (!loaded) {
             await this.#dropOrphans(eventId, group.filter(fresh));
             continue;
@@ -892,7 +881,7 @@ class WebhookDispatcher implements Dispatcher {
     const webhookId = record.webhook_id;
     let loading = this.#logs.get(webhookId);
     if (!loading) {
-      loading = listDeliveryLogIds(this.#store, webhookId);
+      loading = this.#store.deliveries.listLogIds(webhookId);
       this.#logs.set(webhookId, loading);
       loading.catch(() => this.#logs.delete(webhookId));
     }
@@ -980,7 +969,7 @@ class WebhookDispatcher implements Dispatcher {
       this.#tombstones.set(pending.key, pending.fanout ? FANOUT_TOMBSTONE : pending.versionstamp);
     }
     if (collect && !collected) {
-      this.#background(collectEventIfUnreferenced(this.#store, record.event_id));
+      this.#background(this.#store.deliveries.collectEventIfUnreferenced(record.event_id));
     }
     if (outcome === "dead" && attempt) {
       this.#onError(

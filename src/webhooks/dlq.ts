@@ -6,17 +6,7 @@
  */
 import { GatewayError } from "../errors/mod.ts";
 import type { EventEnvelope } from "../events/mod.ts";
-import {
-  type AttemptRecord,
-  deleteDlqRecords,
-  type DlqRecord,
-  getDlqRecord,
-  getOutgoingWebhook,
-  listDlqRecords,
-  readDlqBody,
-  requeueDlqRecord,
-  type Store,
-} from "../store/mod.ts";
+import type { AttemptRecord, DlqRecord, Store } from "../store/mod.ts";
 
 /** File name of the DLQ mirror in the data directory. */
 export const DLQ_FILE = "dlq.json";
@@ -44,7 +34,7 @@ async function toEntry(
   record: DlqRecord,
   body?: Uint8Array,
 ): Promise<DlqEntry> {
-  body ??= await readDlqBody(store, record);
+  body ??= await store.deliveries.readDlqBody(record);
   let event: EventEnvelope;
   try {
     event = JSON.parse(decoder.decode(body));
@@ -74,7 +64,7 @@ async function toEntry(
  * ```
  */
 export async function listDlq(store: Store): Promise<DlqEntry[]> {
-  const records = await listDlqRecords(store);
+  const records = await store.deliveries.listDlq();
   records.sort((a, b) =>
     a.failed_at < b.failed_at ? -1 : a.failed_at > b.failed_at ? 1 : a.dlq_id < b.dlq_id ? -1 : 1
   );
@@ -140,9 +130,9 @@ export async function replayDlq(
   const { now = Date.now, onProgress } = options;
   let records: DlqRecord[];
   if (target === "all") {
-    records = await listDlqRecords(store);
+    records = await store.deliveries.listDlq();
   } else {
-    const record = await getDlqRecord(store, target);
+    const record = await store.deliveries.getDlq(target);
     if (!record) {
       throw new GatewayError("NOT_FOUND", `Cannot replay ${target}: no such DLQ record`);
     }
@@ -151,16 +141,16 @@ export async function replayDlq(
   const result: ReplayDlqResult = { queued: [], already_queued: [], skipped: [] };
   let done = 0;
   for (const record of records) {
-    if (!await getOutgoingWebhook(store, record.webhook_id)) {
+    if (!await store.webhooks.getOutgoing(record.webhook_id)) {
       const reason = `webhook ${record.webhook_id} was removed`;
       if (target !== "all") {
         throw new GatewayError("NOT_FOUND", `Cannot replay ${record.dlq_id}: ${reason}`);
       }
       result.skipped.push({ dlq_id: record.dlq_id, reason });
     } else {
-      const body = await readDlqBody(store, record);
+      const body = await store.deliveries.readDlqBody(record);
       const entry = await toEntry(store, record, body);
-      const outcome = await requeueDlqRecord(store, record, body, entry.event.timestamp, now());
+      const outcome = await store.deliveries.requeueDlq(record, body, entry.event.timestamp, now());
       result[outcome].push(record.dlq_id);
     }
     onProgress?.(++done, records.length);
@@ -191,8 +181,8 @@ export async function purgeDlq(store: Store, options: PurgeDlqOptions = {}): Pro
       throw new GatewayError("USAGE", `Invalid --before: "${String(before)}" is not a date`);
     }
   }
-  const records = (await listDlqRecords(store)).filter((r) => Date.parse(r.failed_at) < limit);
-  await deleteDlqRecords(store, records);
+  const records = (await store.deliveries.listDlq()).filter((r) => Date.parse(r.failed_at) < limit);
+  await store.deliveries.deleteDlq(records);
   await writeDlqMirror(store, dataDir);
   return records.length;
 }

@@ -13,19 +13,7 @@ import { GatewayError } from "../errors/mod.ts";
 import type { Gateway } from "../gateway/mod.ts";
 import { toErrorResult, toToolResult } from "../gateway/mod.ts";
 import { newId } from "../ids.ts";
-import {
-  addIncomingStats,
-  completeIncomingJobs,
-  type IncomingJob,
-  type IncomingWebhook,
-  listIncomingJobs,
-  listIncomingWebhooks,
-  putIncomingJob,
-  readIncomingJobBody,
-  stageIncomingJob,
-  type Store,
-  sweepOrphanIncomingBodies,
-} from "../store/mod.ts";
+import type { IncomingJob, IncomingWebhook, Store } from "../store/mod.ts";
 import { verifySignature } from "./signer.ts";
 
 /** The audit log as the router needs it: appends that resolve with the committed entry. */
@@ -138,7 +126,7 @@ export class IncomingRouter {
    */
   async start(): Promise<void> {
     await this.refresh();
-    await sweepOrphanIncomingBodies(this.#store);
+    await this.#store.incoming.sweepOrphanBodies();
     this.#overflow = true;
     await this.#reload();
     this.#timer = setInterval(() => {
@@ -153,7 +141,7 @@ export class IncomingRouter {
   async refresh(): Promise<void> {
     const version = await this.#store.registrationsVersion();
     if (version === this.#version) return;
-    const endpoints = await listIncomingWebhooks(this.#store);
+    const endpoints = await this.#store.webhooks.listIncoming();
     this.#byPath = new Map(endpoints.map((endpoint) => [endpoint.path, endpoint]));
     this.#version = version;
   }
@@ -232,7 +220,7 @@ export class IncomingRouter {
     };
     // A small payload's job is written in its audit entry's commit: both are
     // durable together, at the cost of one commit shared with other calls.
-    const staged = wait ? undefined : stageIncomingJob(fields, body);
+    const staged = wait ? undefined : this.#store.incoming.stage(fields, body);
     await this.#audit.append({
       kind: "webhook.incoming",
       tool: endpoint.handler,
@@ -243,7 +231,7 @@ export class IncomingRouter {
     this.#count(endpoint.id, "received", receivedAt);
     if (wait) return await this.#runNow(endpoint, jobId, payload);
     // The job's audit entry is the one whose session_id is the job id.
-    const job = staged?.job ?? await putIncomingJob(this.#store, fields, body);
+    const job = staged?.job ?? await this.#store.incoming.put(fields, body);
     this.#enqueue({ job, payload });
     return Response.json({ id: jobId, status: "accepted" }, { status: 202 });
   }
@@ -294,7 +282,7 @@ export class IncomingRouter {
   }
 
   #countFailed(id: string): void {
-    addIncomingStats(this.#store, id, { failed: 1 }).catch((e) =>
+    this.#store.webhooks.addIncomingStats(id, { failed: 1 }).catch((e) =>
       this.#log(`incoming: stats failed: ${(e as Error).message}`)
     );
   }
@@ -303,7 +291,7 @@ export class IncomingRouter {
     const pending = [...this.#stats];
     this.#stats.clear();
     for (const [id, delta] of pending) {
-      await addIncomingStats(this.#store, id, delta, delta.last);
+      await this.#store.webhooks.addIncomingStats(id, delta, delta.last);
     }
   }
 
@@ -342,7 +330,7 @@ export class IncomingRouter {
         }
         // Jobs queued or running here are listed too, and skipped.
         const limit = room + this.#queued.size;
-        const jobs = await listIncomingJobs(this.#store, { limit });
+        const jobs = await this.#store.incoming.list({ limit });
         for (const job of jobs) this.#enqueue({ job });
         if (jobs.length === limit) this.#overflow = true;
       } catch (error) {
@@ -381,7 +369,7 @@ export class IncomingRouter {
     try {
       let args = payload;
       if (!args) {
-        const body = await readIncomingJobBody(this.#store, job);
+        const body = await this.#store.incoming.readBody(job);
         // Completed meanwhile (listed while it ran): nothing left to do.
         if (body === null) return;
         args = parseObject(body);
@@ -409,7 +397,7 @@ export class IncomingRouter {
       while (this.#completions.length) {
         const batch = this.#completions.splice(0, COMPLETIONS_PER_FLUSH);
         try {
-          await completeIncomingJobs(this.#store, batch);
+          await this.#store.incoming.complete(batch);
         } catch (error) {
           const ids = batch.map(({ job }) => job.id).join(", ");
           this.#log(`incoming jobs ${ids}: cannot mark completed: ${(error as Error).message}`);

@@ -6,7 +6,7 @@
 import { GatewayError } from "../errors/mod.ts";
 import { TEST_EVENT_TYPE } from "../events/mod.ts";
 import { newId } from "../ids.ts";
-import { appendDeliveryLog, getOutgoingWebhook, type Store } from "../store/mod.ts";
+import type { Store } from "../store/mod.ts";
 import { type FetchLike, postWebhook } from "./_send.ts";
 import { signPayload } from "./signer.ts";
 
@@ -64,7 +64,7 @@ export async function testWebhook(
     message = "Test delivery from toolgate",
     record = true,
   } = options;
-  const hook = await getOutgoingWebhook(store, id);
+  const hook = await store.webhooks.getOutgoing(id);
   if (!hook) throw new GatewayError("NOT_FOUND", `Cannot test webhook ${id}: no such webhook`);
   const startedAt = now();
   const envelope = {
@@ -85,7 +85,7 @@ export async function testWebhook(
     timeoutMs,
   });
   if (record) {
-    await appendDeliveryLog(store, hook.id, {
+    await store.deliveries.appendLog(hook.id, {
       at: envelope.timestamp,
       attempt: 1,
       ok: result.ok,

@@ -4,13 +4,13 @@
  *
  * @module
  */
-import { openStore, type Store } from "../../src/store/mod.ts";
-import { auditEntryKey, auditEntryPartKey } from "../../src/store/keys.ts";
+import { type KvStore, openKvStore } from "../../src/store/kv/kv_store.ts";
+import { auditEntryKey, auditEntryPartKey } from "../../src/store/kv/keys.ts";
 
 /** A store on a KV file in a fresh temp dir; disposing closes it and removes the dir. */
-export async function tempStore(): Promise<{ store: Store; dataDir: string } & AsyncDisposable> {
+export async function tempStore(): Promise<{ store: KvStore; dataDir: string } & AsyncDisposable> {
   const dataDir = await Deno.makeTempDir({ prefix: "toolgate-audit-" });
-  const store = await openStore({ dataDir });
+  const store = await openKvStore({ dataDir });
   return {
     store,
     dataDir,
@@ -22,19 +22,19 @@ export async function tempStore(): Promise<{ store: Store; dataDir: string } & A
 }
 
 /** Reads the stored JSON of entry `seq` straight from KV (single-part entries). */
-export async function readRaw(store: Store, seq: number): Promise<Record<string, unknown>> {
+export async function readRaw(store: KvStore, seq: number): Promise<Record<string, unknown>> {
   const entry = await store.kv.get<Uint8Array>(auditEntryPartKey(seq, 0));
   if (!(entry.value instanceof Uint8Array)) throw new Error(`no entry ${seq}`);
   return JSON.parse(new TextDecoder().decode(entry.value));
 }
 
 /** Writes `value` as the stored JSON of entry `seq`, bypassing the log. */
-export async function writeRaw(store: Store, seq: number, value: unknown): Promise<void> {
+export async function writeRaw(store: KvStore, seq: number, value: unknown): Promise<void> {
   await store.kv.set(auditEntryPartKey(seq, 0), new TextEncoder().encode(JSON.stringify(value)));
 }
 
 /** Deletes every part of entry `seq`, bypassing the log. */
-export async function deleteRaw(store: Store, seq: number): Promise<void> {
+export async function deleteRaw(store: KvStore, seq: number): Promise<void> {
   for await (const part of store.kv.list({ prefix: auditEntryKey(seq) })) {
     await store.kv.delete(part.key);
   }

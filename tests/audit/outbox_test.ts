@@ -9,14 +9,7 @@ import { assert, assertEquals } from "../_asserts.ts";
 import { createAuditLog } from "../../src/audit/mod.ts";
 import { EventBus, type EventEnvelope } from "../../src/events/mod.ts";
 import { Gateway } from "../../src/gateway/mod.ts";
-import {
-  addOutgoingWebhook,
-  deliveriesVersion,
-  listPendingDeliveries,
-  openStore,
-  readAuditHead,
-  readOutboxEvent,
-} from "../../src/store/mod.ts";
+import { openStore } from "../../src/store/mod.ts";
 import { createDispatcher } from "../../src/webhooks/mod.ts";
 import { testConfig, testPlugin } from "../gateway/_fixtures.ts";
 
@@ -25,7 +18,7 @@ async function setup(webhooks: number) {
   const config = { ...await testConfig(), dataDir };
   const store = await openStore({ dataDir });
   for (let i = 0; i < webhooks; i++) {
-    await addOutgoingWebhook(store, { url: `http://127.0.0.1:9/hook${i}`, events: "*" });
+    await store.webhooks.addOutgoing({ url: `http://127.0.0.1:9/hook${i}`, events: "*" });
   }
   const bus = new EventBus();
   const seen: EventEnvelope[] = [];
@@ -59,18 +52,21 @@ async function setup(webhooks: number) {
 
 Deno.test("a tool call's entry and the deliveries of tool.called and audit.written share one commit", async () => {
   await using t = await setup(3);
-  const versionBefore = await deliveriesVersion(t.store);
+  const versionBefore = await t.store.deliveries.version();
   await t.gateway.call("echo", { message: "hi" });
-  const head = await readAuditHead(t.store);
-  const deliveries = await listPendingDeliveries(t.store);
+  const head = await t.store.audit.readHead();
+  const deliveries = await t.store.deliveries.listPending();
   assertEquals(deliveries.length, 6, "3 webhooks × (tool.called, audit.written)");
   const types = deliveries.map((d) => d.record.event_type).sort();
   assertEquals(types, [...Array(3).fill("audit.written"), ...Array(3).fill("tool.called")]);
   for (const delivery of deliveries) {
     assertEquals(delivery.versionstamp, head.versionstamp, "written in the entry's commit");
-    assert(await readOutboxEvent(t.store, delivery.record.event_id), "the event body is stored");
+    assert(
+      await t.store.deliveries.readEvent(delivery.record.event_id),
+      "the event body is stored",
+    );
   }
-  assertEquals(await deliveriesVersion(t.store), versionBefore + 1n, "the server is signalled");
+  assertEquals(await t.store.deliveries.version(), versionBefore + 1n, "the server is signalled");
   // The bus carries the same envelopes, tool.called first.
   const emitted = t.seen.filter((e) => e.type === "tool.called" || e.type === "audit.written");
   assertEquals(emitted.map((e) => e.type), ["tool.called", "audit.written"]);
@@ -83,7 +79,7 @@ Deno.test("a tool call's entry and the deliveries of tool.called and audit.writt
 Deno.test("without webhooks a tool call still emits tool.called then audit.written", async () => {
   await using t = await setup(0);
   await t.gateway.call("echo", { message: "hi" });
-  assertEquals(await listPendingDeliveries(t.store), []);
+  assertEquals(await t.store.deliveries.listPending(), []);
   const types = t.seen.map((e) => e.type).filter((type) => type !== "plugin.ready");
   assertEquals(types, ["tool.called", "audit.written"]);
 });

@@ -1,11 +1,11 @@
 import { assert, assertEquals, assertMatch, assertRejects } from "../_asserts.ts";
 import { type AuditLog, createAuditLog, GENESIS_HASH } from "../../src/audit/mod.ts";
 import { GatewayError } from "../../src/errors/mod.ts";
-import type { Store } from "../../src/store/mod.ts";
-import { auditEntryPartKey, auditHeadKey } from "../../src/store/keys.ts";
+import type { KvStore } from "../../src/store/kv/kv_store.ts";
+import { auditEntryPartKey, auditHeadKey } from "../../src/store/kv/keys.ts";
 import { deleteRaw, readRaw, tempStore, toolCall, writeRaw } from "./_store.ts";
 
-async function fill(store: Store, count: number): Promise<AuditLog> {
+async function fill(store: KvStore, count: number): Promise<AuditLog> {
   const log = createAuditLog({ store });
   await Promise.all(Array.from({ length: count }, (_, i) => log.append(toolCall("echo", { i }))));
   return log;

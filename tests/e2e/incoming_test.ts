@@ -2,8 +2,8 @@ import { createHmac } from "node:crypto";
 import { assert, assertEquals, assertMatch } from "../_asserts.ts";
 import { runCli, tempHome } from "../_helpers.ts";
 import { startHttpServer } from "./_http_server.ts";
-import { listIncomingJobs, openStore } from "../../src/store/mod.ts";
-import { incomingBodiesPrefix } from "../../src/store/keys.ts";
+import { openKvStore } from "../../src/store/kv/kv_store.ts";
+import { incomingBodiesPrefix } from "../../src/store/kv/keys.ts";
 
 function sign(secret: string, body: string): string {
   return "sha256=" + createHmac("sha256", secret).update(body).digest("hex");
@@ -37,11 +37,11 @@ async function auditEntries(url: string, query = ""): Promise<AuditEntryLite[]> 
 
 /** Jobs and body chunks left in the data dir (the server must be stopped). */
 async function leftovers(home: string): Promise<{ jobs: number; chunks: number }> {
-  const store = await openStore({ dataDir: home });
+  const store = await openKvStore({ dataDir: home });
   try {
     let chunks = 0;
     for await (const _ of store.kv.list({ prefix: incomingBodiesPrefix() })) chunks++;
-    return { jobs: (await listIncomingJobs(store)).length, chunks };
+    return { jobs: (await store.incoming.list()).length, chunks };
   } finally {
     store.close();
   }

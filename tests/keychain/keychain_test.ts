@@ -8,12 +8,7 @@ import {
   secretEnvName,
   secretReaderFor,
 } from "../../src/keychain/mod.ts";
-import {
-  getKeychainRecord,
-  openStore,
-  putKeychainRecord,
-  type Store,
-} from "../../src/store/mod.ts";
+import { openStore, type Store } from "../../src/store/mod.ts";
 
 const SECRET = "xoxb-plaintext-canary-7f3a9c";
 
@@ -99,7 +94,7 @@ Deno.test("the encrypted file store never holds the value in plaintext", async (
   await using fx = await fixture();
   await fx.keychain().set("slack.bot_token", SECRET);
   assertEquals(await foundInFiles(fx.home, SECRET), []);
-  const record = await getKeychainRecord(fx.store, "slack.bot_token");
+  const record = await fx.store.keychain.get("slack.bot_token");
   assertEquals(record?.backend, "file");
   // A second handle on the same data directory decrypts it.
   assertEquals(await fx.keychain().get("slack.bot_token"), SECRET);
@@ -167,8 +162,8 @@ Deno.test("a ciphertext is bound to its name: moved to another name it does not 
   await using fx = await fixture();
   const keychain = fx.keychain();
   await keychain.set("slack.bot_token", SECRET);
-  const record = await getKeychainRecord(fx.store, "slack.bot_token");
-  await putKeychainRecord(fx.store, "evil.token", record!);
+  const record = await fx.store.keychain.get("slack.bot_token");
+  await fx.store.keychain.put("evil.token", record!);
   await expectError(() => keychain.get("evil.token"), "STORE_CORRUPT");
 });
 
@@ -291,7 +286,7 @@ Deno.test({
     assertStringIncludes(argv, "store --label=toolgate slack.bot_token service toolgate name");
     assert(!argv.includes(SECRET), "the value was passed in argv");
     assertEquals(
-      await getKeychainRecord(fx.store, "slack.bot_token").then((r) => r?.backend),
+      await fx.store.keychain.get("slack.bot_token").then((r) => r?.backend),
       "secret-tool",
     );
     assertEquals(await foundInFiles(fx.home, SECRET), []);

@@ -185,12 +185,12 @@ Deno.test("every memory tool is idempotent and the plugin is zero-config", () =>
 Deno.test("memory values persist in the data directory's KV file across store handles", async () => {
   const home = await Deno.makeTempDir({ prefix: "toolgate-memory-" });
   try {
-    const { openStore, setMemory, getMemory } = await import("../../src/store/mod.ts");
+    const { openStore } = await import("../../src/store/mod.ts");
     const first = await openStore({ dataDir: home });
-    await setMemory(first, "persisted", { n: 1 });
+    await first.memory.set("persisted", { n: 1 });
     first.close();
     const second = await openStore({ dataDir: home });
-    assertEquals((await getMemory(second, "persisted"))?.value, { n: 1 });
+    assertEquals((await second.memory.get("persisted"))?.value, { n: 1 });
     second.close();
   } finally {
     await Deno.remove(home, { recursive: true });

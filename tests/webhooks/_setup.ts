@@ -5,7 +5,7 @@
  * @module
  */
 import { EventBus, type EventData, type EventType } from "../../src/events/mod.ts";
-import { openStore, type Store } from "../../src/store/mod.ts";
+import { type KvStore, openKvStore } from "../../src/store/kv/kv_store.ts";
 import {
   createDispatcher,
   type Dispatcher,
@@ -24,7 +24,7 @@ export interface SetupOptions {
 /** A test environment. */
 export interface Env extends AsyncDisposable {
   dir: string;
-  store: Store;
+  store: KvStore;
   bus: EventBus;
   config: DispatcherConfig;
   /** Everything the dispatchers reported through `onError`. */
@@ -32,15 +32,15 @@ export interface Env extends AsyncDisposable {
   /** A new dispatcher (stopped on dispose). */
   dispatcher(options?: Partial<DispatcherOptions>): Dispatcher;
   /** Opens another handle on the same KV file (like a second process), closed on dispose. */
-  reopen(): Promise<Store>;
+  reopen(): Promise<KvStore>;
 }
 
 /** Builds a test environment. */
 export async function setup(options: SetupOptions = {}): Promise<Env> {
   const { retryBaseMs = 20, timeoutMs = 1000, pollMs = 50, disabled = [] } = options;
   const dir = await Deno.makeTempDir({ prefix: "toolgate-webhooks-" });
-  const store = await openStore({ dataDir: dir });
-  const stores: Store[] = [store];
+  const store = await openKvStore({ dataDir: dir });
+  const stores: KvStore[] = [store];
   const config: DispatcherConfig = {
     dataDir: dir,
     webhooks: { retry_base_ms: retryBaseMs, timeout_ms: timeoutMs, poll_ms: pollMs },
@@ -67,7 +67,7 @@ export async function setup(options: SetupOptions = {}): Promise<Env> {
       return dispatcher;
     },
     async reopen() {
-      const other = await openStore({ dataDir: dir });
+      const other = await openKvStore({ dataDir: dir });
       stores.push(other);
       return other;
     },

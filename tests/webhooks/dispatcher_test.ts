@@ -1,11 +1,5 @@
 import { assert, assertEquals, assertMatch } from "../_asserts.ts";
 import { GatewayError } from "../../src/errors/mod.ts";
-import {
-  addOutgoingWebhook,
-  listPendingDeliveries,
-  readOutboxEvent,
-  removeWebhook,
-} from "../../src/store/mod.ts";
 import { VERSION } from "../../src/version.ts";
 import {
   listDlq,
@@ -46,7 +40,7 @@ Deno.test("retryDelayMs() doubles from the base and adds at most 10 % jitter", (
 Deno.test("a delivery carries exactly the spec headers and a signature over the raw bytes", async () => {
   await using env = await setup();
   await using receiver = new Receiver();
-  const hook = await addOutgoingWebhook(env.store, {
+  const hook = await env.store.webhooks.addOutgoing({
     url: receiver.url,
     events: "*",
     secret: "s3cret",
@@ -86,7 +80,7 @@ Deno.test("a delivery carries exactly the spec headers and a signature over the 
 Deno.test("no signature header is sent for a webhook without secret", async () => {
   await using env = await setup();
   await using receiver = new Receiver();
-  await addOutgoingWebhook(env.store, { url: receiver.url, events: "*" });
+  await env.store.webhooks.addOutgoing({ url: receiver.url, events: "*" });
   await env.dispatcher().start();
   await env.bus.emit("tool.called", toolCalled());
   await receiver.waitFor(1);
@@ -97,19 +91,19 @@ Deno.test("no signature header is sent for a webhook without secret", async () =
 Deno.test("the event and its delivery are in KV when emit() resolves, and a slow receiver never delays it", async () => {
   await using env = await setup({ timeoutMs: 5000 });
   await using receiver = new Receiver(() => "hang");
-  const hook = await addOutgoingWebhook(env.store, { url: receiver.url, events: "*" });
+  const hook = await env.store.webhooks.addOutgoing({ url: receiver.url, events: "*" });
   const dispatcher = env.dispatcher();
   await dispatcher.start();
   const started = performance.now();
   const envelope = await env.bus.emit("tool.called", toolCalled());
   assert(envelope);
   assert(performance.now() - started < 1000, "emit() waited for the receiver");
-  const pending = await listPendingDeliveries(env.store);
+  const pending = await env.store.deliveries.listPending();
   assertEquals(pending.map((d) => [d.record.event_id, d.record.webhook_id]), [[
     envelope.id,
     hook.id,
   ]]);
-  const stored = await readOutboxEvent(env.store, envelope.id);
+  const stored = await env.store.deliveries.readEvent(envelope.id);
   assertEquals(JSON.parse(decoder.decode(stored!.event.body)), envelope);
   await receiver.waitFor(1);
   receiver.behaviour = () => 200;
@@ -120,9 +114,12 @@ Deno.test("each webhook gets only the event types it subscribed to, '*' every en
   await using calls = new Receiver();
   await using circuits = new Receiver();
   await using all = new Receiver();
-  await addOutgoingWebhook(env.store, { url: calls.url, events: ["tool.called", "audit.written"] });
-  await addOutgoingWebhook(env.store, { url: circuits.url, events: ["circuit.opened"] });
-  await addOutgoingWebhook(env.store, { url: all.url, events: "*" });
+  await env.store.webhooks.addOutgoing({
+    url: calls.url,
+    events: ["tool.called", "audit.written"],
+  });
+  await env.store.webhooks.addOutgoing({ url: circuits.url, events: ["circuit.opened"] });
+  await env.store.webhooks.addOutgoing({ url: all.url, events: "*" });
   const dispatcher = env.dispatcher();
   await dispatcher.start();
   await env.bus.emit("tool.called", toolCalled());
@@ -151,7 +148,11 @@ Deno.test("a receiver failing 3 times then answering 200 gets it on attempt 4, g
   const base = 40;
   await using env = await setup({ retryBaseMs: base });
   await using receiver = new Receiver((_, i) => (i < 3 ? 500 : 200));
-  const hook = await addOutgoingWebhook(env.store, { url: receiver.url, events: "*", secret: "k" });
+  const hook = await env.store.webhooks.addOutgoing({
+    url: receiver.url,
+    events: "*",
+    secret: "k",
+  });
   const dispatcher = env.dispatcher();
   await dispatcher.start();
   const envelope = await env.bus.emit("tool.called", toolCalled());
@@ -175,9 +176,9 @@ Deno.test("a receiver failing 3 times then answering 200 gets it on attempt 4, g
     [2, false, 500],
     [1, false, 500],
   ]);
-  assertEquals(await listPendingDeliveries(env.store), []);
+  assertEquals(await env.store.deliveries.listPending(), []);
   assertEquals(
-    await readOutboxEvent(env.store, envelope!.id),
+    await env.store.deliveries.readEvent(envelope!.id),
     null,
     "the delivered event is collected",
   );
@@ -187,7 +188,7 @@ Deno.test("a receiver failing 3 times then answering 200 gets it on attempt 4, g
 Deno.test("an always-failing receiver gets 6 attempts, then the DLQ and dlq.json hold the event", async () => {
   await using env = await setup({ retryBaseMs: 5 });
   await using receiver = new Receiver(() => 503);
-  const hook = await addOutgoingWebhook(env.store, { url: receiver.url, events: "*" });
+  const hook = await env.store.webhooks.addOutgoing({ url: receiver.url, events: "*" });
   const dispatcher = env.dispatcher();
   await dispatcher.start();
   const envelope = await env.bus.emit("tool.called", toolCalled());
@@ -212,7 +213,7 @@ Deno.test("an always-failing receiver gets 6 attempts, then the DLQ and dlq.json
   assert(!Number.isNaN(Date.parse(dlq[0].failed_at)));
   assertEquals(await readMirror(env.dir), JSON.parse(JSON.stringify(dlq)));
   assertEquals((await Deno.stat(`${env.dir}/dlq.json`)).mode! & 0o777, 0o600);
-  assertEquals(await listPendingDeliveries(env.store), []);
+  assertEquals(await env.store.deliveries.listPending(), []);
   const reported = env.errors.filter((e) => e instanceof GatewayError);
   assertEquals(reported.map((e) => (e as GatewayError).code), ["DELIVERY_FAILED"]);
 });
@@ -220,7 +221,7 @@ Deno.test("an always-failing receiver gets 6 attempts, then the DLQ and dlq.json
 Deno.test("a never-answering receiver times out 6 times and lands in the DLQ", async () => {
   await using env = await setup({ retryBaseMs: 5, timeoutMs: 40 });
   await using receiver = new Receiver(() => "hang");
-  await addOutgoingWebhook(env.store, { url: receiver.url, events: "*" });
+  await env.store.webhooks.addOutgoing({ url: receiver.url, events: "*" });
   const dispatcher = env.dispatcher();
   await dispatcher.start();
   await env.bus.emit("tool.called", toolCalled());
@@ -239,7 +240,7 @@ Deno.test("a never-answering receiver times out 6 times and lands in the DLQ", a
 Deno.test("redirects are not followed and count as failures", async () => {
   await using env = await setup({ retryBaseMs: 1 });
   await using receiver = new Receiver(() => 302);
-  const hook = await addOutgoingWebhook(env.store, { url: receiver.url, events: "*" });
+  const hook = await env.store.webhooks.addOutgoing({ url: receiver.url, events: "*" });
   const dispatcher = env.dispatcher();
   await dispatcher.start();
   await env.bus.emit("tool.called", toolCalled());
@@ -253,7 +254,7 @@ Deno.test("redirects are not followed and count as failures", async () => {
 Deno.test("replayDlq() re-delivers the same event and body once the receiver is fixed, then drops the record", async () => {
   await using env = await setup({ retryBaseMs: 2 });
   await using receiver = new Receiver(() => 500);
-  await addOutgoingWebhook(env.store, { url: receiver.url, events: "*", secret: "k" });
+  await env.store.webhooks.addOutgoing({ url: receiver.url, events: "*", secret: "k" });
   const dispatcher = env.dispatcher();
   await dispatcher.start();
   const envelope = await env.bus.emit("tool.called", toolCalled());
@@ -273,15 +274,15 @@ Deno.test("replayDlq() re-delivers the same event and body once the receiver is 
   await dispatcher.whenIdle();
   assertEquals(await listDlq(env.store), []);
   assertEquals(await readMirror(env.dir), []);
-  assertEquals(await listPendingDeliveries(env.store), []);
-  assertEquals(await readOutboxEvent(env.store, envelope!.id), null);
+  assertEquals(await env.store.deliveries.listPending(), []);
+  assertEquals(await env.store.deliveries.readEvent(envelope!.id), null);
   assertEquals(receiver.requests.length, 7);
 });
 
 Deno.test("a replayed delivery that fails again updates its DLQ record with the new attempts", async () => {
   await using env = await setup({ retryBaseMs: 1 });
   await using receiver = new Receiver(() => 500);
-  await addOutgoingWebhook(env.store, { url: receiver.url, events: "*" });
+  await env.store.webhooks.addOutgoing({ url: receiver.url, events: "*" });
   const dispatcher = env.dispatcher();
   await dispatcher.start();
   await env.bus.emit("tool.called", toolCalled());
@@ -306,13 +307,13 @@ Deno.test("a restarted dispatcher resumes pending deliveries with their attempt 
     if (i === 1) stopping = first.stop(); // stop while the second attempt is in flight
     return 500;
   });
-  await addOutgoingWebhook(env.store, { url: receiver.url, events: "*" });
+  await env.store.webhooks.addOutgoing({ url: receiver.url, events: "*" });
   const first = env.dispatcher();
   await first.start();
   const envelope = await env.bus.emit("tool.called", toolCalled());
   await receiver.waitFor(2);
   await stopping;
-  const [stored] = await listPendingDeliveries(env.store);
+  const [stored] = await env.store.deliveries.listPending();
   assertEquals(stored.record.attempt_count, 2);
   assertEquals(stored.record.attempts.map((a) => a.status), [500, 500]);
   assert(stored.record.next_attempt_at > Date.now() - 50);
@@ -345,9 +346,9 @@ Deno.test("an event for several webhooks is queued as two records; a delivery ge
   await using ok = new Receiver();
   await using flaky = new Receiver((_, i) => i === 0 ? 500 : 200);
   const hooks = [
-    await addOutgoingWebhook(env.store, { url: ok.url, events: "*" }),
-    await addOutgoingWebhook(env.store, { url: ok.url, events: "*" }),
-    await addOutgoingWebhook(env.store, { url: flaky.url, events: "*" }),
+    await env.store.webhooks.addOutgoing({ url: ok.url, events: "*" }),
+    await env.store.webhooks.addOutgoing({ url: ok.url, events: "*" }),
+    await env.store.webhooks.addOutgoing({ url: flaky.url, events: "*" }),
   ];
   // Recorded by a one-shot process: one event record and one fan-out record.
   const recorder = env.dispatcher({ mode: "record" });
@@ -356,7 +357,7 @@ Deno.test("an event for several webhooks is queued as two records; a delivery ge
   assert(envelope);
   await recorder.stop();
   assertEquals(await outboxKeys(env), [`event/${envelope.id}`, `fanout/${envelope.id}`]);
-  const listed = await listPendingDeliveries(env.store);
+  const listed = await env.store.deliveries.listPending();
   assertEquals(listed.map((d) => d.record.webhook_id).sort(), hooks.map((h) => h.id).sort());
 
   // The sender adopts them from the fan-out record; the failed one moves to a record of its own.
@@ -368,7 +369,7 @@ Deno.test("an event for several webhooks is queued as two records; a delivery ge
         `delivery/${envelope.id}/${hooks[2].id},event/${envelope.id}`,
     "the fan-out record to give way to one delivery record",
   );
-  const [retrying] = await listPendingDeliveries(env.store);
+  const [retrying] = await env.store.deliveries.listPending();
   assertEquals([retrying.fanout, retrying.record.attempt_count], [false, 1]);
   assertEquals(retrying.record.attempts.map((a) => a.status), [500]);
   await flaky.waitFor(2);
@@ -382,8 +383,8 @@ Deno.test("a restarted dispatcher sends only the fan-out entries not yet deliver
   await using env = await setup({ timeoutMs: 5000 });
   await using fast = new Receiver();
   await using slow = new Receiver((_, i) => i === 0 ? "hang" : 200);
-  const fastHook = await addOutgoingWebhook(env.store, { url: fast.url, events: "*" });
-  const slowHook = await addOutgoingWebhook(env.store, { url: slow.url, events: "*" });
+  const fastHook = await env.store.webhooks.addOutgoing({ url: fast.url, events: "*" });
+  const slowHook = await env.store.webhooks.addOutgoing({ url: slow.url, events: "*" });
   const first = env.dispatcher({ stopTimeoutMs: 50 });
   await first.start();
   const envelope = await env.bus.emit("tool.called", toolCalled());
@@ -422,10 +423,10 @@ Deno.test("a webhook removed between attempts gets no further request", async ()
   let hookId = "";
   let removal: Promise<unknown> = Promise.resolve();
   await using receiver = new Receiver(() => {
-    removal = removeWebhook(cli, hookId);
+    removal = cli.webhooks.remove(hookId);
     return 500;
   });
-  hookId = (await addOutgoingWebhook(env.store, { url: receiver.url, events: "*" })).id;
+  hookId = (await env.store.webhooks.addOutgoing({ url: receiver.url, events: "*" })).id;
   const dispatcher = env.dispatcher();
   await dispatcher.start();
   const envelope = await env.bus.emit("tool.called", toolCalled());
@@ -433,27 +434,27 @@ Deno.test("a webhook removed between attempts gets no further request", async ()
   await removal;
   await dispatcher.whenIdle();
   assertEquals(receiver.requests.length, 1);
-  assertEquals(await listPendingDeliveries(env.store), []);
+  assertEquals(await env.store.deliveries.listPending(), []);
   assertEquals(await listDlq(env.store), []);
-  assertEquals(await readOutboxEvent(env.store, envelope!.id), null);
+  assertEquals(await env.store.deliveries.readEvent(envelope!.id), null);
 });
 
 Deno.test("pending deliveries of a webhook removed while stopped are dropped on start, never sent", async () => {
   await using env = await setup({ retryBaseMs: 80 });
   await using receiver = new Receiver(() => 500);
-  const hook = await addOutgoingWebhook(env.store, { url: receiver.url, events: "*" });
+  const hook = await env.store.webhooks.addOutgoing({ url: receiver.url, events: "*" });
   const first = env.dispatcher();
   await first.start();
   await env.bus.emit("tool.called", toolCalled());
   await receiver.waitFor(1);
   await first.stop();
-  assertEquals((await listPendingDeliveries(env.store)).length, 1);
-  await removeWebhook(env.store, hook.id);
+  assertEquals((await env.store.deliveries.listPending()).length, 1);
+  await env.store.webhooks.remove(hook.id);
   const second = env.dispatcher();
   await second.start();
   await second.whenIdle();
   assertEquals(receiver.requests.length, 1);
-  assertEquals(await listPendingDeliveries(env.store), []);
+  assertEquals(await env.store.deliveries.listPending(), []);
 });
 
 Deno.test("a webhook added by another process is used within the poll interval", async () => {
@@ -464,7 +465,7 @@ Deno.test("a webhook added by another process is used within the poll interval",
   await dispatcher.start();
   await env.bus.emit("tool.called", toolCalled("before"));
   const cli = await env.reopen();
-  await addOutgoingWebhook(cli, { url: receiver.url, events: ["tool.called"] });
+  await cli.webhooks.addOutgoing({ url: receiver.url, events: ["tool.called"] });
   await new Promise((resolve) => setTimeout(resolve, pollMs * 3));
   await env.bus.emit("tool.called", toolCalled("after"));
   await receiver.waitFor(1);
@@ -477,7 +478,7 @@ Deno.test("a webhook added by another process is used within the poll interval",
 Deno.test("a body over one KV value (chunked) is sent byte for byte, also after DLQ replay", async () => {
   await using env = await setup({ retryBaseMs: 1 });
   await using receiver = new Receiver(() => 500);
-  await addOutgoingWebhook(env.store, { url: receiver.url, events: "*", secret: "big" });
+  await env.store.webhooks.addOutgoing({ url: receiver.url, events: "*", secret: "big" });
   const dispatcher = env.dispatcher();
   await dispatcher.start();
   const output = { text: "x".repeat(150_000), emoji: "✓".repeat(20_000) };
@@ -498,7 +499,7 @@ Deno.test("a body over one KV value (chunked) is sent byte for byte, also after 
     verifySignature("big", first, receiver.requests[6].headers.get("x-service-signature")),
   );
   assertEquals(await listDlq(env.store), []);
-  assertEquals(await readOutboxEvent(env.store, envelope!.id), null);
+  assertEquals(await env.store.deliveries.readEvent(envelope!.id), null);
 });
 
 Deno.test("many concurrent events to several webhooks are each delivered exactly once", async () => {
@@ -506,7 +507,7 @@ Deno.test("many concurrent events to several webhooks are each delivered exactly
   const receivers = [new Receiver(), new Receiver(), new Receiver()];
   try {
     for (const r of receivers) {
-      await addOutgoingWebhook(env.store, { url: r.url, events: "*", secret: "s" });
+      await env.store.webhooks.addOutgoing({ url: r.url, events: "*", secret: "s" });
     }
     const dispatcher = env.dispatcher();
     await dispatcher.start();
@@ -520,7 +521,7 @@ Deno.test("many concurrent events to several webhooks are each delivered exactly
       assertEquals(new Set(ids).size, 300);
       assertEquals(new Set(envelopes.map((e) => e!.id)), new Set(ids));
     }
-    assertEquals(await listPendingDeliveries(env.store), []);
+    assertEquals(await env.store.deliveries.listPending(), []);
     assertEquals(env.errors, []);
   } finally {
     for (const r of receivers) await r[Symbol.asyncDispose]();
@@ -530,7 +531,7 @@ Deno.test("many concurrent events to several webhooks are each delivered exactly
 Deno.test("stop() aborts a hanging attempt after stopTimeoutMs and leaves the delivery as it was", async () => {
   await using env = await setup({ timeoutMs: 5000 });
   await using receiver = new Receiver(() => "hang");
-  await addOutgoingWebhook(env.store, { url: receiver.url, events: "*" });
+  await env.store.webhooks.addOutgoing({ url: receiver.url, events: "*" });
   const dispatcher = env.dispatcher({ stopTimeoutMs: 50 });
   await dispatcher.start();
   await env.bus.emit("tool.called", toolCalled());
@@ -538,7 +539,7 @@ Deno.test("stop() aborts a hanging attempt after stopTimeoutMs and leaves the de
   const started = performance.now();
   await dispatcher.stop();
   assert(performance.now() - started < 1000, "stop() waited for the receiver");
-  const [stored] = await listPendingDeliveries(env.store);
+  const [stored] = await env.store.deliveries.listPending();
   assertEquals(stored.record.attempt_count, 0);
   assertEquals(dispatcher.pending, 0);
 });
@@ -546,18 +547,18 @@ Deno.test("stop() aborts a hanging attempt after stopTimeoutMs and leaves the de
 Deno.test("events emitted while no webhook matches are not stored", async () => {
   await using env = await setup();
   await using receiver = new Receiver();
-  await addOutgoingWebhook(env.store, { url: receiver.url, events: ["circuit.closed"] });
+  await env.store.webhooks.addOutgoing({ url: receiver.url, events: ["circuit.closed"] });
   const dispatcher = env.dispatcher();
   await dispatcher.start();
   const envelope = await env.bus.emit("tool.called", toolCalled());
-  assertEquals(await readOutboxEvent(env.store, envelope!.id), null);
-  assertEquals(await listPendingDeliveries(env.store), []);
+  assertEquals(await env.store.deliveries.readEvent(envelope!.id), null);
+  assertEquals(await env.store.deliveries.listPending(), []);
 });
 
 Deno.test("start() rewrites a stale dlq.json from the store (a crash between the two)", async () => {
   await using env = await setup({ retryBaseMs: 1 });
   await using receiver = new Receiver(() => 500);
-  await addOutgoingWebhook(env.store, { url: receiver.url, events: "*" });
+  await env.store.webhooks.addOutgoing({ url: receiver.url, events: "*" });
   const first = env.dispatcher();
   await first.start();
   await env.bus.emit("tool.called", toolCalled());
@@ -575,8 +576,8 @@ Deno.test("a hanging receiver holds at most its per-webhook slots; other webhook
   await using env = await setup({ timeoutMs: 400 });
   await using slow = new Receiver(() => "hang");
   await using fast = new Receiver();
-  await addOutgoingWebhook(env.store, { url: slow.url, events: "*" });
-  await addOutgoingWebhook(env.store, { url: fast.url, events: "*" });
+  await env.store.webhooks.addOutgoing({ url: slow.url, events: "*" });
+  await env.store.webhooks.addOutgoing({ url: fast.url, events: "*" });
   const dispatcher = env.dispatcher({
     concurrency: 4,
     perWebhookConcurrency: 2,

@@ -1,13 +1,12 @@
 import { assert, assertEquals, assertRejects } from "../_asserts.ts";
 import { GatewayError } from "../../src/errors/mod.ts";
-import { addOutgoingWebhook, listPendingDeliveries, removeWebhook } from "../../src/store/mod.ts";
 import { listDlq, purgeDlq, replayDlq, writeDlqMirror } from "../../src/webhooks/mod.ts";
 import { Receiver } from "./_receiver.ts";
 import { type Env, setup, toolCalled } from "./_setup.ts";
 
 /** Dead-letters `count` events to a failing receiver; returns the receiver's webhook id. */
 async function deadLetter(env: Env, receiver: Receiver, count: number): Promise<string> {
-  const hook = await addOutgoingWebhook(env.store, { url: receiver.url, events: "*" });
+  const hook = await env.store.webhooks.addOutgoing({ url: receiver.url, events: "*" });
   const dispatcher = env.dispatcher();
   await dispatcher.start();
   for (let i = 0; i < count; i++) await env.bus.emit("tool.called", toolCalled(`t${i}`));
@@ -35,7 +34,7 @@ Deno.test("listDlq() lists records oldest failure first with the parsed event", 
 Deno.test("purgeDlq() removes records failed before a date, or all, and rewrites dlq.json", async () => {
   await using env = await setup({ retryBaseMs: 1 });
   await using receiver = new Receiver(() => 500);
-  await addOutgoingWebhook(env.store, { url: receiver.url, events: "*" });
+  await env.store.webhooks.addOutgoing({ url: receiver.url, events: "*" });
   const dispatcher = env.dispatcher();
   await dispatcher.start();
   await env.bus.emit("tool.called", toolCalled("older"));
@@ -76,14 +75,14 @@ Deno.test("replayDlq() refuses a record whose webhook was removed, and 'all' ski
   await using env = await setup({ retryBaseMs: 1 });
   await using receiver = new Receiver(() => 500);
   const hookId = await deadLetter(env, receiver, 1);
-  await removeWebhook(env.store, hookId);
+  await env.store.webhooks.remove(hookId);
   const [entry] = await listDlq(env.store);
   const error = await assertRejects(() => replayDlq(env.store, entry.dlq_id), GatewayError);
   assertEquals((error as GatewayError).code, "NOT_FOUND");
   const result = await replayDlq(env.store, "all");
   assertEquals(result.queued, []);
   assertEquals(result.skipped.map((s) => s.dlq_id), [entry.dlq_id]);
-  assertEquals(await listPendingDeliveries(env.store), []);
+  assertEquals(await env.store.deliveries.listPending(), []);
 });
 
 Deno.test("replayDlq() twice queues one delivery; the record stays until delivered", async () => {
@@ -97,7 +96,7 @@ Deno.test("replayDlq() twice queues one delivery; the record stays until deliver
   assertEquals(progress, [[1, 1]]);
   const second = await replayDlq(env.store, entry.dlq_id);
   assertEquals(second.already_queued, [entry.dlq_id]);
-  const pending = await listPendingDeliveries(env.store);
+  const pending = await env.store.deliveries.listPending();
   assertEquals(pending.length, 1);
   assertEquals(pending[0].record.attempt_count, 0);
   assertEquals(pending[0].record.dlq_id, entry.dlq_id);

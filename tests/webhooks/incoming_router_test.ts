@@ -9,13 +9,6 @@ import { assertEquals } from "../_asserts.ts";
 import { createAuditLog } from "../../src/audit/mod.ts";
 import { EventBus } from "../../src/events/mod.ts";
 import { Gateway, type PluginDefinition } from "../../src/gateway/mod.ts";
-import {
-  addIncomingWebhook,
-  completeIncomingJobs,
-  listIncomingJobs,
-  putIncomingJob,
-  readIncomingJobBody,
-} from "../../src/store/mod.ts";
 import { IncomingRouter } from "../../src/webhooks/mod.ts";
 import { tempStore } from "../audit/_store.ts";
 import { testConfig } from "../gateway/_fixtures.ts";
@@ -56,7 +49,7 @@ Deno.test("jobs past the in-memory queue wait in the store and each runs exactly
     log: () => {},
   });
   await gateway.start();
-  const endpoint = await addIncomingWebhook(store, {
+  const endpoint = await store.webhooks.addIncoming({
     name: "count",
     path: "/hooks/count",
     handler: "count",
@@ -87,12 +80,12 @@ Deno.test("jobs past the in-memory queue wait in the store and each runs exactly
     }));
     assertEquals(statuses, Array(total).fill(202));
     // Not router.idle(), which loads waiting jobs itself: the router must on its own.
-    for (let i = 0; i < 500 && (await listIncomingJobs(store)).length; i++) {
+    for (let i = 0; i < 500 && (await store.incoming.list()).length; i++) {
       await new Promise((resolve) => setTimeout(resolve, 10));
     }
     assertEquals(counts.size, total, "every payload was handled");
     for (const [n, times] of counts) assertEquals(times, 1, `payload ${n} ran ${times} times`);
-    assertEquals(await listIncomingJobs(store), []);
+    assertEquals(await store.incoming.list(), []);
   } finally {
     await router.stop();
     await gateway.stop();
@@ -103,12 +96,12 @@ Deno.test("jobs past the in-memory queue wait in the store and each runs exactly
 Deno.test("a job completed while it was listed reads as gone, not as a broken body", async () => {
   await using temp = await tempStore();
   const { store } = temp;
-  const job = await putIncomingJob(store, {
+  const job = await store.incoming.put({
     id: "inj_done",
     endpoint_id: "in_1",
     handler: "count",
     received_at: new Date().toISOString(),
   }, new TextEncoder().encode('{"n":1}'));
-  assertEquals(await completeIncomingJobs(store, [{ job, failed: false }]), [true]);
-  assertEquals(await readIncomingJobBody(store, job), null);
+  assertEquals(await store.incoming.complete([{ job, failed: false }]), [true]);
+  assertEquals(await store.incoming.readBody(job), null);
 });

@@ -1,6 +1,5 @@
 import { assertEquals } from "../_asserts.ts";
 import { EventBus } from "../../src/events/mod.ts";
-import { addOutgoingWebhook } from "../../src/store/mod.ts";
 import { createDispatcher } from "../../src/webhooks/mod.ts";
 import { Receiver } from "./_receiver.ts";
 import { setup, toolCalled } from "./_setup.ts";
@@ -8,7 +7,7 @@ import { setup, toolCalled } from "./_setup.ts";
 Deno.test("two delivering dispatchers on one data dir: one sends, the other records; each event arrives once", async () => {
   await using env = await setup({ pollMs: 30 });
   await using receiver = new Receiver();
-  await addOutgoingWebhook(env.store, { url: receiver.url, events: "*" });
+  await env.store.webhooks.addOutgoing({ url: receiver.url, events: "*" });
   const leader = env.dispatcher();
   await leader.start();
   // A second server process: its own KV handle and its own bus.

@@ -1,6 +1,5 @@
 import { assert, assertEquals, assertMatch, assertRejects } from "../_asserts.ts";
 import { GatewayError } from "../../src/errors/mod.ts";
-import { addOutgoingWebhook } from "../../src/store/mod.ts";
 import { VERSION } from "../../src/version.ts";
 import { recentAttempts, testWebhook, verifySignature } from "../../src/webhooks/mod.ts";
 import { Receiver } from "./_receiver.ts";
@@ -9,7 +8,11 @@ import { setup } from "./_setup.ts";
 Deno.test("testWebhook() sends one signed webhook.test envelope and reports status and latency", async () => {
   await using env = await setup();
   await using receiver = new Receiver();
-  const hook = await addOutgoingWebhook(env.store, { url: receiver.url, events: "*", secret: "t" });
+  const hook = await env.store.webhooks.addOutgoing({
+    url: receiver.url,
+    events: "*",
+    secret: "t",
+  });
   const result = await testWebhook(env.store, hook.id);
   assertEquals(result.ok, true);
   assertEquals(result.status, 200);
@@ -32,7 +35,7 @@ Deno.test("testWebhook() sends one signed webhook.test envelope and reports stat
 Deno.test("testWebhook() sends no signature without secret and never retries a failure", async () => {
   await using env = await setup();
   await using receiver = new Receiver(() => 500);
-  const hook = await addOutgoingWebhook(env.store, { url: receiver.url, events: "*" });
+  const hook = await env.store.webhooks.addOutgoing({ url: receiver.url, events: "*" });
   const result = await testWebhook(env.store, hook.id);
   assertEquals([result.ok, result.status, result.signed], [false, 500, false]);
   assertEquals(receiver.requests[0].headers.has("x-service-signature"), false);
@@ -44,14 +47,14 @@ Deno.test("testWebhook() reports a connection error and a timeout", async () => 
   const closed = new Receiver();
   const url = closed.url;
   await closed[Symbol.asyncDispose]();
-  const refused = await addOutgoingWebhook(env.store, { url, events: "*" });
+  const refused = await env.store.webhooks.addOutgoing({ url, events: "*" });
   const down = await testWebhook(env.store, refused.id);
   assertEquals(down.ok, false);
   assertEquals(down.status, undefined);
   assert(down.error && down.error.length > 0);
 
   await using slow = new Receiver(() => "hang");
-  const hook = await addOutgoingWebhook(env.store, { url: slow.url, events: "*" });
+  const hook = await env.store.webhooks.addOutgoing({ url: slow.url, events: "*" });
   const late = await testWebhook(env.store, hook.id, { timeoutMs: 30 });
   assertEquals([late.ok, late.error], [false, "Timed out after 30 ms"]);
 });

@@ -7,7 +7,7 @@
  */
 import type { Config } from "../../config/mod.ts";
 import type { Gateway, PluginDefinition } from "../../gateway/mod.ts";
-import { listUpstreams, type Store } from "../../store/mod.ts";
+import type { Store } from "../../store/mod.ts";
 import { specFingerprint, type UpstreamSpec, upstreamSpecs } from "./upstream_spec.ts";
 
 /** Options of {@linkcode UpstreamSync}. */
@@ -95,7 +95,7 @@ export class UpstreamSync {
   async sync(): Promise<void> {
     const specs = upstreamSpecs({
       config: this.#config,
-      records: await listUpstreams(this.#store),
+      records: await this.#store.upstreams.list(),
       reserved: this.#reserved,
     });
     const wanted = new Map(specs.map((spec) => [spec.name, spec]));

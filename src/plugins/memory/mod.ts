@@ -11,15 +11,7 @@
  */
 import { z } from "zod";
 import type { PluginDefinition, ToolDefinition } from "../../gateway/mod.ts";
-import {
-  deleteMemory,
-  getMemory,
-  listMemory,
-  MEMORY_KEY_MAX_CHARS,
-  MEMORY_VALUE_MAX_BYTES,
-  memoryKeyProblem,
-  setMemory,
-} from "../../store/mod.ts";
+import { MEMORY_KEY_MAX_CHARS, MEMORY_VALUE_MAX_BYTES, memoryKeyProblem } from "../../store/mod.ts";
 import { VERSION } from "../../version.ts";
 
 /** Most entries `memory_list` returns in one call. */
@@ -67,7 +59,7 @@ function tools(): ToolDefinition[] {
       idempotent: true,
       async execute(args, context) {
         const { key, value } = args as z.infer<typeof SetInput>;
-        const result = await setMemory(context.store, key, value);
+        const result = await context.store.memory.set(key, value);
         return { key, ...result };
       },
     },
@@ -79,7 +71,7 @@ function tools(): ToolDefinition[] {
       idempotent: true,
       async execute(args, context) {
         const { key } = args as z.infer<typeof KeyInput>;
-        const entry = await getMemory(context.store, key);
+        const entry = await context.store.memory.get(key);
         if (!entry) return { key, found: false };
         return { key, found: true, value: entry.value, updated_at: entry.updated_at };
       },
@@ -92,7 +84,7 @@ function tools(): ToolDefinition[] {
       idempotent: true,
       async execute(args, context) {
         const { prefix, limit = 100, include_values = false } = args as z.infer<typeof ListInput>;
-        const { entries, truncated } = await listMemory(context.store, { prefix, limit });
+        const { entries, truncated } = await context.store.memory.list({ prefix, limit });
         return {
           entries: entries.map((entry) => ({
             key: entry.key,
@@ -113,7 +105,7 @@ function tools(): ToolDefinition[] {
       idempotent: true,
       async execute(args, context) {
         const { key } = args as z.infer<typeof KeyInput>;
-        return { key, deleted: await deleteMemory(context.store, key) };
+        return { key, deleted: await context.store.memory.delete(key) };
       },
     },
   ];

@@ -3,9 +3,8 @@
  *
  * @module
  */
-import { z } from "zod";
-import { GatewayError } from "../errors/mod.ts";
-import { newId } from "../ids.ts";
+import { GatewayError } from "../../errors/mod.ts";
+import { newId } from "../../ids.ts";
 import {
   incomingNameIndexKey,
   incomingPathIndexKey,
@@ -16,58 +15,25 @@ import {
   outgoingWebhooksPrefix,
   registrationsVersionKey,
 } from "./keys.ts";
-import type { Store } from "./store.ts";
-import { parseRecord } from "./_records.ts";
-
-/** A stored outgoing webhook. `events: "*"` means every enabled type, now and later. */
-export const OutgoingWebhookSchema = z.strictObject({
-  id: z.string().regex(/^wh_[0-9a-z]+$/),
-  url: z.url({ protocol: /^https?$/ }),
-  events: z.union([z.literal("*"), z.array(z.string()).min(1)]),
-  secret: z.string().min(1).optional(),
-  created_at: z.string(),
-});
-
-/** An outgoing webhook registration. */
-export type OutgoingWebhook = z.infer<typeof OutgoingWebhookSchema>;
-
-/** A stored incoming webhook endpoint. */
-export const IncomingWebhookSchema = z.strictObject({
-  id: z.string().regex(/^in_[0-9a-z]+$/),
-  name: z.string().min(1),
-  path: z.string().startsWith("/"),
-  handler: z.string().min(1),
-  secret: z.string().min(1).optional(),
-  signature_header: z.string().min(1).optional(),
-  rate_limit_per_s: z.number().positive().optional(),
-  created_at: z.string(),
-});
-
-/** An incoming webhook registration. */
-export type IncomingWebhook = z.infer<typeof IncomingWebhookSchema>;
-
-/** Counters of one incoming endpoint. */
-export interface IncomingStats {
-  received: number;
-  rejected: number;
-  failed: number;
-  last_received_at?: string;
-}
+import type { KvStore } from "./kv_store.ts";
+import {
+  type IncomingStats,
+  type IncomingWebhook,
+  IncomingWebhookSchema,
+  type NewIncomingWebhook,
+  type NewOutgoingWebhook,
+  type OutgoingWebhook,
+  OutgoingWebhookSchema,
+} from "../records.ts";
+import { parseRecord } from "../_records.ts";
 
 function bump(atomic: Deno.AtomicOperation): Deno.AtomicOperation {
   return atomic.sum(registrationsVersionKey(), 1n);
 }
 
-/** New outgoing webhook fields. */
-export interface NewOutgoingWebhook {
-  url: string;
-  events: "*" | string[];
-  secret?: string;
-}
-
 /** Stores a new outgoing webhook and returns it. */
 export async function addOutgoingWebhook(
-  store: Store,
+  store: KvStore,
   input: NewOutgoingWebhook,
 ): Promise<OutgoingWebhook> {
   const record = OutgoingWebhookSchema.parse({
@@ -87,7 +53,7 @@ export async function addOutgoingWebhook(
 }
 
 /** All outgoing webhooks, oldest first. */
-export async function listOutgoingWebhooks(store: Store): Promise<OutgoingWebhook[]> {
+export async function listOutgoingWebhooks(store: KvStore): Promise<OutgoingWebhook[]> {
   return await store.retry(async () => {
     const out: OutgoingWebhook[] = [];
     for await (const entry of store.kv.list({ prefix: outgoingWebhooksPrefix() })) {
@@ -99,21 +65,11 @@ export async function listOutgoingWebhooks(store: Store): Promise<OutgoingWebhoo
 
 /** One outgoing webhook, or `null`. */
 export async function getOutgoingWebhook(
-  store: Store,
+  store: KvStore,
   id: string,
 ): Promise<OutgoingWebhook | null> {
   const entry = await store.retry(() => store.kv.get(outgoingWebhookKey(id)));
   return entry.value === null ? null : parseRecord(OutgoingWebhookSchema, entry.value, id);
-}
-
-/** New incoming endpoint fields. */
-export interface NewIncomingWebhook {
-  name: string;
-  path: string;
-  handler: string;
-  secret?: string;
-  signature_header?: string;
-  rate_limit_per_s?: number;
 }
 
 /**
@@ -122,7 +78,7 @@ export interface NewIncomingWebhook {
  * @throws {GatewayError} `CONFLICT` when the name or path is taken.
  */
 export async function addIncomingWebhook(
-  store: Store,
+  store: KvStore,
   input: NewIncomingWebhook,
 ): Promise<IncomingWebhook> {
   const record = IncomingWebhookSchema.parse({
@@ -167,7 +123,7 @@ export async function addIncomingWebhook(
 }
 
 /** All incoming endpoints, oldest first. */
-export async function listIncomingWebhooks(store: Store): Promise<IncomingWebhook[]> {
+export async function listIncomingWebhooks(store: KvStore): Promise<IncomingWebhook[]> {
   return await store.retry(async () => {
     const out: IncomingWebhook[] = [];
     for await (const entry of store.kv.list({ prefix: incomingWebhooksPrefix() })) {
@@ -179,7 +135,7 @@ export async function listIncomingWebhooks(store: Store): Promise<IncomingWebhoo
 
 /** One incoming endpoint, or `null`. */
 export async function getIncomingWebhook(
-  store: Store,
+  store: KvStore,
   id: string,
 ): Promise<IncomingWebhook | null> {
   const entry = await store.retry(() => store.kv.get(incomingWebhookKey(id)));
@@ -192,7 +148,7 @@ export async function getIncomingWebhook(
  * @returns The removed record's kind, or `null` when no such id exists.
  */
 export async function removeWebhook(
-  store: Store,
+  store: KvStore,
   id: string,
 ): Promise<"outgoing" | "incoming" | null> {
   return await store.retry(async () => {
@@ -222,7 +178,7 @@ export async function removeWebhook(
 }
 
 /** Reads the counters of an incoming endpoint. */
-export async function readIncomingStats(store: Store, id: string): Promise<IncomingStats> {
+export async function readIncomingStats(store: KvStore, id: string): Promise<IncomingStats> {
   const stats: IncomingStats = { received: 0, rejected: 0, failed: 0 };
   await store.retry(async () => {
     for await (const entry of store.kv.list({ prefix: incomingStatsPrefix(id) })) {

@@ -6,15 +6,15 @@
  * @module
  */
 
+import type { StagedWrites } from "../store.ts";
+
 /**
  * KV writes that another module's commit carries for this one (the audit
  * log writes an incoming job in the commit of its entry). Opaque outside
  * `src/store`: built by `stageIncomingJob`.
  */
-export interface StagedWrites {
-  /** What the writes add to a commit. */
-  readonly cost: { mutations: number; bytes: number; keyBytes: number };
-  /** @internal The mutations, for modules of `src/store` only. */
+export interface KvStagedWrites extends StagedWrites {
+  /** The mutations, for modules of `src/store/kv` only. */
   readonly sets: readonly { key: Deno.KvKey; value: unknown }[];
 }
 
@@ -23,7 +23,7 @@ export function applyStagedWrites(
   atomic: Deno.AtomicOperation,
   writes: readonly StagedWrites[],
 ): void {
-  for (const { sets } of writes) {
+  for (const { sets } of writes as readonly KvStagedWrites[]) {
     for (const { key, value } of sets) atomic.set(key, value);
   }
 }

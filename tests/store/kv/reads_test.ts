@@ -1,7 +1,8 @@
-import { assert, assertEquals, assertRejects } from "../_asserts.ts";
-import { tempHome } from "../_helpers.ts";
-import { KV_GET_MANY_MAX, ReadBatcher } from "../../src/store/_reads.ts";
-import { openStore, withLockRetry } from "../../src/store/mod.ts";
+import { assert, assertEquals, assertRejects } from "../../_asserts.ts";
+import { tempHome } from "../../_helpers.ts";
+import { KV_GET_MANY_MAX, ReadBatcher } from "../../../src/store/kv/_reads.ts";
+import {} from "../../../src/store/mod.ts";
+import { openKvStore as openStore, withLockRetry } from "../../../src/store/kv/kv_store.ts";
 
 /** A real KV file whose `getMany` calls are recorded. */
 async function recordedKv(path: string) {

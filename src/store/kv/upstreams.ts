@@ -10,8 +10,7 @@
  *
  * @module
  */
-import { z } from "zod";
-import { GatewayError } from "../errors/mod.ts";
+import { GatewayError } from "../../errors/mod.ts";
 import {
   registrationsVersionKey,
   serverStatusKey,
@@ -19,23 +18,14 @@ import {
   upstreamKey,
   upstreamsPrefix,
 } from "./keys.ts";
-import type { Store } from "./store.ts";
-import { MCP_UPSTREAM_FIELDS, UPSTREAM_NAME_PATTERN } from "../config/mod.ts";
-
-/** A stored MCP upstream plugin: a stdio `command` or a Streamable HTTP `url`. */
-export const UpstreamRecordSchema = z.strictObject({
-  name: z.string().regex(UPSTREAM_NAME_PATTERN),
-  ...MCP_UPSTREAM_FIELDS,
-  enabled: z.boolean(),
-  created_at: z.string(),
-  updated_at: z.string(),
-});
-
-/** A stored MCP upstream plugin. */
-export type UpstreamRecord = z.infer<typeof UpstreamRecordSchema>;
-
-/** Fields of a new upstream. */
-export type NewUpstream = Omit<UpstreamRecord, "kind" | "created_at" | "updated_at">;
+import type { KvStore } from "./kv_store.ts";
+import {
+  type NewUpstream,
+  type ServerStatus,
+  ServerStatusSchema,
+  type UpstreamRecord,
+  UpstreamRecordSchema,
+} from "../records.ts";
 
 function parseUpstream(value: unknown, name: string): UpstreamRecord {
   const parsed = UpstreamRecordSchema.safeParse(value);
@@ -53,7 +43,7 @@ function parseUpstream(value: unknown, name: string): UpstreamRecord {
  *
  * @throws {GatewayError} `CONFLICT` when an upstream of that name exists.
  */
-export async function addUpstream(store: Store, input: NewUpstream): Promise<UpstreamRecord> {
+export async function addUpstream(store: KvStore, input: NewUpstream): Promise<UpstreamRecord> {
   const now = new Date().toISOString();
   const record = UpstreamRecordSchema.parse({
     ...input,
@@ -79,7 +69,7 @@ export async function addUpstream(store: Store, input: NewUpstream): Promise<Ups
 }
 
 /** All stored upstreams, by name. */
-export async function listUpstreams(store: Store): Promise<UpstreamRecord[]> {
+export async function listUpstreams(store: KvStore): Promise<UpstreamRecord[]> {
   return await store.retry(async () => {
     const out: UpstreamRecord[] = [];
     for await (const entry of store.kv.list({ prefix: upstreamsPrefix() })) {
@@ -94,7 +84,7 @@ export async function listUpstreams(store: Store): Promise<UpstreamRecord[]> {
  *
  * @returns Whether it existed.
  */
-export async function removeUpstream(store: Store, name: string): Promise<boolean> {
+export async function removeUpstream(store: KvStore, name: string): Promise<boolean> {
   const key = upstreamKey(name);
   return await store.retry(async () => {
     // Checked against the read entry; read again when it changed meanwhile.
@@ -119,7 +109,7 @@ export async function removeUpstream(store: Store, name: string): Promise<boolea
  * @returns The updated record, or `null` when there is none.
  */
 export async function setUpstreamEnabled(
-  store: Store,
+  store: KvStore,
   name: string,
   enabled: boolean,
 ): Promise<UpstreamRecord | null> {
@@ -141,25 +131,12 @@ export async function setUpstreamEnabled(
   });
 }
 
-/** The plugin states a running server published. */
-export const ServerStatusSchema = z.strictObject({
-  server_id: z.string(),
-  pid: z.number().int(),
-  transport: z.string(),
-  started_at: z.string(),
-  updated_at: z.string(),
-  plugins: z.array(z.record(z.string(), z.unknown())),
-});
-
-/** The plugin states a running server published. */
-export type ServerStatus = z.infer<typeof ServerStatusSchema>;
-
 /**
  * Publishes a running server's plugin states; they expire after `ttlMs`
  * unless published again.
  */
 export async function putServerStatus(
-  store: Store,
+  store: KvStore,
   status: ServerStatus,
   ttlMs: number,
 ): Promise<void> {
@@ -170,7 +147,7 @@ export async function putServerStatus(
 }
 
 /** Withdraws a server's published states (on shutdown). */
-export async function deleteServerStatus(store: Store, serverId: string): Promise<void> {
+export async function deleteServerStatus(store: KvStore, serverId: string): Promise<void> {
   await store.retry(() => store.kv.delete(serverStatusKey(serverId)));
 }
 
@@ -179,7 +156,7 @@ export async function deleteServerStatus(store: Store, serverId: string): Promis
  * than `maxAgeMs` (a server that died without withdrawing) are left out.
  */
 export async function listServerStatuses(
-  store: Store,
+  store: KvStore,
   maxAgeMs: number,
   now: number = Date.now(),
 ): Promise<ServerStatus[]> {

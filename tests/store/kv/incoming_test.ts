@@ -5,25 +5,17 @@
  *
  * @module
  */
-import { assert, assertEquals } from "../_asserts.ts";
-import { createAuditLog } from "../../src/audit/mod.ts";
-import {
-  completeIncomingJobs,
-  type IncomingJob,
-  listIncomingJobs,
-  putIncomingJob,
-  readIncomingJobBody,
-  STAGED_BODY_MAX_BYTES,
-  stageIncomingJob,
-} from "../../src/store/mod.ts";
+import { assert, assertEquals } from "../../_asserts.ts";
+import { createAuditLog } from "../../../src/audit/mod.ts";
+import type { IncomingJob } from "../../../src/store/mod.ts";
 import {
   auditEntryPartKey,
   incomingJobBodyPrefix,
   incomingJobKey,
   incomingStatsKey,
-} from "../../src/store/keys.ts";
-import type { Store } from "../../src/store/mod.ts";
-import { tempStore } from "../audit/_store.ts";
+} from "../../../src/store/kv/keys.ts";
+import type { KvStore as Store } from "../../../src/store/kv/kv_store.ts";
+import { tempStore } from "../../audit/_store.ts";
 
 function jobFields(id: string) {
   return { id, endpoint_id: "inc_1", handler: "echo", received_at: new Date().toISOString() };
@@ -49,7 +41,7 @@ Deno.test("a staged job is written in its audit entry's commit, body whole", asy
   const { store } = temp;
   const log = createAuditLog({ store });
   const body = bodyOf(70 * 1024); // two chunks
-  const staged = stageIncomingJob(jobFields("inj_a"), body);
+  const staged = store.incoming.stage(jobFields("inj_a"), body);
   assert(staged, "a 70 KiB body is staged");
   assertEquals(staged.job.chunks, 2);
   const entry = await log.append({
@@ -65,8 +57,8 @@ Deno.test("a staged job is written in its audit entry's commit, body whole", asy
   ]);
   assert(record.versionstamp !== null, "the job record is stored");
   assertEquals(record.versionstamp, part.versionstamp, "job and entry share one commit");
-  assertEquals(await readIncomingJobBody(store, staged.job), body);
-  assertEquals((await listIncomingJobs(store)).map((job) => job.id), ["inj_a"]);
+  assertEquals(await store.incoming.readBody(staged.job), body);
+  assertEquals((await store.incoming.list()).map((job) => job.id), ["inj_a"]);
   await log.close();
 });
 
@@ -75,7 +67,7 @@ Deno.test("concurrent staged jobs share commits and each lands with its own entr
   const { store } = temp;
   const log = createAuditLog({ store });
   const staged = Array.from({ length: 40 }, (_, i) => {
-    const job = stageIncomingJob(jobFields(`inj_${i}`), bodyOf(100 + i));
+    const job = store.incoming.stage(jobFields(`inj_${i}`), bodyOf(100 + i));
     assert(job);
     return job;
   });
@@ -88,7 +80,7 @@ Deno.test("concurrent staged jobs share commits and each lands with its own entr
       outcome: accepted(job.id),
     }, { writes })
   ));
-  const jobs = await listIncomingJobs(store);
+  const jobs = await store.incoming.list();
   assertEquals(jobs.length, 40);
   const commits = new Set<string>();
   for (const entry of (await log.list()).entries) {
@@ -101,7 +93,7 @@ Deno.test("concurrent staged jobs share commits and each lands with its own entr
   }
   assert(commits.size < 40, `40 appends at once took ${commits.size} commits`);
   for (const { job } of staged) {
-    assertEquals((await readIncomingJobBody(store, job))?.byteLength, job.body_bytes);
+    assertEquals((await store.incoming.readBody(job))?.byteLength, job.body_bytes);
   }
   assertEquals((await log.verify()).ok, true);
   await log.close();
@@ -110,11 +102,11 @@ Deno.test("concurrent staged jobs share commits and each lands with its own entr
 Deno.test("a body over the staging limit is not staged; putIncomingJob stores it", async () => {
   await using temp = await tempStore();
   const { store } = temp;
-  const body = bodyOf(STAGED_BODY_MAX_BYTES + 1);
-  assertEquals(stageIncomingJob(jobFields("inj_big"), body), undefined);
-  const job = await putIncomingJob(store, jobFields("inj_big"), body);
+  const body = bodyOf(store.incoming.stagedBodyMaxBytes + 1);
+  assertEquals(store.incoming.stage(jobFields("inj_big"), body), undefined);
+  const job = await store.incoming.put(jobFields("inj_big"), body);
   assertEquals(job.chunks, 3);
-  assertEquals(await readIncomingJobBody(store, job), body);
+  assertEquals(await store.incoming.readBody(job), body);
 });
 
 Deno.test("completeIncomingJobs removes jobs and bodies, counts failures, skips completed ones", async () => {
@@ -122,20 +114,18 @@ Deno.test("completeIncomingJobs removes jobs and bodies, counts failures, skips 
   const { store } = temp;
   const jobs: IncomingJob[] = [];
   for (let i = 0; i < 13; i++) {
-    jobs.push(await putIncomingJob(store, jobFields(`inj_${i}`), bodyOf(i === 0 ? 700_000 : 50)));
+    jobs.push(await store.incoming.put(jobFields(`inj_${i}`), bodyOf(i === 0 ? 700_000 : 50)));
   }
   assertEquals(jobs[0].chunks, 12, "a body with more chunks than one commit deletes");
-  const first = await completeIncomingJobs(
-    store,
+  const first = await store.incoming.complete(
     jobs.slice(0, 3).map((job, i) => ({ job, failed: i === 1 })),
   );
   assertEquals(first, [true, true, true]);
-  const again = await completeIncomingJobs(
-    store,
+  const again = await store.incoming.complete(
     jobs.map((job, i) => ({ job, failed: i === 2 || i === 5 })),
   );
   assertEquals(again, jobs.map((_, i) => i >= 3), "completed jobs are not completed twice");
-  assertEquals(await listIncomingJobs(store), []);
+  assertEquals(await store.incoming.list(), []);
   for (const job of jobs) assertEquals(await storedChunks(store, job.id), 0, job.id);
   const failed = await store.kv.get<Deno.KvU64>(incomingStatsKey("inc_1", "failed"));
   // inj_1 in the first call, inj_5 in the second (inj_2 was already completed).

@@ -6,8 +6,7 @@
  *
  * @module
  */
-import { z } from "zod";
-import { GatewayError } from "../errors/mod.ts";
+import { GatewayError } from "../../errors/mod.ts";
 import {
   incomingBodiesPrefix,
   incomingJobBodyKey,
@@ -16,8 +15,9 @@ import {
   incomingJobsPrefix,
   incomingStatsKey,
 } from "./keys.ts";
-import type { StagedWrites } from "./_staged.ts";
-import type { Store } from "./store.ts";
+import type { KvStagedWrites } from "./_staged.ts";
+import type { KvStore } from "./kv_store.ts";
+import { type IncomingJob, IncomingJobSchema } from "../records.ts";
 
 const CHUNK_BYTES = 60 * 1024;
 const CHUNKS_PER_COMMIT = 10;
@@ -34,28 +34,13 @@ const COMPLETIONS_PER_COMMIT = 10;
 /** Bytes counted per mutation for its key. */
 const KEY_BYTES = 60;
 
-/** A pending incoming job. */
-export const IncomingJobSchema = z.strictObject({
-  id: z.string(),
-  endpoint_id: z.string(),
-  handler: z.string(),
-  received_at: z.string(),
-  body_bytes: z.number().int().min(0),
-  chunks: z.number().int().min(0),
-  /** Seq of the payload's audit entry; no longer written (the entry's session_id is the job id). */
-  audit_seq: z.number().int().optional(),
-});
-
-/** A pending incoming job (its body is stored separately). */
-export type IncomingJob = z.infer<typeof IncomingJobSchema>;
-
 /**
  * Stores a job and its raw body durably.
  *
  * @returns The stored job record.
  */
 export async function putIncomingJob(
-  store: Store,
+  store: KvStore,
   job: Omit<IncomingJob, "body_bytes" | "chunks">,
   body: Uint8Array,
 ): Promise<IncomingJob> {
@@ -84,7 +69,7 @@ export async function putIncomingJob(
  * @throws {GatewayError} `STORE_CORRUPT` when the body of a pending job is incomplete.
  */
 export async function readIncomingJobBody(
-  store: Store,
+  store: KvStore,
   job: IncomingJob,
 ): Promise<Uint8Array | null> {
   const body = new Uint8Array(job.body_bytes);
@@ -114,7 +99,7 @@ export async function readIncomingJobBody(
 
 /** Pending jobs, oldest first: all of them, or the first `limit`. */
 export async function listIncomingJobs(
-  store: Store,
+  store: KvStore,
   options: { limit?: number } = {},
 ): Promise<IncomingJob[]> {
   return await store.retry(async () => {
@@ -140,7 +125,7 @@ export async function listIncomingJobs(
 export function stageIncomingJob(
   job: Omit<IncomingJob, "body_bytes" | "chunks">,
   body: Uint8Array,
-): { job: IncomingJob; writes: StagedWrites } | undefined {
+): { job: IncomingJob; writes: KvStagedWrites } | undefined {
   if (body.byteLength > STAGED_BODY_MAX_BYTES) return undefined;
   const chunks = Math.ceil(body.byteLength / CHUNK_BYTES);
   const record = IncomingJobSchema.parse({ ...job, body_bytes: body.byteLength, chunks });
@@ -176,7 +161,7 @@ export function stageIncomingJob(
  * @returns Per job, whether this call completed it.
  */
 export async function completeIncomingJobs(
-  store: Store,
+  store: KvStore,
   items: readonly { job: IncomingJob; failed: boolean }[],
 ): Promise<boolean[]> {
   const done: boolean[] = [];
@@ -218,7 +203,7 @@ export async function completeIncomingJobs(
  * @returns Whether this call completed the job (false: already completed).
  */
 export async function completeIncomingJob(
-  store: Store,
+  store: KvStore,
   job: IncomingJob,
   failed: boolean,
 ): Promise<boolean> {
@@ -233,7 +218,7 @@ export async function completeIncomingJob(
   return done;
 }
 
-async function deleteBody(store: Store, jobId: string): Promise<void> {
+async function deleteBody(store: KvStore, jobId: string): Promise<void> {
   await store.retry(async () => {
     const keys: Deno.KvKey[] = [];
     for await (const entry of store.kv.list({ prefix: incomingJobBodyPrefix(jobId) })) {
@@ -248,7 +233,7 @@ async function deleteBody(store: Store, jobId: string): Promise<void> {
 }
 
 /** Deletes body chunks whose job record was never written (crash mid-write). */
-export async function sweepOrphanIncomingBodies(store: Store): Promise<number> {
+export async function sweepOrphanIncomingBodies(store: KvStore): Promise<number> {
   const orphans = new Set<string>();
   await store.retry(async () => {
     for await (const entry of store.kv.list({ prefix: incomingBodiesPrefix() })) {
@@ -264,7 +249,7 @@ export async function sweepOrphanIncomingBodies(store: Store): Promise<number> {
 
 /** Adds counter deltas of an incoming endpoint in one commit. */
 export async function addIncomingStats(
-  store: Store,
+  store: KvStore,
   id: string,
   deltas: { received?: number; rejected?: number; failed?: number },
   lastReceivedAt?: string,

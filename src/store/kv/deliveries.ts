@@ -17,8 +17,7 @@
  * @module
  */
 import { z } from "zod";
-import { GatewayError } from "../errors/mod.ts";
-import { newId, ulid } from "../ids.ts";
+import { GatewayError } from "../../errors/mod.ts";
 import {
   deliveriesPrefix,
   deliveriesVersionKey,
@@ -34,66 +33,28 @@ import {
   outboxFanoutKey,
   outboxFanoutPrefix,
 } from "./keys.ts";
-import type { Store } from "./store.ts";
-import { parseRecord } from "./_records.ts";
+import type { KvStore } from "./kv_store.ts";
+import {
+  BytesSchema,
+  DELIVERY_LOG_SIZE,
+  type DeliveryLogEntry,
+  DeliveryLogEntrySchema,
+  type DeliveryOp,
+  type DeliveryRecord,
+  DeliveryRecordSchema,
+  type DlqRecord,
+  DlqRecordSchema,
+  fanoutDeliveries,
+  FanoutRecordSchema,
+  newLogEntryId,
+  type OutboxEvent,
+  type StoredDelivery,
+  type WriteResult,
+} from "../records.ts";
+import { parseRecord } from "../_records.ts";
 
 /** Bodies larger than this are stored in chunks of this size (a KV value holds 64 KiB). */
 export const BODY_CHUNK_BYTES = 60_000;
-
-/** Entries kept in the delivery log of each webhook. */
-export const DELIVERY_LOG_SIZE = 20;
-
-const BytesSchema = z.custom<Uint8Array>((value) => value instanceof Uint8Array, "Expected bytes");
-
-/** One delivery attempt, as kept in a delivery record and a DLQ record. */
-export const AttemptRecordSchema = z.strictObject({
-  /** 1-based attempt number: 1 is the first try, 6 the fifth retry. */
-  attempt: z.number().int().min(1),
-  /** ISO-8601 time the attempt started. */
-  at: z.string(),
-  /** HTTP status of the response, when one arrived. */
-  status: z.number().int().optional(),
-  /** Why no response was accepted (timeout, connection error), when no status. */
-  error: z.string().optional(),
-  /** Milliseconds from request to response (or failure). */
-  duration_ms: z.number().int().min(0),
-});
-
-/** One delivery attempt. */
-export type AttemptRecord = z.infer<typeof AttemptRecordSchema>;
-
-/** A pending delivery of one event to one outgoing webhook. */
-export const DeliveryRecordSchema = z.strictObject({
-  event_id: z.string(),
-  event_type: z.string(),
-  webhook_id: z.string(),
-  /** Attempts made so far. */
-  attempt_count: z.number().int().min(0),
-  /** Epoch milliseconds of the next attempt. */
-  next_attempt_at: z.number(),
-  created_at: z.string(),
-  attempts: z.array(AttemptRecordSchema),
-  /** Set when the delivery replays a DLQ record (removed once delivered). */
-  dlq_id: z.string().optional(),
-});
-
-/** A pending delivery. */
-export type DeliveryRecord = z.infer<typeof DeliveryRecordSchema>;
-
-/**
- * The webhooks an event still owes its first attempt to: each is a pending
- * delivery with no attempt yet, due at `next_attempt_at`.
- */
-export const FanoutRecordSchema = z.strictObject({
-  event_type: z.string(),
-  created_at: z.string(),
-  /** Epoch milliseconds of the first attempts. */
-  next_attempt_at: z.number(),
-  webhook_ids: z.array(z.string()).min(1),
-});
-
-/** An event's fan-out record. */
-export type FanoutRecord = z.infer<typeof FanoutRecordSchema>;
 
 const StoredEventSchema = z.strictObject({
   id: z.string(),
@@ -102,68 +63,6 @@ const StoredEventSchema = z.strictObject({
   size: z.number().int().min(0),
   body: BytesSchema.optional(),
 });
-
-/** An event in the outbox: envelope id, type, timestamp and its serialized bytes. */
-export interface OutboxEvent {
-  id: string;
-  type: string;
-  timestamp: string;
-  /** The envelope serialized once; signed and sent as is on every attempt. */
-  body: Uint8Array;
-}
-
-/** A dead-letter queue record as stored (the body is read with {@linkcode readDlqBody}). */
-export const DlqRecordSchema = z.strictObject({
-  dlq_id: z.string(),
-  webhook_id: z.string(),
-  url: z.string(),
-  event_id: z.string(),
-  event_type: z.string(),
-  attempts: z.array(AttemptRecordSchema),
-  failed_at: z.string(),
-  size: z.number().int().min(0),
-  body: BytesSchema.optional(),
-});
-
-/** A stored dead-letter queue record. */
-export type DlqRecord = z.infer<typeof DlqRecordSchema>;
-
-/** One entry of a webhook's delivery log. */
-export const DeliveryLogEntrySchema = z.strictObject({
-  at: z.string(),
-  attempt: z.number().int().min(1),
-  ok: z.boolean(),
-  status: z.number().int().optional(),
-  error: z.string().optional(),
-  latency_ms: z.number().int().min(0),
-  event_id: z.string(),
-  event_type: z.string(),
-});
-
-/** One entry of a webhook's delivery log. */
-export type DeliveryLogEntry = z.infer<typeof DeliveryLogEntrySchema>;
-
-/** A write understood by {@linkcode DeliveryWriter}. */
-export type DeliveryOp =
-  | { op: "put_event"; event: OutboxEvent }
-  | { op: "put_delivery"; delivery: DeliveryRecord }
-  | { op: "delete_delivery"; event_id: string; webhook_id: string }
-  /** Writes (or, with an empty `webhook_ids`, deletes) an event's fan-out record. */
-  | { op: "put_fanout"; event_id: string; fanout: FanoutRecord }
-  | { op: "log"; webhook_id: string; entry_id: string; entry: DeliveryLogEntry }
-  | { op: "delete_log"; webhook_id: string; entry_id: string }
-  | { op: "put_dlq"; record: Omit<DlqRecord, "size" | "body">; body: Uint8Array }
-  | { op: "delete_dlq"; dlq_id: string; size: number }
-  /** Deletes the event if its stored version is still `versionstamp`. */
-  | { op: "collect_event"; event_id: string; versionstamp: string; size: number };
-
-/** Result of {@linkcode DeliveryWriter.write}. */
-export interface WriteResult {
-  /** Versionstamp of the commit that wrote each op's main record, by op index. */
-  versionstamps: string[];
-  /** Whether every `collect_event` op applied (false: the event changed meanwhile). */
-  collected: boolean;
-}
 
 function chunkCount(size: number): number {
   return size > BODY_CHUNK_BYTES ? Math.ceil(size / BODY_CHUNK_BYTES) : 0;
@@ -461,7 +360,7 @@ function apply(atomic: Deno.AtomicOperation, mutations: readonly Mutation[]): vo
  * time (a unit larger than one commit is split, in order).
  */
 export class DeliveryWriter {
-  #store: Store;
+  #store: KvStore;
   #queue: Unit[] = [];
   #running: Promise<void> | null = null;
 
@@ -472,7 +371,7 @@ export class DeliveryWriter {
    * @param options `lingerMs`: how long a commit waits for more units to
    * join it (fewer, larger commits for writes nobody waits on). @default 0
    */
-  constructor(store: Store, options: { lingerMs?: number } = {}) {
+  constructor(store: KvStore, options: { lingerMs?: number } = {}) {
     const { lingerMs = 0 } = options;
     if (!(lingerMs >= 0)) throw new RangeError(`Invalid lingerMs: ${lingerMs} is not 0 or more`);
     this.#store = store;
@@ -617,43 +516,21 @@ export class DeliveryWriter {
 // Reads and maintenance
 
 /** Signals new pending deliveries to the process that delivers them. */
-export async function bumpDeliveriesVersion(store: Store): Promise<void> {
+export async function bumpDeliveriesVersion(store: KvStore): Promise<void> {
   await store.retry(() => store.kv.atomic().sum(deliveriesVersionKey(), 1n).commit());
 }
 
 /** Reads the counter bumped whenever deliveries are queued by another path (replay, CLI). */
-export async function deliveriesVersion(store: Store): Promise<bigint> {
+export async function deliveriesVersion(store: KvStore): Promise<bigint> {
   const entry = await store.get<Deno.KvU64>(deliveriesVersionKey());
   return entry.value?.value ?? 0n;
-}
-
-/** A pending delivery and the versionstamp of its stored state. */
-export interface StoredDelivery {
-  record: DeliveryRecord;
-  /** Versionstamp of its delivery record, or of its event's fan-out record. */
-  versionstamp: string;
-  /** Whether it is stored in its event's fan-out record (no attempt made yet). */
-  fanout: boolean;
-}
-
-/** The pending deliveries an event's fan-out record stands for. */
-export function fanoutDeliveries(eventId: string, fanout: FanoutRecord): DeliveryRecord[] {
-  return fanout.webhook_ids.map((webhook_id) => ({
-    event_id: eventId,
-    event_type: fanout.event_type,
-    webhook_id,
-    attempt_count: 0,
-    next_attempt_at: fanout.next_attempt_at,
-    created_at: fanout.created_at,
-    attempts: [],
-  }));
 }
 
 /**
  * Every pending delivery in either form, by event id (oldest first); a
  * delivery record wins over a fan-out entry of the same webhook.
  */
-export async function listPendingDeliveries(store: Store): Promise<StoredDelivery[]> {
+export async function listPendingDeliveries(store: KvStore): Promise<StoredDelivery[]> {
   return await store.retry(async () => {
     const out: StoredDelivery[] = [];
     const own = new Set<string>();
@@ -681,7 +558,7 @@ export async function listPendingDeliveries(store: Store): Promise<StoredDeliver
 }
 
 async function readChunks(
-  store: Store,
+  store: KvStore,
   chunkKey: (chunk: number) => Deno.KvKey,
   size: number,
   what: string,
@@ -705,7 +582,7 @@ async function readChunks(
 
 /** An outbox event and the versionstamp of its stored record, or `null`. */
 export async function readOutboxEvent(
-  store: Store,
+  store: KvStore,
   eventId: string,
 ): Promise<{ event: OutboxEvent; versionstamp: string } | null> {
   const entry = await store.retry(() => store.kv.get(outboxEventKey(eventId)));
@@ -727,7 +604,10 @@ export async function readOutboxEvent(
  *
  * @returns Whether the event is gone.
  */
-export async function collectEventIfUnreferenced(store: Store, eventId: string): Promise<boolean> {
+export async function collectEventIfUnreferenced(
+  store: KvStore,
+  eventId: string,
+): Promise<boolean> {
   return await store.retry(async () => {
     const [entry, fanout] = await store.kv.getMany([
       outboxEventKey(eventId),
@@ -745,13 +625,8 @@ export async function collectEventIfUnreferenced(store: Store, eventId: string):
   });
 }
 
-/** A new dead-letter record id, `dlq_<ulid>`. */
-export function newDlqId(): string {
-  return newId("dlq");
-}
-
 /** Every dead-letter record, oldest first. */
-export async function listDlqRecords(store: Store): Promise<DlqRecord[]> {
+export async function listDlqRecords(store: KvStore): Promise<DlqRecord[]> {
   return await store.retry(async () => {
     const out: DlqRecord[] = [];
     for await (const entry of store.kv.list({ prefix: dlqPrefix() })) {
@@ -762,13 +637,13 @@ export async function listDlqRecords(store: Store): Promise<DlqRecord[]> {
 }
 
 /** One dead-letter record, or `null`. */
-export async function getDlqRecord(store: Store, dlqId: string): Promise<DlqRecord | null> {
+export async function getDlqRecord(store: KvStore, dlqId: string): Promise<DlqRecord | null> {
   const entry = await store.retry(() => store.kv.get(dlqKey(dlqId)));
   return entry.value === null ? null : parseRecord(DlqRecordSchema, entry.value, dlqId);
 }
 
 /** The exact body bytes of a dead-lettered event. */
-export async function readDlqBody(store: Store, record: DlqRecord): Promise<Uint8Array> {
+export async function readDlqBody(store: KvStore, record: DlqRecord): Promise<Uint8Array> {
   if (record.body) return record.body;
   return await readChunks(
     store,
@@ -786,7 +661,7 @@ export async function readDlqBody(store: Store, record: DlqRecord): Promise<Uint
  * @returns `"already_queued"` when a delivery of that event to that webhook is pending.
  */
 export async function requeueDlqRecord(
-  store: Store,
+  store: KvStore,
   record: DlqRecord,
   body: Uint8Array,
   timestamp: string,
@@ -825,7 +700,7 @@ export async function requeueDlqRecord(
 
 /** Deletes dead-letter records and their bodies. */
 export async function deleteDlqRecords(
-  store: Store,
+  store: KvStore,
   records: readonly Pick<DlqRecord, "dlq_id" | "size">[],
 ): Promise<void> {
   const writer = new DeliveryWriter(store);
@@ -836,7 +711,7 @@ export async function deleteDlqRecords(
 
 /** The newest entries of a webhook's delivery log, newest first. */
 export async function readDeliveryLog(
-  store: Store,
+  store: KvStore,
   webhookId: string,
   limit: number = DELIVERY_LOG_SIZE,
 ): Promise<DeliveryLogEntry[]> {
@@ -853,14 +728,9 @@ export async function readDeliveryLog(
   });
 }
 
-/** A new delivery log entry id: time-ordered, so the log lists oldest first. */
-export function newLogEntryId(at: number = Date.now()): string {
-  return ulid(at);
-}
-
 /** Appends one entry to a webhook's delivery log and trims it. */
 export async function appendDeliveryLog(
-  store: Store,
+  store: KvStore,
   webhookId: string,
   entry: DeliveryLogEntry,
 ): Promise<void> {
@@ -869,7 +739,7 @@ export async function appendDeliveryLog(
   await trimDeliveryLog(store, webhookId);
 }
 
-async function deleteKeys(store: Store, keys: Deno.KvKey[]): Promise<void> {
+async function deleteKeys(store: KvStore, keys: Deno.KvKey[]): Promise<void> {
   for (let i = 0; i < keys.length; i += 500) {
     const part = keys.slice(i, i + 500);
     await store.retry(() => {
@@ -886,7 +756,7 @@ async function deleteKeys(store: Store, keys: Deno.KvKey[]): Promise<void> {
  * @returns How many entries were deleted.
  */
 export async function trimDeliveryLog(
-  store: Store,
+  store: KvStore,
   webhookId: string,
   keep: number = DELIVERY_LOG_SIZE,
 ): Promise<number> {
@@ -904,7 +774,7 @@ export async function trimDeliveryLog(
 }
 
 /** The entry ids of a webhook's delivery log, oldest first. */
-export async function listDeliveryLogIds(store: Store, webhookId: string): Promise<string[]> {
+export async function listDeliveryLogIds(store: KvStore, webhookId: string): Promise<string[]> {
   return await store.retry(async () => {
     const ids: string[] = [];
     for await (const entry of store.kv.list({ prefix: deliveryLogPrefix(webhookId) })) {
@@ -915,6 +785,6 @@ export async function listDeliveryLogIds(store: Store, webhookId: string): Promi
 }
 
 /** Deletes a webhook's whole delivery log (after the webhook was removed). */
-export async function deleteDeliveryLog(store: Store, webhookId: string): Promise<void> {
+export async function deleteDeliveryLog(store: KvStore, webhookId: string): Promise<void> {
   await trimDeliveryLog(store, webhookId, 0);
 }

@@ -11,12 +11,22 @@
  *
  * @module
  */
-import { z } from "zod";
-import { GatewayError } from "../errors/mod.ts";
+import { GatewayError } from "../../errors/mod.ts";
 import { auditEntriesPrefix, auditEntryKey, auditEntryPartKey, auditHeadKey } from "./keys.ts";
-import { applyDeliveryOps, type DeliveryOp } from "./deliveries.ts";
-import { applyStagedWrites, type StagedWrites } from "./_staged.ts";
-import type { Store } from "./store.ts";
+import { applyDeliveryOps } from "./deliveries.ts";
+import { applyStagedWrites } from "./_staged.ts";
+import type { StagedWrites } from "../store.ts";
+import type { KvStore } from "./kv_store.ts";
+import {
+  type AuditChainState,
+  type AuditCommitGuard,
+  type AuditCommitOutbox,
+  type AuditEntryWrite,
+  type AuditHead,
+  AuditHeadSchema,
+  type AuditRecord,
+  type ReadAuditRecordPagesOptions,
+} from "../records.ts";
 
 /** Largest part of an entry's bytes stored under one key. */
 export const AUDIT_PART_BYTES = 60_000;
@@ -35,60 +45,6 @@ export const AUDIT_COMMIT_MAX_BYTES = 700_000;
 
 /** Bytes counted per stored part for its key. */
 const KEY_OVERHEAD_BYTES = 40;
-
-/** The stored head of the chain. */
-export const AuditHeadSchema = z.strictObject({
-  seq: z.number().int().min(1),
-  hash: z.string().regex(/^sha256:[0-9a-f]{64}$/),
-  timestamp: z.string(),
-});
-
-/** The stored head: seq, hash and timestamp of the last entry. */
-export type AuditHead = z.infer<typeof AuditHeadSchema>;
-
-/** The stored bytes of one entry. */
-export interface AuditRecord {
-  /** Seq from the key. */
-  seq: number;
-  /** The parts joined; `null` when a part is missing or is not bytes. */
-  bytes: Uint8Array | null;
-  /** Versionstamp of each part, in part order. */
-  versionstamps: string[];
-}
-
-/** What an appender must know before it commits. */
-export interface AuditChainState {
-  /** The head, or `null` for an empty log. */
-  head: AuditHead | null;
-  /** Versionstamp of the head key (`null` when absent). */
-  headVersionstamp: string | null;
-  /** The stored entry at the head's seq, or `null` (empty log, or missing). */
-  tail: AuditRecord | null;
-}
-
-/** The expected state an append commit checks. */
-export interface AuditCommitGuard {
-  /** Versionstamp of the head key as read (`null`: no head yet). */
-  headVersionstamp: string | null;
-  /** Seq of the entry the head points at (0 for an empty log). */
-  tailSeq: number;
-  /** Versionstamps of that entry's parts (empty: expect it absent). */
-  tailVersionstamps: readonly string[];
-}
-
-/** Delivery records written in the same commit as a batch of entries. */
-export interface AuditCommitOutbox {
-  /** Plain delivery ops (events and their pending deliveries). */
-  ops: readonly DeliveryOp[];
-  /** Whether to bump the deliveries version (a recording process signals the server). */
-  bumpVersion: boolean;
-}
-
-/** One entry to write. */
-export interface AuditEntryWrite {
-  seq: number;
-  bytes: Uint8Array;
-}
 
 /** KV cost of storing one entry of `byteLength` bytes. */
 export function auditEntryCost(byteLength: number): { mutations: number; bytes: number } {
@@ -109,7 +65,7 @@ function parseHead(value: unknown): AuditHead {
 
 /** Reads the head (on the read handle); `head` is `null` for an empty log. */
 export async function readAuditHead(
-  store: Store,
+  store: KvStore,
 ): Promise<{ head: AuditHead | null; versionstamp: string | null }> {
   const entry = await store.get(auditHeadKey());
   return {
@@ -123,7 +79,7 @@ export async function readAuditHead(
  * consistent read (used to tell a concurrent append from a stale head).
  */
 export async function readAuditHeadAndNext(
-  store: Store,
+  store: KvStore,
   seq: number,
 ): Promise<{ head: AuditHead | null; nextExists: boolean }> {
   const [head, next] = await store.retry(() =>
@@ -155,11 +111,11 @@ function toRecord(seq: number, parts: Deno.KvEntry<unknown>[]): AuditRecord {
 }
 
 /** Reads the stored entry at `seq` (on the read handle), or `null` when none is stored. */
-export function readAuditRecord(store: Store, seq: number): Promise<AuditRecord | null> {
+export function readAuditRecord(store: KvStore, seq: number): Promise<AuditRecord | null> {
   return readRecord(store, store.reader, seq);
 }
 
-async function readRecord(store: Store, kv: Deno.Kv, seq: number): Promise<AuditRecord | null> {
+async function readRecord(store: KvStore, kv: Deno.Kv, seq: number): Promise<AuditRecord | null> {
   const parts = await store.retry(async () => {
     const out: Deno.KvEntry<unknown>[] = [];
     for await (const part of kv.list({ prefix: auditEntryKey(seq) })) out.push(part);
@@ -176,7 +132,7 @@ async function readRecord(store: Store, kv: Deno.Kv, seq: number): Promise<Audit
  * @throws {GatewayError} `STORE_CORRUPT` when the head is unreadable, or an
  * entry is stored after the head (appending would overwrite it).
  */
-export async function readAuditChainState(store: Store, hintSeq = 0): Promise<AuditChainState> {
+export async function readAuditChainState(store: KvStore, hintSeq = 0): Promise<AuditChainState> {
   let guess = hintSeq;
   for (let round = 0; round < 100; round++) {
     const [headEntry, next] = await store.retry(() =>
@@ -219,7 +175,7 @@ export async function readAuditChainState(store: Store, hintSeq = 0): Promise<Au
  * limits (the caller sizes batches with {@linkcode auditEntryCost}).
  */
 export async function commitAuditEntries(
-  store: Store,
+  store: KvStore,
   guard: AuditCommitGuard,
   entries: readonly AuditEntryWrite[],
   head: AuditHead,
@@ -266,16 +222,6 @@ export async function commitAuditEntries(
   });
 }
 
-/** Options of {@linkcode readAuditRecordPages}. */
-export interface ReadAuditRecordPagesOptions {
-  /** Start after this seq. @default 0 */
-  after?: number;
-  /** Stop before this seq (exclusive). @default no bound */
-  before?: number;
-  /** Parts read per KV round trip (at least 16). @default 1000 */
-  pageSize?: number;
-}
-
 /**
  * Streams stored entries in seq order, one page (one KV read on the read
  * handle) at a time, so a log of any length is read in bounded memory. Each
@@ -283,7 +229,7 @@ export interface ReadAuditRecordPagesOptions {
  * snapshot.
  */
 export async function* readAuditRecordPages(
-  store: Store,
+  store: KvStore,
   options: ReadAuditRecordPagesOptions = {},
 ): AsyncGenerator<AuditRecord[]> {
   const { after = 0, before, pageSize = 1000 } = options;

@@ -5,16 +5,17 @@
  * @module
  */
 import { z } from "zod";
-import { GatewayError } from "../errors/mod.ts";
+import { GatewayError } from "../../errors/mod.ts";
 import { memoryKey, memoryPrefix } from "./keys.ts";
-import type { Store } from "./store.ts";
-
-/** Longest key, in characters. */
-export const MEMORY_KEY_MAX_CHARS = 512;
-/** Longest key, in UTF-8 bytes (Deno KV keys are limited to 2 KiB). */
-export const MEMORY_KEY_MAX_BYTES = 1024;
-/** Largest value, in bytes of its JSON text (Deno KV values are limited to 64 KiB). */
-export const MEMORY_VALUE_MAX_BYTES = 60 * 1024;
+import type { KvStore } from "./kv_store.ts";
+import {
+  type ListMemoryOptions,
+  type ListMemoryResult,
+  MEMORY_VALUE_MAX_BYTES,
+  type MemoryEntry,
+  memoryKeyProblem,
+  type SetMemoryResult,
+} from "../records.ts";
 
 const MemoryRecordSchema = z.strictObject({
   json: z.instanceof(Uint8Array),
@@ -23,69 +24,8 @@ const MemoryRecordSchema = z.strictObject({
 
 type MemoryRecord = z.infer<typeof MemoryRecordSchema>;
 
-/** One notebook entry. */
-export interface MemoryEntry {
-  /** The key. */
-  key: string;
-  /** The stored JSON value. */
-  value: unknown;
-  /** When it was last written (ISO 8601 UTC). */
-  updated_at: string;
-  /** Size of the value's JSON text in bytes. */
-  size_bytes: number;
-}
-
-/** Outcome of {@linkcode setMemory}. */
-export interface SetMemoryResult {
-  /** Whether the key was new. */
-  created: boolean;
-  /** When the value was written (ISO 8601 UTC). */
-  updated_at: string;
-  /** Size of the value's JSON text in bytes. */
-  size_bytes: number;
-}
-
-/** Options of {@linkcode listMemory}. */
-export interface ListMemoryOptions {
-  /** Only keys starting with this text. @default "" */
-  prefix?: string;
-  /** At most this many entries. @default 100 */
-  limit?: number;
-}
-
-/** Outcome of {@linkcode listMemory}. */
-export interface ListMemoryResult {
-  /** Matching entries in key order. */
-  entries: MemoryEntry[];
-  /** Whether more entries matched than `limit`. */
-  truncated: boolean;
-}
-
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
-
-/**
- * Checks a notebook key: non-empty, at most 512 characters (code points) and
- * 1024 UTF-8 bytes.
- *
- * @returns A reason when the key is not acceptable, else `undefined`.
- */
-export function memoryKeyProblem(key: string): string | undefined {
-  if (key.length === 0) return "the key is empty";
-  // A UTF-16 unit is at most one code point and at most 3 UTF-8 bytes.
-  if (key.length <= MEMORY_KEY_MAX_CHARS && key.length * 3 <= MEMORY_KEY_MAX_BYTES) {
-    return undefined;
-  }
-  const chars = [...key].length;
-  if (chars > MEMORY_KEY_MAX_CHARS) {
-    return `the key has ${chars} characters; the limit is ${MEMORY_KEY_MAX_CHARS}`;
-  }
-  const bytes = encoder.encode(key).length;
-  if (bytes > MEMORY_KEY_MAX_BYTES) {
-    return `the key has ${bytes} bytes in UTF-8; the limit is ${MEMORY_KEY_MAX_BYTES}`;
-  }
-  return undefined;
-}
 
 /** `TOOL_INPUT_INVALID` for one argument, with `details.fields` as schema failures have it. */
 function invalidArgument(
@@ -134,7 +74,7 @@ function parseRecord(key: string, value: unknown): MemoryEntry {
  * acceptable (empty or long key, value not JSON or over 60 KiB).
  */
 export async function setMemory(
-  store: Store,
+  store: KvStore,
   key: string,
   value: unknown,
   now: Date = new Date(),
@@ -173,7 +113,7 @@ export async function setMemory(
  * @throws {GatewayError} `TOOL_INPUT_INVALID` for a bad key, `STORE_CORRUPT`
  * when the stored value cannot be read.
  */
-export async function getMemory(store: Store, key: string): Promise<MemoryEntry | null> {
+export async function getMemory(store: KvStore, key: string): Promise<MemoryEntry | null> {
   checkKey(key);
   const entry = await store.get(memoryKey(key));
   return entry.value === null ? null : parseRecord(key, entry.value);
@@ -184,7 +124,7 @@ export async function getMemory(store: Store, key: string): Promise<MemoryEntry 
  * `prefix`.
  */
 export async function listMemory(
-  store: Store,
+  store: KvStore,
   options: ListMemoryOptions = {},
 ): Promise<ListMemoryResult> {
   const { prefix = "", limit = 100 } = options;
@@ -219,7 +159,7 @@ export async function listMemory(
  *
  * @returns Whether there was a value to delete.
  */
-export async function deleteMemory(store: Store, key: string): Promise<boolean> {
+export async function deleteMemory(store: KvStore, key: string): Promise<boolean> {
   checkKey(key);
   const kvKey = memoryKey(key);
   return await store.retry(async () => {

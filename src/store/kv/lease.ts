@@ -4,29 +4,9 @@
  *
  * @module
  */
-import { z } from "zod";
 import { deliveryLeaseKey } from "./keys.ts";
-import type { Store } from "./store.ts";
-
-const LeaseSchema = z.object({
-  owner: z.string(),
-  pid: z.number().int(),
-  hostname: z.string(),
-  expires_at: z.number(),
-});
-
-/** Who holds the lease, and until when (epoch ms). */
-export type DeliveryLease = z.infer<typeof LeaseSchema>;
-
-/** Options of {@linkcode claimDeliveryLease}. */
-export interface ClaimLeaseOptions {
-  /** This process's owner id. */
-  owner: string;
-  /** How long the lease lasts without renewal, in ms. */
-  ttlMs: number;
-  /** Clock, epoch ms. @default Date.now */
-  now?: number;
-}
+import type { KvStore } from "./kv_store.ts";
+import { type ClaimLeaseOptions, type DeliveryLease, DeliveryLeaseSchema } from "../records.ts";
 
 /** Whether the process that holds `lease` is known to be gone (same host, no such pid). */
 function holderIsGone(lease: DeliveryLease): boolean {
@@ -53,13 +33,13 @@ function holderIsGone(lease: DeliveryLease): boolean {
  * @returns Whether this process holds the lease now.
  */
 export async function claimDeliveryLease(
-  store: Store,
+  store: KvStore,
   options: ClaimLeaseOptions,
 ): Promise<boolean> {
   const { owner, ttlMs, now = Date.now() } = options;
   return await store.retry(async () => {
     const entry = await store.kv.get(deliveryLeaseKey());
-    const held = LeaseSchema.safeParse(entry.value);
+    const held = DeliveryLeaseSchema.safeParse(entry.value);
     if (
       held.success && held.data.owner !== owner && held.data.expires_at > now &&
       !holderIsGone(held.data)
@@ -78,10 +58,10 @@ export async function claimDeliveryLease(
 }
 
 /** Gives the lease up, if this process holds it. */
-export async function releaseDeliveryLease(store: Store, owner: string): Promise<void> {
+export async function releaseDeliveryLease(store: KvStore, owner: string): Promise<void> {
   await store.retry(async () => {
     const entry = await store.kv.get(deliveryLeaseKey());
-    const held = LeaseSchema.safeParse(entry.value);
+    const held = DeliveryLeaseSchema.safeParse(entry.value);
     if (!held.success || held.data.owner !== owner) return;
     await store.kv.atomic().check(entry).delete(deliveryLeaseKey()).commit();
   });

@@ -4,39 +4,17 @@
  *
  * @module
  */
-import { z } from "zod";
 import { keychainKey, keychainPrefix } from "./keys.ts";
-import type { Store } from "./store.ts";
-import { parseRecord } from "./_records.ts";
-
-/** A keychain entry as stored. */
-export const KeychainRecordSchema = z.discriminatedUnion("backend", [
-  z.strictObject({
-    /** Encrypted in this record (AES-256-GCM). */
-    backend: z.literal("file"),
-    /** The 96-bit AES-GCM nonce. */
-    iv: z.instanceof(Uint8Array),
-    /** Ciphertext with the GCM tag. */
-    data: z.instanceof(Uint8Array),
-    updated_at: z.string(),
-  }),
-  z.strictObject({
-    /** Held by an OS keychain; only the name is recorded here. */
-    backend: z.enum(["secret-tool", "security"]),
-    updated_at: z.string(),
-  }),
-]);
-
-/** A keychain entry as stored. */
-export type KeychainRecord = z.infer<typeof KeychainRecordSchema>;
+import type { KvStore } from "./kv_store.ts";
+import { parseRecord } from "../_records.ts";
+import { type KeychainRecord, KeychainRecordSchema } from "../records.ts";
 
 function parseKeychainRecord(name: string, value: unknown): KeychainRecord {
   return parseRecord(KeychainRecordSchema, value, `keychain entry ${name}`);
 }
-
 /** Writes (creates or replaces) the keychain entry `name`. */
 export async function putKeychainRecord(
-  store: Store,
+  store: KvStore,
   name: string,
   record: KeychainRecord,
 ): Promise<void> {
@@ -46,7 +24,7 @@ export async function putKeychainRecord(
 
 /** The keychain entry `name`, or `null`. */
 export async function getKeychainRecord(
-  store: Store,
+  store: KvStore,
   name: string,
 ): Promise<KeychainRecord | null> {
   const entry = await store.retry(() => store.kv.get(keychainKey(name)));
@@ -55,7 +33,7 @@ export async function getKeychainRecord(
 
 /** Every keychain entry with its name, in name order. */
 export async function listKeychainRecords(
-  store: Store,
+  store: KvStore,
 ): Promise<{ name: string; record: KeychainRecord }[]> {
   return await store.retry(async () => {
     const out: { name: string; record: KeychainRecord }[] = [];
@@ -72,7 +50,7 @@ export async function listKeychainRecords(
  *
  * @returns Whether it existed.
  */
-export async function deleteKeychainRecord(store: Store, name: string): Promise<boolean> {
+export async function deleteKeychainRecord(store: KvStore, name: string): Promise<boolean> {
   const key = keychainKey(name);
   return await store.retry(async () => {
     const existing = await store.kv.get(key);

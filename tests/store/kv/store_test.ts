@@ -1,13 +1,11 @@
-import { assert, assertEquals, assertMatch, assertRejects } from "../_asserts.ts";
-import { runCli, tempHome } from "../_helpers.ts";
-import { GatewayError } from "../../src/errors/mod.ts";
+import { assert, assertEquals, assertMatch, assertRejects } from "../../_asserts.ts";
+import { runCli, tempHome } from "../../_helpers.ts";
+import { GatewayError } from "../../../src/errors/mod.ts";
 import {
-  addOutgoingWebhook,
   KV_FILE,
-  listOutgoingWebhooks,
-  openStore,
+  openKvStore as openStore,
   SCHEMA_VERSION,
-} from "../../src/store/mod.ts";
+} from "../../../src/store/kv/kv_store.ts";
 
 Deno.test("openStore() creates the data dir with mode 0700 and records the schema version", async () => {
   await using tmp = await tempHome();
@@ -63,9 +61,9 @@ Deno.test("stored records are validated on read: a corrupt registration is repor
   await using tmp = await tempHome();
   const store = await openStore({ dataDir: tmp.home });
   try {
-    await addOutgoingWebhook(store, { url: "http://127.0.0.1:9/x", events: "*" });
+    await store.webhooks.addOutgoing({ url: "http://127.0.0.1:9/x", events: "*" });
     await store.kv.set(["webhooks", "out", "wh_broken"], { id: "wh_broken", url: 42 });
-    const error = await assertRejects(() => listOutgoingWebhooks(store), GatewayError);
+    const error = await assertRejects(() => store.webhooks.listOutgoing(), GatewayError);
     assertEquals((error as GatewayError).code, "STORE_CORRUPT");
   } finally {
     store.close();
@@ -77,7 +75,7 @@ Deno.test("registration changes bump the version counter polled by servers", asy
   const store = await openStore({ dataDir: tmp.home });
   try {
     const before = await store.registrationsVersion();
-    await addOutgoingWebhook(store, { url: "http://127.0.0.1:9/x", events: ["tool.called"] });
+    await store.webhooks.addOutgoing({ url: "http://127.0.0.1:9/x", events: ["tool.called"] });
     assert((await store.registrationsVersion()) > before);
   } finally {
     store.close();

@@ -1,15 +1,7 @@
-import { assert, assertEquals } from "../_asserts.ts";
-import { tempHome } from "../_helpers.ts";
-import {
-  appendDeliveryLog,
-  collectEventIfUnreferenced,
-  type DeliveryRecord,
-  DeliveryWriter,
-  listPendingDeliveries,
-  openStore,
-  readDeliveryLog,
-  readOutboxEvent,
-} from "../../src/store/mod.ts";
+import { assert, assertEquals } from "../../_asserts.ts";
+import { tempHome } from "../../_helpers.ts";
+import type { DeliveryRecord } from "../../../src/store/mod.ts";
+import { openKvStore as openStore } from "../../../src/store/kv/kv_store.ts";
 
 function delivery(eventId: string, webhookId: string): DeliveryRecord {
   return {
@@ -36,7 +28,7 @@ Deno.test("DeliveryWriter group-commits concurrent writes into far fewer commits
   await using tmp = await tempHome();
   const store = await openStore({ dataDir: tmp.home });
   try {
-    const writer = new DeliveryWriter(store);
+    const writer = store.deliveries.writer();
     const results = await Promise.all(
       Array.from(
         { length: 2500 },
@@ -45,7 +37,7 @@ Deno.test("DeliveryWriter group-commits concurrent writes into far fewer commits
     );
     const commits = new Set(results.map((r) => r.versionstamps[0]));
     assert(commits.size < 100, `${commits.size} commits for 2500 writes`);
-    assertEquals((await listPendingDeliveries(store)).length, 2500);
+    assertEquals((await store.deliveries.listPending()).length, 2500);
   } finally {
     store.close();
   }
@@ -55,7 +47,7 @@ Deno.test("DeliveryWriter splits a write larger than one KV commit, chunking big
   await using tmp = await tempHome();
   const store = await openStore({ dataDir: tmp.home });
   try {
-    const writer = new DeliveryWriter(store);
+    const writer = store.deliveries.writer();
     const big = event("evt_big", 1_000_000);
     big.body.forEach((_, i) => big.body[i] = i % 251);
     const ops = [
@@ -67,8 +59,8 @@ Deno.test("DeliveryWriter splits a write larger than one KV commit, chunking big
     ];
     const result = await writer.write(ops);
     assert(result.versionstamps.every((v) => v.length > 0));
-    assertEquals((await listPendingDeliveries(store)).length, 1500);
-    const stored = await readOutboxEvent(store, "evt_big");
+    assertEquals((await store.deliveries.listPending()).length, 1500);
+    const stored = await store.deliveries.readEvent("evt_big");
     assertEquals(stored!.event.body, big.body);
     assertEquals(stored!.versionstamp, result.versionstamps[0]);
   } finally {
@@ -80,7 +72,7 @@ Deno.test("a collect_event whose event changed meanwhile is skipped, the rest of
   await using tmp = await tempHome();
   const store = await openStore({ dataDir: tmp.home });
   try {
-    const writer = new DeliveryWriter(store);
+    const writer = store.deliveries.writer();
     const first = await writer.write([{ op: "put_event", event: event("evt_1") }]);
     await writer.write([{ op: "put_event", event: event("evt_1") }]); // rewritten (a replay)
     const result = await writer.write([
@@ -88,13 +80,13 @@ Deno.test("a collect_event whose event changed meanwhile is skipped, the rest of
       { op: "put_delivery", delivery: delivery("evt_2", "wh_a") },
     ]);
     assertEquals(result.collected, false);
-    assert(await readOutboxEvent(store, "evt_1"));
-    assertEquals((await listPendingDeliveries(store)).length, 1);
+    assert(await store.deliveries.readEvent("evt_1"));
+    assertEquals((await store.deliveries.listPending()).length, 1);
     // The slow path collects it once nothing refers to it.
-    assertEquals(await collectEventIfUnreferenced(store, "evt_1"), true);
-    assertEquals(await readOutboxEvent(store, "evt_1"), null);
+    assertEquals(await store.deliveries.collectEventIfUnreferenced("evt_1"), true);
+    assertEquals(await store.deliveries.readEvent("evt_1"), null);
     await writer.write([{ op: "put_event", event: event("evt_2") }]);
-    assertEquals(await collectEventIfUnreferenced(store, "evt_2"), false);
+    assertEquals(await store.deliveries.collectEventIfUnreferenced("evt_2"), false);
   } finally {
     store.close();
   }
@@ -105,7 +97,7 @@ Deno.test("the delivery log keeps the newest 20 entries per webhook", async () =
   const store = await openStore({ dataDir: tmp.home });
   try {
     for (let i = 0; i < 25; i++) {
-      await appendDeliveryLog(store, "wh_a", {
+      await store.deliveries.appendLog("wh_a", {
         at: new Date(1_700_000_000_000 + i).toISOString(),
         attempt: 1,
         ok: true,
@@ -115,11 +107,11 @@ Deno.test("the delivery log keeps the newest 20 entries per webhook", async () =
         event_type: "tool.called",
       });
     }
-    const log = await readDeliveryLog(store, "wh_a", 100);
+    const log = await store.deliveries.readLog("wh_a", 100);
     assertEquals(log.length, 20);
     assertEquals(log[0].event_id, "evt_24");
     assertEquals(log[19].event_id, "evt_5");
-    assertEquals(await readDeliveryLog(store, "wh_b"), []);
+    assertEquals(await store.deliveries.readLog("wh_b"), []);
   } finally {
     store.close();
   }
@@ -129,7 +121,7 @@ Deno.test("a fan-out record stands for a pending delivery per webhook until rewr
   await using tmp = await tempHome();
   const store = await openStore({ dataDir: tmp.home });
   try {
-    const writer = new DeliveryWriter(store);
+    const writer = store.deliveries.writer();
     const fanout = {
       event_type: "tool.called",
       created_at: new Date(5).toISOString(),
@@ -140,7 +132,7 @@ Deno.test("a fan-out record stands for a pending delivery per webhook until rewr
       { op: "put_event", event: event("evt_1") },
       { op: "put_fanout", event_id: "evt_1", fanout },
     ]);
-    const listed = await listPendingDeliveries(store);
+    const listed = await store.deliveries.listPending();
     assertEquals(listed.map((d) => [d.record.webhook_id, d.fanout]), [
       ["wh_a", true],
       ["wh_b", true],
@@ -157,21 +149,21 @@ Deno.test("a fan-out record stands for a pending delivery per webhook until rewr
       { op: "put_fanout", event_id: "evt_1", fanout: { ...fanout, webhook_ids: ["wh_a", "wh_c"] } },
     ]);
     assertEquals(
-      (await listPendingDeliveries(store)).map((
+      (await store.deliveries.listPending()).map((
         d,
       ) => [d.record.webhook_id, d.fanout, d.record.attempt_count]),
       [["wh_b", false, 1], ["wh_a", true, 0], ["wh_c", true, 0]],
     );
-    assertEquals(await collectEventIfUnreferenced(store, "evt_1"), false);
+    assertEquals(await store.deliveries.collectEventIfUnreferenced("evt_1"), false);
     await writer.write([
       { op: "put_fanout", event_id: "evt_1", fanout: { ...fanout, webhook_ids: [] } },
       { op: "delete_delivery", event_id: "evt_1", webhook_id: "wh_b" },
     ]);
-    assertEquals(await listPendingDeliveries(store), []);
+    assertEquals(await store.deliveries.listPending(), []);
     const keys = [];
     for await (const entry of store.kv.list({ prefix: ["outbox"] })) keys.push(entry.key);
     assertEquals(keys, [["outbox", "event", "evt_1"]]);
-    assertEquals(await collectEventIfUnreferenced(store, "evt_1"), true);
+    assertEquals(await store.deliveries.collectEventIfUnreferenced("evt_1"), true);
   } finally {
     store.close();
   }

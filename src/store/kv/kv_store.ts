@@ -1,0 +1,395 @@
+/**
+ * Opens the one Deno KV database of a data directory and retries the
+ * "database is locked" contention error of multi-process access.
+ *
+ * @module
+ */
+import { GatewayError } from "../../errors/mod.ts";
+import type {
+  AuditStore,
+  DeliveryStore,
+  IncomingStore,
+  KeychainStore,
+  LeaseStore,
+  MemoryStore,
+  Store,
+  UpstreamStore,
+  WebhookStore,
+} from "../store.ts";
+import {
+  AUDIT_COMMIT_MAX_BYTES,
+  AUDIT_COMMIT_MAX_MUTATIONS,
+  AUDIT_MAX_ENTRY_BYTES,
+  auditEntryCost,
+  commitAuditEntries,
+  readAuditChainState,
+  readAuditHead,
+  readAuditHeadAndNext,
+  readAuditRecord,
+  readAuditRecordPages,
+} from "./audit.ts";
+import {
+  appendDeliveryLog,
+  bumpDeliveriesVersion,
+  collectEventIfUnreferenced,
+  deleteDeliveryLog,
+  deleteDlqRecords,
+  deliveriesVersion,
+  deliveryOpsCost,
+  DeliveryWriter,
+  getDlqRecord,
+  listDeliveryLogIds,
+  listDlqRecords,
+  listPendingDeliveries,
+  readDeliveryLog,
+  readDlqBody,
+  readOutboxEvent,
+  requeueDlqRecord,
+  trimDeliveryLog,
+} from "./deliveries.ts";
+import {
+  addIncomingStats,
+  completeIncomingJobs,
+  listIncomingJobs,
+  putIncomingJob,
+  readIncomingJobBody,
+  STAGED_BODY_MAX_BYTES,
+  stageIncomingJob,
+  sweepOrphanIncomingBodies,
+} from "./incoming.ts";
+import {
+  deleteKeychainRecord,
+  getKeychainRecord,
+  listKeychainRecords,
+  putKeychainRecord,
+} from "./keychain.ts";
+import { registrationsVersionKey, schemaVersionKey } from "./keys.ts";
+import { claimDeliveryLease, releaseDeliveryLease } from "./lease.ts";
+import { deleteMemory, getMemory, listMemory, setMemory } from "./memory.ts";
+import {
+  addUpstream,
+  deleteServerStatus,
+  listServerStatuses,
+  listUpstreams,
+  putServerStatus,
+  removeUpstream,
+  setUpstreamEnabled,
+} from "./upstreams.ts";
+import {
+  addIncomingWebhook,
+  addOutgoingWebhook,
+  getIncomingWebhook,
+  getOutgoingWebhook,
+  listIncomingWebhooks,
+  listOutgoingWebhooks,
+  readIncomingStats,
+  removeWebhook,
+} from "./webhooks.ts";
+import { ReadBatcher } from "./_reads.ts";
+
+/** The schema version this release writes and reads. */
+export const SCHEMA_VERSION = 1;
+
+/** File name of the KV database inside the data directory. */
+export const KV_FILE = "toolgate.kv";
+
+/** Options of {@linkcode openKvStore}. */
+export interface OpenKvStoreOptions {
+  /** Data directory; created with mode 0700 when missing. */
+  dataDir: string;
+  /** Open an in-memory database instead of the file (unit tests). @default false */
+  memory?: boolean;
+}
+
+const LOCK_RETRIES = 60;
+
+function isLockError(error: unknown): boolean {
+  return error instanceof Error && /database is locked|database is busy/i.test(error.message);
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/**
+ * Runs `operation`, retrying the KV "database is locked" error with short,
+ * bounded, jittered backoff (about 2 s in all before giving up).
+ */
+export async function withLockRetry<T>(operation: () => Promise<T>): Promise<T> {
+  for (let attempt = 0;; attempt++) {
+    try {
+      return await operation();
+    } catch (error) {
+      if (!isLockError(error) || attempt >= LOCK_RETRIES) throw error;
+      await sleep(Math.min(2 + attempt * 2, 40) * (0.5 + Math.random()));
+    }
+  }
+}
+
+/** The Deno KV adapter: a handle on the data directory's KV database. */
+export class KvStore implements Store {
+  /** Which adapter this is. */
+  readonly kind = "kv";
+  /** The KV file (`:memory:` for an in-memory database). */
+  readonly location: string;
+  /** The data directory. */
+  readonly dataDir: string;
+  /** The KV handle, for the modules of `src/store` only. */
+  readonly kv: Deno.Kv;
+  /**
+   * A second handle on the same file for plain reads (the modules of
+   * `src/store` only): WAL readers do not queue behind the writer's commits.
+   * It sees every commit that completed before the read started, on any
+   * handle, so it suits reads that need no snapshot shared with a write.
+   * Writes and read-then-write (`atomic().check()`) stay on {@linkcode KvStore.kv}.
+   * The same handle as `kv` for an in-memory database.
+   */
+  readonly reader: Deno.Kv;
+  #reads: ReadBatcher;
+  #closed = false;
+
+  /**
+   * @param dataDir The data directory.
+   * @param kv An open KV handle.
+   * @param reader A second handle on the same database for reads. @default kv
+   */
+  constructor(dataDir: string, kv: Deno.Kv, reader: Deno.Kv = kv, location = ":memory:") {
+    this.dataDir = dataDir;
+    this.location = location;
+    this.kv = kv;
+    this.reader = reader;
+    this.#reads = new ReadBatcher(reader, withLockRetry);
+  }
+
+  /** Webhook registrations. */
+  readonly webhooks: WebhookStore = {
+    addOutgoing: (input) => addOutgoingWebhook(this, input),
+    listOutgoing: () => listOutgoingWebhooks(this),
+    getOutgoing: (id) => getOutgoingWebhook(this, id),
+    addIncoming: (input) => addIncomingWebhook(this, input),
+    listIncoming: () => listIncomingWebhooks(this),
+    getIncoming: (id) => getIncomingWebhook(this, id),
+    remove: (id) => removeWebhook(this, id),
+    incomingStats: (id) => readIncomingStats(this, id),
+    addIncomingStats: (id, deltas, lastReceivedAt) =>
+      addIncomingStats(this, id, deltas, lastReceivedAt),
+  };
+
+  /** The delivery outbox, DLQ and delivery logs. */
+  readonly deliveries: DeliveryStore = {
+    writer: (options) => new DeliveryWriter(this, options),
+    opsCost: (ops) => deliveryOpsCost(ops),
+    bumpVersion: () => bumpDeliveriesVersion(this),
+    version: () => deliveriesVersion(this),
+    listPending: () => listPendingDeliveries(this),
+    readEvent: (eventId) => readOutboxEvent(this, eventId),
+    collectEventIfUnreferenced: (eventId) => collectEventIfUnreferenced(this, eventId),
+    listDlq: () => listDlqRecords(this),
+    getDlq: (dlqId) => getDlqRecord(this, dlqId),
+    readDlqBody: (record) => readDlqBody(this, record),
+    requeueDlq: (record, body, timestamp, now) =>
+      requeueDlqRecord(this, record, body, timestamp, now),
+    deleteDlq: (records) => deleteDlqRecords(this, records),
+    readLog: (webhookId, limit) => readDeliveryLog(this, webhookId, limit),
+    appendLog: (webhookId, entry) => appendDeliveryLog(this, webhookId, entry),
+    trimLog: (webhookId, keep) => trimDeliveryLog(this, webhookId, keep),
+    listLogIds: (webhookId) => listDeliveryLogIds(this, webhookId),
+    deleteLog: (webhookId) => deleteDeliveryLog(this, webhookId),
+  };
+
+  /** The audit chain. */
+  readonly audit: AuditStore = {
+    limits: {
+      maxEntryBytes: AUDIT_MAX_ENTRY_BYTES,
+      commitMaxMutations: AUDIT_COMMIT_MAX_MUTATIONS,
+      commitMaxBytes: AUDIT_COMMIT_MAX_BYTES,
+    },
+    entryCost: (byteLength) => auditEntryCost(byteLength),
+    readHead: () => readAuditHead(this),
+    readHeadAndNext: (seq) => readAuditHeadAndNext(this, seq),
+    readRecord: (seq) => readAuditRecord(this, seq),
+    readChainState: (hintSeq) => readAuditChainState(this, hintSeq),
+    commit: (guard, entries, head, outbox, writes) =>
+      commitAuditEntries(this, guard, entries, head, outbox, writes),
+    pages: (options) => readAuditRecordPages(this, options),
+  };
+
+  /** Incoming jobs. */
+  readonly incoming: IncomingStore = {
+    stagedBodyMaxBytes: STAGED_BODY_MAX_BYTES,
+    put: (job, body) => putIncomingJob(this, job, body),
+    readBody: (job) => readIncomingJobBody(this, job),
+    list: (options) => listIncomingJobs(this, options),
+    stage: (job, body) => stageIncomingJob(job, body),
+    complete: (items) => completeIncomingJobs(this, items),
+    sweepOrphanBodies: () => sweepOrphanIncomingBodies(this),
+  };
+
+  /** Memory notes. */
+  readonly memory: MemoryStore = {
+    set: (key, value, now) => setMemory(this, key, value, now),
+    get: (key) => getMemory(this, key),
+    list: (options) => listMemory(this, options),
+    delete: (key) => deleteMemory(this, key),
+  };
+
+  /** Keychain fallback entries. */
+  readonly keychain: KeychainStore = {
+    put: (name, record) => putKeychainRecord(this, name, record),
+    get: (name) => getKeychainRecord(this, name),
+    list: () => listKeychainRecords(this),
+    delete: (name) => deleteKeychainRecord(this, name),
+  };
+
+  /** Upstream registrations and server states. */
+  readonly upstreams: UpstreamStore = {
+    add: (input) => addUpstream(this, input),
+    list: () => listUpstreams(this),
+    remove: (name) => removeUpstream(this, name),
+    setEnabled: (name, enabled) => setUpstreamEnabled(this, name, enabled),
+    putServerStatus: (status, ttlMs) => putServerStatus(this, status, ttlMs),
+    deleteServerStatus: (serverId) => deleteServerStatus(this, serverId),
+    listServerStatuses: (maxAgeMs, now) => listServerStatuses(this, maxAgeMs, now),
+  };
+
+  /** Leases. */
+  readonly leases: LeaseStore = {
+    claimDelivery: (options) => claimDeliveryLease(this, options),
+    releaseDelivery: (owner) => releaseDeliveryLease(this, owner),
+  };
+
+  /**
+   * Reads one key on {@linkcode KvStore.reader}, with lock retry. Reads made
+   * while others are in flight share one `getMany` (see `_reads.ts`): the
+   * way for every plain single-key read of `src/store`.
+   */
+  get<T>(key: Deno.KvKey): Promise<Deno.KvEntryMaybe<T>> {
+    return this.#reads.get<T>(key);
+  }
+
+  /** Runs a KV operation with lock retry. */
+  retry<T>(operation: () => Promise<T>): Promise<T> {
+    return withLockRetry(operation);
+  }
+
+  /** Reads the registration change counter (polled by running servers). */
+  async registrationsVersion(): Promise<bigint> {
+    const entry = await this.get<Deno.KvU64>(registrationsVersionKey());
+    return entry.value?.value ?? 0n;
+  }
+
+  /** Closes both handles; safe to call twice. */
+  close(): Promise<void> {
+    this.closeSync();
+    return Promise.resolve();
+  }
+
+  /** Closes both handles at once; safe to call twice. */
+  closeSync(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.kv.close();
+    if (this.reader !== this.kv) this.reader.close();
+  }
+}
+
+async function ensureDataDir(dataDir: string): Promise<void> {
+  let info: Deno.FileInfo;
+  try {
+    info = await Deno.stat(dataDir);
+  } catch (error) {
+    if (!(error instanceof Deno.errors.NotFound)) {
+      throw new GatewayError(
+        "STORE_CORRUPT",
+        `Cannot read data directory ${dataDir}: ${(error as Error).message}`,
+        { cause: error },
+      );
+    }
+    await Deno.mkdir(dataDir, { recursive: true, mode: 0o700 });
+    await Deno.chmod(dataDir, 0o700);
+    return;
+  }
+  if (!info.isDirectory) {
+    throw new GatewayError(
+      "STORE_CORRUPT",
+      `Data directory ${dataDir} is not a directory: move the file away or set TOOLGATE_HOME`,
+    );
+  }
+}
+
+/**
+ * Opens the store of a data directory, checking its schema version.
+ *
+ * @throws {GatewayError} `STORE_CORRUPT` when the directory or database
+ * cannot be read, or was written by a newer release. Nothing is repaired or
+ * overwritten.
+ */
+export async function openKvStore(options: OpenKvStoreOptions): Promise<KvStore> {
+  const { dataDir, memory = false } = options;
+  let kv: Deno.Kv;
+  let reader: Deno.Kv | undefined;
+  const path = `${dataDir}/${KV_FILE}`;
+  if (memory) {
+    kv = await Deno.openKv(":memory:");
+  } else {
+    await ensureDataDir(dataDir);
+    try {
+      kv = await withLockRetry(() => Deno.openKv(path));
+    } catch (error) {
+      throw new GatewayError(
+        "STORE_CORRUPT",
+        `Cannot open ${path}: ${(error as Error).message}; the file was left untouched`,
+        { cause: error },
+      );
+    }
+    try {
+      reader = await withLockRetry(() => Deno.openKv(path));
+    } catch (error) {
+      kv.close();
+      throw new GatewayError(
+        "STORE_CORRUPT",
+        `Cannot open ${path}: ${(error as Error).message}; the file was left untouched`,
+        { cause: error },
+      );
+    }
+  }
+  const store = new KvStore(dataDir, kv, reader, memory ? ":memory:" : path);
+  try {
+    await checkSchemaVersion(store, path);
+  } catch (error) {
+    store.closeSync();
+    throw error;
+  }
+  return store;
+}
+
+async function checkSchemaVersion(store: KvStore, path: string): Promise<void> {
+  let entry: Deno.KvEntryMaybe<unknown>;
+  try {
+    entry = await store.retry(() => store.kv.get(schemaVersionKey()));
+  } catch (error) {
+    throw new GatewayError(
+      "STORE_CORRUPT",
+      `Cannot read ${path}: ${(error as Error).message}; the file was left untouched`,
+      { cause: error },
+    );
+  }
+  if (entry.value === null) {
+    await store.retry(() =>
+      store.kv.atomic().check(entry).set(schemaVersionKey(), SCHEMA_VERSION).commit()
+    );
+    return;
+  }
+  if (typeof entry.value !== "number") {
+    throw new GatewayError(
+      "STORE_CORRUPT",
+      `Cannot use ${path}: its schema version is unreadable; the file was left untouched`,
+    );
+  }
+  if (entry.value > SCHEMA_VERSION) {
+    throw new GatewayError(
+      "STORE_CORRUPT",
+      `Cannot use ${path}: it was written by a newer toolgate (schema ${entry.value}, this release reads ${SCHEMA_VERSION})`,
+    );
+  }
+}

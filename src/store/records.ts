@@ -1,0 +1,437 @@
+/**
+ * The records the store keeps, whatever the adapter: zod schemas of stored
+ * values (every value read back is validated with its schema), the types the
+ * storage interface takes and returns, and the limits every adapter enforces
+ * alike.
+ *
+ * @module
+ */
+import { z } from "zod";
+import { MCP_UPSTREAM_FIELDS, UPSTREAM_NAME_PATTERN } from "../config/mod.ts";
+import { newId, ulid } from "../ids.ts";
+
+/** Bytes, as stored (a `Uint8Array`). */
+export const BytesSchema = z.custom<Uint8Array>(
+  (value) => value instanceof Uint8Array,
+  "Expected bytes",
+);
+
+const encoder = new TextEncoder();
+
+/** A stored outgoing webhook. `events: "*"` means every enabled type, now and later. */
+export const OutgoingWebhookSchema = z.strictObject({
+  id: z.string().regex(/^wh_[0-9a-z]+$/),
+  url: z.url({ protocol: /^https?$/ }),
+  events: z.union([z.literal("*"), z.array(z.string()).min(1)]),
+  secret: z.string().min(1).optional(),
+  created_at: z.string(),
+});
+
+/** An outgoing webhook registration. */
+export type OutgoingWebhook = z.infer<typeof OutgoingWebhookSchema>;
+
+/** A stored incoming webhook endpoint. */
+export const IncomingWebhookSchema = z.strictObject({
+  id: z.string().regex(/^in_[0-9a-z]+$/),
+  name: z.string().min(1),
+  path: z.string().startsWith("/"),
+  handler: z.string().min(1),
+  secret: z.string().min(1).optional(),
+  signature_header: z.string().min(1).optional(),
+  rate_limit_per_s: z.number().positive().optional(),
+  created_at: z.string(),
+});
+
+/** An incoming webhook registration. */
+export type IncomingWebhook = z.infer<typeof IncomingWebhookSchema>;
+
+/** Counters of one incoming endpoint. */
+export interface IncomingStats {
+  received: number;
+  rejected: number;
+  failed: number;
+  last_received_at?: string;
+}
+
+/** New outgoing webhook fields. */
+export interface NewOutgoingWebhook {
+  url: string;
+  events: "*" | string[];
+  secret?: string;
+}
+
+/** New incoming endpoint fields. */
+export interface NewIncomingWebhook {
+  name: string;
+  path: string;
+  handler: string;
+  secret?: string;
+  signature_header?: string;
+  rate_limit_per_s?: number;
+}
+
+/** Entries kept in the delivery log of each webhook. */
+export const DELIVERY_LOG_SIZE = 20;
+
+/** One delivery attempt, as kept in a delivery record and a DLQ record. */
+export const AttemptRecordSchema = z.strictObject({
+  /** 1-based attempt number: 1 is the first try, 6 the fifth retry. */
+  attempt: z.number().int().min(1),
+  /** ISO-8601 time the attempt started. */
+  at: z.string(),
+  /** HTTP status of the response, when one arrived. */
+  status: z.number().int().optional(),
+  /** Why no response was accepted (timeout, connection error), when no status. */
+  error: z.string().optional(),
+  /** Milliseconds from request to response (or failure). */
+  duration_ms: z.number().int().min(0),
+});
+
+/** One delivery attempt. */
+export type AttemptRecord = z.infer<typeof AttemptRecordSchema>;
+
+/** A pending delivery of one event to one outgoing webhook. */
+export const DeliveryRecordSchema = z.strictObject({
+  event_id: z.string(),
+  event_type: z.string(),
+  webhook_id: z.string(),
+  /** Attempts made so far. */
+  attempt_count: z.number().int().min(0),
+  /** Epoch milliseconds of the next attempt. */
+  next_attempt_at: z.number(),
+  created_at: z.string(),
+  attempts: z.array(AttemptRecordSchema),
+  /** Set when the delivery replays a DLQ record (removed once delivered). */
+  dlq_id: z.string().optional(),
+});
+
+/** A pending delivery. */
+export type DeliveryRecord = z.infer<typeof DeliveryRecordSchema>;
+
+/**
+ * The webhooks an event still owes its first attempt to: each is a pending
+ * delivery with no attempt yet, due at `next_attempt_at`.
+ */
+export const FanoutRecordSchema = z.strictObject({
+  event_type: z.string(),
+  created_at: z.string(),
+  /** Epoch milliseconds of the first attempts. */
+  next_attempt_at: z.number(),
+  webhook_ids: z.array(z.string()).min(1),
+});
+
+/** An event's fan-out record. */
+export type FanoutRecord = z.infer<typeof FanoutRecordSchema>;
+
+/** An event in the outbox: envelope id, type, timestamp and its serialized bytes. */
+export interface OutboxEvent {
+  id: string;
+  type: string;
+  timestamp: string;
+  /** The envelope serialized once; signed and sent as is on every attempt. */
+  body: Uint8Array;
+}
+
+/** The pending deliveries an event's fan-out record stands for. */
+export function fanoutDeliveries(eventId: string, fanout: FanoutRecord): DeliveryRecord[] {
+  return fanout.webhook_ids.map((webhook_id) => ({
+    event_id: eventId,
+    event_type: fanout.event_type,
+    webhook_id,
+    attempt_count: 0,
+    next_attempt_at: fanout.next_attempt_at,
+    created_at: fanout.created_at,
+    attempts: [],
+  }));
+}
+
+/** A dead-letter queue record as stored (the body is read with {@linkcode readDlqBody}). */
+export const DlqRecordSchema = z.strictObject({
+  dlq_id: z.string(),
+  webhook_id: z.string(),
+  url: z.string(),
+  event_id: z.string(),
+  event_type: z.string(),
+  attempts: z.array(AttemptRecordSchema),
+  failed_at: z.string(),
+  size: z.number().int().min(0),
+  body: BytesSchema.optional(),
+});
+
+/** A stored dead-letter queue record. */
+export type DlqRecord = z.infer<typeof DlqRecordSchema>;
+
+/** One entry of a webhook's delivery log. */
+export const DeliveryLogEntrySchema = z.strictObject({
+  at: z.string(),
+  attempt: z.number().int().min(1),
+  ok: z.boolean(),
+  status: z.number().int().optional(),
+  error: z.string().optional(),
+  latency_ms: z.number().int().min(0),
+  event_id: z.string(),
+  event_type: z.string(),
+});
+
+/** One entry of a webhook's delivery log. */
+export type DeliveryLogEntry = z.infer<typeof DeliveryLogEntrySchema>;
+
+/** A write understood by {@linkcode DeliveryWriter}. */
+export type DeliveryOp =
+  | { op: "put_event"; event: OutboxEvent }
+  | { op: "put_delivery"; delivery: DeliveryRecord }
+  | { op: "delete_delivery"; event_id: string; webhook_id: string }
+  /** Writes (or, with an empty `webhook_ids`, deletes) an event's fan-out record. */
+  | { op: "put_fanout"; event_id: string; fanout: FanoutRecord }
+  | { op: "log"; webhook_id: string; entry_id: string; entry: DeliveryLogEntry }
+  | { op: "delete_log"; webhook_id: string; entry_id: string }
+  | { op: "put_dlq"; record: Omit<DlqRecord, "size" | "body">; body: Uint8Array }
+  | { op: "delete_dlq"; dlq_id: string; size: number }
+  /** Deletes the event if its stored version is still `versionstamp`. */
+  | { op: "collect_event"; event_id: string; versionstamp: string; size: number };
+
+/** Result of {@linkcode DeliveryWriter.write}. */
+export interface WriteResult {
+  /** Versionstamp of the commit that wrote each op's main record, by op index. */
+  versionstamps: string[];
+  /** Whether every `collect_event` op applied (false: the event changed meanwhile). */
+  collected: boolean;
+}
+
+/** A pending delivery and the versionstamp of its stored state. */
+export interface StoredDelivery {
+  record: DeliveryRecord;
+  /** Versionstamp of its delivery record, or of its event's fan-out record. */
+  versionstamp: string;
+  /** Whether it is stored in its event's fan-out record (no attempt made yet). */
+  fanout: boolean;
+}
+
+/** A new dead-letter record id, `dlq_<ulid>`. */
+export function newDlqId(): string {
+  return newId("dlq");
+}
+
+/** A new delivery log entry id: time-ordered, so the log lists oldest first. */
+export function newLogEntryId(at: number = Date.now()): string {
+  return ulid(at);
+}
+
+/** A pending incoming job. */
+export const IncomingJobSchema = z.strictObject({
+  id: z.string(),
+  endpoint_id: z.string(),
+  handler: z.string(),
+  received_at: z.string(),
+  body_bytes: z.number().int().min(0),
+  chunks: z.number().int().min(0),
+  /** Seq of the payload's audit entry; no longer written (the entry's session_id is the job id). */
+  audit_seq: z.number().int().optional(),
+});
+
+/** A pending incoming job (its body is stored separately). */
+export type IncomingJob = z.infer<typeof IncomingJobSchema>;
+
+/** A keychain entry as stored. */
+export const KeychainRecordSchema = z.discriminatedUnion("backend", [
+  z.strictObject({
+    /** Encrypted in this record (AES-256-GCM). */
+    backend: z.literal("file"),
+    /** The 96-bit AES-GCM nonce. */
+    iv: z.instanceof(Uint8Array),
+    /** Ciphertext with the GCM tag. */
+    data: z.instanceof(Uint8Array),
+    updated_at: z.string(),
+  }),
+  z.strictObject({
+    /** Held by an OS keychain; only the name is recorded here. */
+    backend: z.enum(["secret-tool", "security"]),
+    updated_at: z.string(),
+  }),
+]);
+
+/** A keychain entry as stored. */
+export type KeychainRecord = z.infer<typeof KeychainRecordSchema>;
+
+/** Longest key, in characters. */
+export const MEMORY_KEY_MAX_CHARS = 512;
+
+/** Longest key, in UTF-8 bytes (Deno KV keys are limited to 2 KiB). */
+export const MEMORY_KEY_MAX_BYTES = 1024;
+
+/** Largest value, in bytes of its JSON text (Deno KV values are limited to 64 KiB). */
+export const MEMORY_VALUE_MAX_BYTES = 60 * 1024;
+
+/** One notebook entry. */
+export interface MemoryEntry {
+  /** The key. */
+  key: string;
+  /** The stored JSON value. */
+  value: unknown;
+  /** When it was last written (ISO 8601 UTC). */
+  updated_at: string;
+  /** Size of the value's JSON text in bytes. */
+  size_bytes: number;
+}
+
+/** Outcome of {@linkcode setMemory}. */
+export interface SetMemoryResult {
+  /** Whether the key was new. */
+  created: boolean;
+  /** When the value was written (ISO 8601 UTC). */
+  updated_at: string;
+  /** Size of the value's JSON text in bytes. */
+  size_bytes: number;
+}
+
+/** Options of {@linkcode listMemory}. */
+export interface ListMemoryOptions {
+  /** Only keys starting with this text. @default "" */
+  prefix?: string;
+  /** At most this many entries. @default 100 */
+  limit?: number;
+}
+
+/** Outcome of {@linkcode listMemory}. */
+export interface ListMemoryResult {
+  /** Matching entries in key order. */
+  entries: MemoryEntry[];
+  /** Whether more entries matched than `limit`. */
+  truncated: boolean;
+}
+
+/**
+ * Checks a notebook key: non-empty, at most 512 characters (code points) and
+ * 1024 UTF-8 bytes.
+ *
+ * @returns A reason when the key is not acceptable, else `undefined`.
+ */
+export function memoryKeyProblem(key: string): string | undefined {
+  if (key.length === 0) return "the key is empty";
+  // A UTF-16 unit is at most one code point and at most 3 UTF-8 bytes.
+  if (key.length <= MEMORY_KEY_MAX_CHARS && key.length * 3 <= MEMORY_KEY_MAX_BYTES) {
+    return undefined;
+  }
+  const chars = [...key].length;
+  if (chars > MEMORY_KEY_MAX_CHARS) {
+    return `the key has ${chars} characters; the limit is ${MEMORY_KEY_MAX_CHARS}`;
+  }
+  const bytes = encoder.encode(key).length;
+  if (bytes > MEMORY_KEY_MAX_BYTES) {
+    return `the key has ${bytes} bytes in UTF-8; the limit is ${MEMORY_KEY_MAX_BYTES}`;
+  }
+  return undefined;
+}
+
+/** A stored MCP upstream plugin: a stdio `command` or a Streamable HTTP `url`. */
+export const UpstreamRecordSchema = z.strictObject({
+  name: z.string().regex(UPSTREAM_NAME_PATTERN),
+  ...MCP_UPSTREAM_FIELDS,
+  enabled: z.boolean(),
+  created_at: z.string(),
+  updated_at: z.string(),
+});
+
+/** A stored MCP upstream plugin. */
+export type UpstreamRecord = z.infer<typeof UpstreamRecordSchema>;
+
+/** Fields of a new upstream. */
+export type NewUpstream = Omit<UpstreamRecord, "kind" | "created_at" | "updated_at">;
+
+/** The plugin states a running server published. */
+export const ServerStatusSchema = z.strictObject({
+  server_id: z.string(),
+  pid: z.number().int(),
+  transport: z.string(),
+  started_at: z.string(),
+  updated_at: z.string(),
+  plugins: z.array(z.record(z.string(), z.unknown())),
+});
+
+/** The plugin states a running server published. */
+export type ServerStatus = z.infer<typeof ServerStatusSchema>;
+
+/** The stored delivery lease. */
+export const DeliveryLeaseSchema = z.object({
+  owner: z.string(),
+  pid: z.number().int(),
+  hostname: z.string(),
+  expires_at: z.number(),
+});
+
+/** Who holds the lease, and until when (epoch ms). */
+export type DeliveryLease = z.infer<typeof DeliveryLeaseSchema>;
+
+/** Options of {@linkcode claimDeliveryLease}. */
+export interface ClaimLeaseOptions {
+  /** This process's owner id. */
+  owner: string;
+  /** How long the lease lasts without renewal, in ms. */
+  ttlMs: number;
+  /** Clock, epoch ms. @default Date.now */
+  now?: number;
+}
+
+/** The stored head of the chain. */
+export const AuditHeadSchema = z.strictObject({
+  seq: z.number().int().min(1),
+  hash: z.string().regex(/^sha256:[0-9a-f]{64}$/),
+  timestamp: z.string(),
+});
+
+/** The stored head: seq, hash and timestamp of the last entry. */
+export type AuditHead = z.infer<typeof AuditHeadSchema>;
+
+/** The stored bytes of one entry. */
+export interface AuditRecord {
+  /** Seq from the key. */
+  seq: number;
+  /** The parts joined; `null` when a part is missing or is not bytes. */
+  bytes: Uint8Array | null;
+  /** Versionstamp of each part, in part order. */
+  versionstamps: string[];
+}
+
+/** What an appender must know before it commits. */
+export interface AuditChainState {
+  /** The head, or `null` for an empty log. */
+  head: AuditHead | null;
+  /** Versionstamp of the head key (`null` when absent). */
+  headVersionstamp: string | null;
+  /** The stored entry at the head's seq, or `null` (empty log, or missing). */
+  tail: AuditRecord | null;
+}
+
+/** The expected state an append commit checks. */
+export interface AuditCommitGuard {
+  /** Versionstamp of the head key as read (`null`: no head yet). */
+  headVersionstamp: string | null;
+  /** Seq of the entry the head points at (0 for an empty log). */
+  tailSeq: number;
+  /** Versionstamps of that entry's parts (empty: expect it absent). */
+  tailVersionstamps: readonly string[];
+}
+
+/** Delivery records written in the same commit as a batch of entries. */
+export interface AuditCommitOutbox {
+  /** Plain delivery ops (events and their pending deliveries). */
+  ops: readonly DeliveryOp[];
+  /** Whether to bump the deliveries version (a recording process signals the server). */
+  bumpVersion: boolean;
+}
+
+/** One entry to write. */
+export interface AuditEntryWrite {
+  seq: number;
+  bytes: Uint8Array;
+}
+
+/** Options of {@linkcode readAuditRecordPages}. */
+export interface ReadAuditRecordPagesOptions {
+  /** Start after this seq. @default 0 */
+  after?: number;
+  /** Stop before this seq (exclusive). @default no bound */
+  before?: number;
+  /** Parts read per KV round trip (at least 16). @default 1000 */
+  pageSize?: number;
+}
