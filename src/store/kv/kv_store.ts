@@ -86,6 +86,7 @@ import {
   removeWebhook,
 } from "./webhooks.ts";
 import { ReadBatcher } from "./_reads.ts";
+import { ensureDataDir } from "../_data_dir.ts";
 
 /** The schema version this release writes and reads. */
 export const SCHEMA_VERSION = 1;
@@ -290,30 +291,6 @@ export class KvStore implements Store {
     this.#closed = true;
     this.kv.close();
     if (this.reader !== this.kv) this.reader.close();
-  }
-}
-
-async function ensureDataDir(dataDir: string): Promise<void> {
-  let info: Deno.FileInfo;
-  try {
-    info = await Deno.stat(dataDir);
-  } catch (error) {
-    if (!(error instanceof Deno.errors.NotFound)) {
-      throw new GatewayError(
-        "STORE_CORRUPT",
-        `Cannot read data directory ${dataDir}: ${(error as Error).message}`,
-        { cause: error },
-      );
-    }
-    await Deno.mkdir(dataDir, { recursive: true, mode: 0o700 });
-    await Deno.chmod(dataDir, 0o700);
-    return;
-  }
-  if (!info.isDirectory) {
-    throw new GatewayError(
-      "STORE_CORRUPT",
-      `Data directory ${dataDir} is not a directory: move the file away or set TOOLGATE_HOME`,
-    );
   }
 }
 

@@ -13,6 +13,7 @@
  */
 import { GatewayError } from "../../errors/mod.ts";
 import { describeDatabase, isConnectionError, type Sql, withStore } from "./connection.ts";
+import { INITIAL_SCHEMA } from "./schema.ts";
 
 /** One step of the schema: SQL run once, in its own transaction. */
 export interface Migration {
@@ -43,6 +44,7 @@ export const MIGRATIONS: readonly Migration[] = Object.freeze([
         key text primary key,
         value jsonb not null
       );
+      ${INITIAL_SCHEMA}
     `,
   },
 ]);

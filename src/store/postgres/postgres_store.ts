@@ -1,0 +1,127 @@
+/**
+ * The PostgreSQL adapter: several toolgate instances share one database.
+ * Migrations are applied when the store opens; every query runs on one
+ * bounded pool, and a database that cannot be reached makes calls fail with
+ * `STORE_UNAVAILABLE` until it is back.
+ *
+ * @module
+ */
+import type {
+  AuditStore,
+  DeliveryStore,
+  IncomingStore,
+  KeychainStore,
+  LeaseStore,
+  MemoryStore,
+  Store,
+  UpstreamStore,
+  WebhookStore,
+} from "../store.ts";
+import { ensureDataDir } from "../_data_dir.ts";
+import { PgContext, readCounter } from "./_context.ts";
+import { createAuditStore } from "./audit.ts";
+import {
+  describeDatabase,
+  openPostgres,
+  type OpenPostgresOptions,
+  type Sql,
+} from "./connection.ts";
+import { createDeliveryStore } from "./deliveries.ts";
+import { createIncomingStore } from "./incoming.ts";
+import { createKeychainStore } from "./keychain.ts";
+import { createLeaseStore } from "./leases.ts";
+import { createMemoryStore } from "./memory.ts";
+import { migrate } from "./migrations.ts";
+import { createUpstreamStore } from "./upstreams.ts";
+import { createWebhookStore } from "./webhooks.ts";
+
+/** Options of {@linkcode openPostgresStore}. */
+export interface OpenPostgresStoreOptions {
+  /** `postgres://user:password@host:port/database`. */
+  url: string;
+  /** Data directory (for `dlq.json`); created with mode 0700 when missing. */
+  dataDir: string;
+  /** Apply pending migrations on open. @default true */
+  migrate?: boolean;
+  /** Pool size and timeouts. @default {} */
+  pool?: OpenPostgresOptions;
+}
+
+/** The PostgreSQL adapter of {@linkcode Store}. */
+export class PostgresStore implements Store {
+  /** Which adapter this is. */
+  readonly kind = "postgres";
+  /** The database, as a URL without its password. */
+  readonly location: string;
+  /** The data directory. */
+  readonly dataDir: string;
+  /** The pool, for the modules of `src/store/postgres` and the `db` commands. */
+  readonly sql: Sql;
+  /** Webhook registrations. */
+  readonly webhooks: WebhookStore;
+  /** The delivery outbox, DLQ and delivery logs. */
+  readonly deliveries: DeliveryStore;
+  /** The audit chain. */
+  readonly audit: AuditStore;
+  /** Incoming jobs. */
+  readonly incoming: IncomingStore;
+  /** Memory notes. */
+  readonly memory: MemoryStore;
+  /** Keychain fallback entries. */
+  readonly keychain: KeychainStore;
+  /** Upstream registrations and server states. */
+  readonly upstreams: UpstreamStore;
+  /** Leases. */
+  readonly leases: LeaseStore;
+  #ctx: PgContext;
+  #closed: Promise<void> | null = null;
+
+  /**
+   * @param sql An open pool on a migrated database.
+   * @param dataDir The data directory.
+   */
+  constructor(sql: Sql, dataDir: string) {
+    this.sql = sql;
+    this.dataDir = dataDir;
+    this.location = describeDatabase(sql);
+    const ctx = this.#ctx = new PgContext(sql);
+    this.webhooks = createWebhookStore(ctx);
+    this.deliveries = createDeliveryStore(ctx);
+    this.audit = createAuditStore(ctx);
+    this.incoming = createIncomingStore(ctx);
+    this.memory = createMemoryStore(ctx);
+    this.keychain = createKeychainStore(ctx);
+    this.upstreams = createUpstreamStore(ctx);
+    this.leases = createLeaseStore(ctx);
+  }
+
+  /** The registration change counter. */
+  registrationsVersion(): Promise<bigint> {
+    return this.#ctx.run((sql) => readCounter(sql, "registrations"));
+  }
+
+  /** Closes the pool, letting running queries finish (5 s at most); safe to call twice. */
+  close(): Promise<void> {
+    this.#closed ??= this.sql.end({ timeout: 5 });
+    return this.#closed;
+  }
+}
+
+/**
+ * Opens the PostgreSQL store at `url`, applying pending migrations.
+ *
+ * @throws {GatewayError} `STORE_UNAVAILABLE` when the database cannot be
+ * reached; `STORE_CORRUPT` when it was migrated by a newer toolgate.
+ */
+export async function openPostgresStore(options: OpenPostgresStoreOptions): Promise<PostgresStore> {
+  const { url, dataDir, migrate: apply = true, pool = {} } = options;
+  await ensureDataDir(dataDir);
+  const sql = openPostgres(url, pool);
+  try {
+    if (apply) await migrate(sql);
+  } catch (error) {
+    await sql.end({ timeout: 1 });
+    throw error;
+  }
+  return new PostgresStore(sql, dataDir);
+}

@@ -1,0 +1,14 @@
+/**
+ * Every contract case, by part of the storage interface.
+ *
+ * @module
+ */
+import type { ContractCase } from "./_contract.ts";
+import { CHANGES_CONTRACT } from "./changes_contract.ts";
+
+export type { ContractCase, ContractEnv } from "./_contract.ts";
+
+/** All cases, in a stable order. */
+export const CONTRACT: readonly ContractCase[] = [
+  ...CHANGES_CONTRACT,
+];
