@@ -6,7 +6,7 @@
  */
 import { type Config, loadConfig, readEnv } from "../config/mod.ts";
 import { GatewayError } from "../errors/mod.ts";
-import { openStore, type Store } from "../store/mod.ts";
+import { openStore, type OpenStoreOptions, type Store } from "../store/mod.ts";
 import { InputCancelledError, readHiddenLine } from "./_hidden_input.ts";
 
 /** The process I/O a command uses; injected so tests can capture it. */
@@ -60,6 +60,20 @@ function writeAll(target: { writeSync(p: Uint8Array): number }, bytes: Uint8Arra
   while (offset < bytes.length) offset += target.writeSync(bytes.subarray(offset));
 }
 
+/** How a configuration opens its store. */
+export function storeOptions(config: Config): OpenStoreOptions {
+  const { url, pool_max, statement_timeout_ms, connect_timeout_ms } = config.store;
+  return {
+    dataDir: config.dataDir,
+    url,
+    pool: {
+      max: pool_max,
+      statementTimeoutMs: statement_timeout_ms,
+      connectTimeoutMs: connect_timeout_ms,
+    },
+  };
+}
+
 /** Shared state of one CLI invocation. */
 export class CliContext {
   readonly io: CliIo;
@@ -79,7 +93,7 @@ export class CliContext {
 
   /** The store, opened once; closed by {@linkcode CliContext.close}. */
   store(): Promise<Store> {
-    this.#store ??= this.config().then((config) => openStore({ dataDir: config.dataDir }));
+    this.#store ??= this.config().then((config) => openStore(storeOptions(config)));
     return this.#store;
   }
 

@@ -14,6 +14,7 @@ import { registerTools } from "./tools.ts";
 import { registerPlugins } from "./plugins.ts";
 import { registerAudit } from "./audit.ts";
 import { registerDlq } from "./dlq.ts";
+import { registerDb } from "./db.ts";
 
 /** Builds the command tree for one invocation. */
 export function createProgram(context: CliContext): Command {
@@ -36,6 +37,7 @@ export function createProgram(context: CliContext): Command {
   registerKeychain(program, context);
   registerAudit(program, context);
   registerDlq(program, context);
+  registerDb(program, context);
   return program;
 }
 

@@ -16,6 +16,7 @@ interface StartOptions {
   transport: string;
   host?: string;
   port?: string;
+  databaseUrl?: string;
 }
 
 function parsePort(raw: string): number {
@@ -34,6 +35,10 @@ export function registerMcp(program: Command, context: CliContext): void {
     .option("--transport <transport>", "stdio or http", "stdio")
     .option("--host <host>", "HTTP bind address (default 127.0.0.1)")
     .option("--port <port>", "HTTP port (default 7821; 0 picks a free port)")
+    .option(
+      "--database-url <url>",
+      "keep state in this PostgreSQL database (postgres://…) instead of the data dir's KV file",
+    )
     .action(async (options: StartOptions) => {
       if (options.transport !== "stdio" && options.transport !== "http") {
         throw usage(`Invalid --transport "${options.transport}": expected stdio or http`);
@@ -43,6 +48,14 @@ export function registerMcp(program: Command, context: CliContext): void {
       }
       if (options.host) context.io.env.TOOLGATE_HOST = options.host;
       if (options.port) context.io.env.TOOLGATE_PORT = String(parsePort(options.port));
+      if (options.databaseUrl) {
+        if (!/^postgres(ql)?:\/\/\S+$/.test(options.databaseUrl)) {
+          throw usage(
+            "Invalid --database-url: expected a postgres://user:password@host:port/database URL",
+          );
+        }
+        context.io.env.TOOLGATE_DATABASE_URL = options.databaseUrl;
+      }
       if (options.transport === "stdio") await startStdio(context);
       else await startHttp(context);
     });

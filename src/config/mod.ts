@@ -84,6 +84,21 @@ export const ConfigFileSchema = z.strictObject({
   events: z.strictObject({
     disabled: z.array(EventTypeSchema).default([]),
   }).prefault({}),
+  store: z.strictObject({
+    /**
+     * `postgres://…` to keep everything in PostgreSQL (several instances
+     * share it); unset keeps the embedded Deno KV file of the data dir.
+     */
+    url: z.string().regex(/^postgres(ql)?:\/\/\S+$/, {
+      message: "expected a postgres://user:password@host:port/database URL",
+    }).optional(),
+    /** Most connections each instance opens to PostgreSQL. */
+    pool_max: z.number().int().min(1).max(1000).default(10),
+    /** PostgreSQL cancels a statement that runs longer (ms). */
+    statement_timeout_ms: z.number().int().positive().default(15_000),
+    /** Longest wait for a new PostgreSQL connection (ms). */
+    connect_timeout_ms: z.number().int().positive().default(5_000),
+  }).prefault({}),
   webhooks: z.strictObject({
     retry_base_ms: z.number().int().positive().default(1000),
     timeout_ms: z.number().int().positive().default(10_000),
@@ -210,7 +225,7 @@ export function parseConfigFile(raw: unknown, source = "config.json"): ConfigFil
  * Loads the configuration once: `config.json` in the data dir (optional),
  * then environment overrides (`TOOLGATE_HOST`, `TOOLGATE_PORT`,
  * `TOOLGATE_API_TOKEN`, `TOOLGATE_RETRY_BASE_MS`, `TOOLGATE_WEBHOOK_TIMEOUT_MS`,
- * `TOOLGATE_POLL_MS`, `TOOLGATE_SLACK_API_URL`).
+ * `TOOLGATE_POLL_MS`, `TOOLGATE_SLACK_API_URL`, `TOOLGATE_DATABASE_URL`).
  *
  * @throws {GatewayError} `CONFIG_INVALID` when the file or a variable is bad.
  */
@@ -265,6 +280,15 @@ export async function loadConfig(options: LoadConfigOptions = {}): Promise<Confi
   const poll = intEnv(env, "TOOLGATE_POLL_MS", 1);
   if (poll !== undefined) file.webhooks.poll_ms = poll;
   if (env.TOOLGATE_SLACK_API_URL) file.plugins.slack.api_base_url = env.TOOLGATE_SLACK_API_URL;
+  if (env.TOOLGATE_DATABASE_URL) {
+    if (!/^postgres(ql)?:\/\/\S+$/.test(env.TOOLGATE_DATABASE_URL)) {
+      throw new GatewayError(
+        "CONFIG_INVALID",
+        "Invalid TOOLGATE_DATABASE_URL: expected a postgres://user:password@host:port/database URL",
+      );
+    }
+    file.store.url = env.TOOLGATE_DATABASE_URL;
+  }
   const config: Config = {
     ...file,
     dataDir,

@@ -6,8 +6,8 @@
  *
  * @module
  */
-export { openStore } from "./open.ts";
-export type { OpenStoreOptions } from "./open.ts";
+export { migrateStore, openStore, storeSchemaStatus } from "./open.ts";
+export type { OpenStoreOptions, StoreSchemaStatus } from "./open.ts";
 export type {
   AuditLimits,
   AuditStore,

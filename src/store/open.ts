@@ -4,7 +4,10 @@
  *
  * @module
  */
-import { openKvStore } from "./kv/kv_store.ts";
+import { openKvStore, SCHEMA_VERSION } from "./kv/kv_store.ts";
+import { describeDatabase, openPostgres } from "./postgres/connection.ts";
+import { migrate, migrationStatus } from "./postgres/migrations.ts";
+import { openPostgresStore } from "./postgres/postgres_store.ts";
 import type { Store } from "./store.ts";
 
 /** Options of {@linkcode openStore}. */
@@ -13,14 +16,107 @@ export interface OpenStoreOptions {
   dataDir: string;
   /** Open an in-memory KV database instead of the file (unit tests). @default false */
   memory?: boolean;
+  /** A `postgres://` URL: keep everything in that PostgreSQL database instead. */
+  url?: string;
+  /** PostgreSQL pool settings (with `url`). */
+  pool?: { max?: number; statementTimeoutMs?: number; connectTimeoutMs?: number };
 }
 
 /**
- * Opens the store of a data directory.
+ * Opens the store of a data directory: its Deno KV file, or the PostgreSQL
+ * database `url` names (migrated to this release's schema on open).
  *
  * @throws {GatewayError} `STORE_CORRUPT` when the data cannot be read, or
- * was written by a newer release. Nothing is repaired or overwritten.
+ * was written by a newer release (nothing is repaired or overwritten);
+ * `STORE_UNAVAILABLE` when the database cannot be reached.
  */
 export function openStore(options: OpenStoreOptions): Promise<Store> {
+  const { dataDir, url, pool } = options;
+  if (url) return openPostgresStore({ url, dataDir, pool });
   return openKvStore(options);
+}
+
+/** Where a store's schema stands: see {@linkcode storeSchemaStatus}. */
+export interface StoreSchemaStatus {
+  /** Which adapter holds the data. */
+  kind: "kv" | "postgres";
+  /** The KV file, or the database URL without its password. */
+  location: string;
+  /** The schema version the data has (0: never migrated). */
+  current: number;
+  /** The schema version this release writes. */
+  latest: number;
+  /** Applied migrations, oldest first (PostgreSQL; empty for KV). */
+  applied: { version: number; name: string; applied_at: string }[];
+  /** Migrations this release would apply, in order. */
+  pending: { version: number; name: string }[];
+}
+
+/**
+ * Reports the schema of the store `options` name, changing nothing.
+ *
+ * @throws {GatewayError} `STORE_UNAVAILABLE` when the database cannot be reached.
+ */
+export async function storeSchemaStatus(options: OpenStoreOptions): Promise<StoreSchemaStatus> {
+  const { dataDir, url, pool } = options;
+  if (!url) {
+    const store = await openKvStore({ dataDir });
+    try {
+      const current = await store.schemaVersion();
+      return {
+        kind: "kv",
+        location: store.location,
+        current,
+        latest: SCHEMA_VERSION,
+        applied: [],
+        pending: [],
+      };
+    } finally {
+      await store.close();
+    }
+  }
+  const sql = openPostgres(url, { ...pool, max: 1 });
+  try {
+    const status = await migrationStatus(sql);
+    return {
+      kind: "postgres",
+      location: describeDatabase(sql),
+      current: status.current,
+      latest: status.latest,
+      applied: status.applied.map(({ version, name, applied_at }) => ({
+        version,
+        name,
+        applied_at: applied_at.toISOString(),
+      })),
+      pending: status.pending,
+    };
+  } finally {
+    await sql.end({ timeout: 5 });
+  }
+}
+
+/**
+ * Brings the store's schema up to this release, and says which migrations
+ * ran (none for KV, whose file is versioned as it opens).
+ *
+ * @throws {GatewayError} `STORE_UNAVAILABLE` when the database cannot be
+ * reached; `STORE_CORRUPT` when it was migrated by a newer toolgate or a
+ * migration failed (it is rolled back whole).
+ */
+export async function migrateStore(
+  options: OpenStoreOptions,
+): Promise<{ applied: number[]; status: StoreSchemaStatus }> {
+  const { url, pool } = options;
+  let applied: number[] = [];
+  if (url) {
+    const sql = openPostgres(url, { ...pool, max: 1, statementTimeoutMs: 0 });
+    try {
+      applied = await migrate(sql);
+    } finally {
+      await sql.end({ timeout: 5 });
+    }
+  } else {
+    await (await openKvStore(options)).close();
+  }
+  return { applied, status: await storeSchemaStatus(options) };
 }

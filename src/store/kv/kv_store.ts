@@ -268,6 +268,12 @@ export class KvStore implements Store {
     return this.#reads.get<T>(key);
   }
 
+  /** The schema version recorded in the file. */
+  async schemaVersion(): Promise<number> {
+    const entry = await this.retry(() => this.kv.get<number>(schemaVersionKey()));
+    return typeof entry.value === "number" ? entry.value : 0;
+  }
+
   /** Runs a KV operation with lock retry. */
   retry<T>(operation: () => Promise<T>): Promise<T> {
     return withLockRetry(operation);
