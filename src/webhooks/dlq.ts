@@ -2,14 +2,35 @@
  * Dead-letter queue operations for the CLI (`toolgate dlq list | replay |
  * purge`) and the `dlq.json` mirror in the data directory.
  *
+ * The mirror is a JSON array of {@linkcode DlqEntry}, kept current without
+ * rewriting it whole per record: a dead letter is appended in place
+ * ({@linkcode appendDlqMirror}, O(entry) bytes); removals (a replayed record
+ * delivered, `dlq purge`) rebuild it from the store page by page
+ * ({@linkcode writeDlqMirror}). Writes are serialized within a
+ * process and, through a lock file, across processes; a torn append (kill -9)
+ * and leftover temp files are repaired by the first write of the next process
+ * ({@linkcode repairDlqMirror} and {@linkcode cleanDlqMirrorTemps} do it at start).
+ *
  * @module
  */
 import { GatewayError } from "../errors/mod.ts";
+import {
+  appendMirror,
+  type AppendOutcome,
+  cleanMirrorTemps,
+  DLQ_FILE,
+  type MirrorPages,
+  rebuildMirror,
+  repairMirror,
+} from "./_dlq_mirror.ts";
 import type { EventEnvelope } from "../events/mod.ts";
 import type { AttemptRecord, DlqRecord, Store } from "../store/mod.ts";
 
-/** File name of the DLQ mirror in the data directory. */
-export const DLQ_FILE = "dlq.json";
+export { DLQ_FILE } from "./_dlq_mirror.ts";
+export type { AppendOutcome } from "./_dlq_mirror.ts";
+
+/** Entries per page of a mirror rebuild (each page is written before the next is read). */
+const MIRROR_PAGE_SIZE = 256;
 
 /** A dead-lettered delivery, as listed and mirrored to `dlq.json`. */
 export interface DlqEntry {
@@ -29,12 +50,19 @@ export interface DlqEntry {
 
 const decoder = new TextDecoder();
 
-async function toEntry(
-  store: Store,
-  record: DlqRecord,
-  body?: Uint8Array,
-): Promise<DlqEntry> {
-  body ??= await store.deliveries.readDlqBody(record);
+/** The fields of a dead-letter record that a {@linkcode DlqEntry} shows. */
+export type DlqEntryRecord = Pick<
+  DlqRecord,
+  "dlq_id" | "webhook_id" | "url" | "attempts" | "failed_at"
+>;
+
+/**
+ * The {@linkcode DlqEntry} of a dead-letter record and the exact bytes that
+ * were sent, e.g. to {@linkcode appendDlqMirror} a record just written.
+ *
+ * @throws {GatewayError} `STORE_CORRUPT` when the body is not JSON.
+ */
+export function dlqEntry(record: DlqEntryRecord, body: Uint8Array): DlqEntry {
   let event: EventEnvelope;
   try {
     event = JSON.parse(decoder.decode(body));
@@ -55,6 +83,21 @@ async function toEntry(
   };
 }
 
+async function toEntry(
+  store: Store,
+  record: DlqRecord,
+  body?: Uint8Array,
+): Promise<DlqEntry> {
+  return dlqEntry(record, body ?? await store.deliveries.readDlqBody(record));
+}
+
+/** Oldest failure first (then by id), in place. */
+function byFailure(records: DlqRecord[]): DlqRecord[] {
+  return records.sort((a, b) =>
+    a.failed_at < b.failed_at ? -1 : a.failed_at > b.failed_at ? 1 : a.dlq_id < b.dlq_id ? -1 : 1
+  );
+}
+
 /**
  * Every dead-lettered delivery, oldest failure first.
  *
@@ -64,35 +107,104 @@ async function toEntry(
  * ```
  */
 export async function listDlq(store: Store): Promise<DlqEntry[]> {
-  const records = await store.deliveries.listDlq();
-  records.sort((a, b) =>
-    a.failed_at < b.failed_at ? -1 : a.failed_at > b.failed_at ? 1 : a.dlq_id < b.dlq_id ? -1 : 1
-  );
+  const records = byFailure(await store.deliveries.listDlq());
   return await Promise.all(records.map((record) => toEntry(store, record)));
 }
 
-/**
- * Rewrites `<dataDir>/dlq.json` (a JSON array of {@linkcode DlqEntry}) from
- * the store, atomically: temp file with mode 0600, then rename.
- *
- * @param dataDir Directory of the mirror. @default store.dataDir
- */
-export async function writeDlqMirror(store: Store, dataDir: string = store.dataDir): Promise<void> {
-  const entries = await listDlq(store);
-  const path = `${dataDir}/${DLQ_FILE}`;
-  const temp = `${dataDir}/.${DLQ_FILE}.${crypto.randomUUID()}.tmp`;
+/** The store's DLQ as mirror pages, oldest failure first, bodies read a page at a time. */
+function entryPages(store: Store): MirrorPages {
+  return async function* () {
+    const records = byFailure(await store.deliveries.listDlq());
+    for (let i = 0; i < records.length; i += MIRROR_PAGE_SIZE) {
+      const page = records.slice(i, i + MIRROR_PAGE_SIZE);
+      yield await Promise.all(page.map((record) => toEntry(store, record)));
+    }
+  };
+}
+
+/** Runs a mirror operation, reporting a file-system failure as `STORE_CORRUPT`. */
+async function mirrorWrite<T>(dataDir: string, op: () => Promise<T>): Promise<T> {
   try {
-    await Deno.writeTextFile(temp, JSON.stringify(entries, null, 2) + "\n", { mode: 0o600 });
-    await Deno.chmod(temp, 0o600);
-    await Deno.rename(temp, path);
+    return await op();
   } catch (error) {
-    await Deno.remove(temp).catch(() => undefined);
+    if (error instanceof GatewayError) throw error;
     throw new GatewayError(
       "STORE_CORRUPT",
-      `Cannot write ${path}: ${(error as Error).message}`,
+      `Cannot write ${dataDir}/${DLQ_FILE}: ${(error as Error).message}`,
       { cause: error },
     );
   }
+}
+
+/**
+ * Rewrites `<dataDir>/dlq.json` (a JSON array of {@linkcode DlqEntry}, oldest
+ * failure first) from the store: page by page into a temp file with mode
+ * 0600, then rename. For removals and start-up; a new record is
+ * {@linkcode appendDlqMirror}ed.
+ *
+ * @param dataDir Directory of the mirror. @default store.dataDir
+ * @throws {GatewayError} `STORE_CORRUPT` when the file cannot be written or a record read.
+ */
+export async function writeDlqMirror(store: Store, dataDir: string = store.dataDir): Promise<void> {
+  await mirrorWrite(dataDir, () => rebuildMirror(dataDir, entryPages(store)));
+}
+
+/**
+ * Appends entries to `<dataDir>/dlq.json` in place, writing only their bytes.
+ * It rebuilds the file from the store instead (which the entries must already
+ * be in) when the file is not exactly as this process last wrote it (first
+ * write of the process, rebuilt by another process, torn by a kill, missing)
+ * or already holds one of the entries' ids (a record failing again after a
+ * replay, or listed by a rebuild since it was written).
+ *
+ * @param entries Records just committed to the store (see {@linkcode dlqEntry}).
+ * @param dataDir Directory of the mirror. @default store.dataDir
+ * @returns `"appended"`, or `"rebuilt"` when the file was rewritten from the store.
+ * @throws {GatewayError} `STORE_CORRUPT` when the file cannot be written or a record read.
+ * @example
+ * ```ts
+ * // After committing a put_dlq op for `record` with the sent `body`:
+ * await appendDlqMirror(store, [dlqEntry(record, body)], dataDir);
+ * ```
+ */
+export async function appendDlqMirror(
+  store: Store,
+  entries: readonly DlqEntry[],
+  dataDir: string = store.dataDir,
+): Promise<AppendOutcome> {
+  return await mirrorWrite(dataDir, () => appendMirror(dataDir, entries, entryPages(store)));
+}
+
+/**
+ * Rebuilds `<dataDir>/dlq.json` from the store if it does not end as a
+ * complete JSON array (an append torn by a kill); a complete or missing file
+ * is left as it is. A cheap start-up check that keeps the file readable; it
+ * does not find records missing from a complete file (a kill between the
+ * store write and the append): {@linkcode writeDlqMirror} does, and the
+ * first {@linkcode appendDlqMirror} of a process rebuilds anyway.
+ *
+ * @param dataDir Directory of the mirror. @default store.dataDir
+ * @returns Whether the file was rebuilt.
+ * @throws {GatewayError} `STORE_CORRUPT` when the file cannot be written or a record read.
+ */
+export async function repairDlqMirror(
+  store: Store,
+  dataDir: string = store.dataDir,
+): Promise<boolean> {
+  return await mirrorWrite(dataDir, () => repairMirror(dataDir, entryPages(store)));
+}
+
+/**
+ * Removes the temp files (`.dlq.json.<uuid>.tmp`) that a rebuild killed
+ * midway left in `dataDir`; nothing else. Safe while other processes write
+ * the mirror: it waits for their rebuilds. The first mirror write of a
+ * process does the same.
+ *
+ * @returns The file names removed.
+ * @throws {GatewayError} `STORE_CORRUPT` when the directory cannot be read or a file removed.
+ */
+export async function cleanDlqMirrorTemps(dataDir: string): Promise<string[]> {
+  return await mirrorWrite(dataDir, () => cleanMirrorTemps(dataDir));
 }
 
 /** Options of {@linkcode replayDlq}. */
