@@ -1,28 +1,213 @@
 /**
- * PostgreSQL adapter: incoming jobs. (Placeholder until implemented.)
+ * PostgreSQL adapter: the durable queue of accepted incoming webhook
+ * payloads waiting for their handler tool. A job and its raw body are one
+ * row of `toolgate_incoming_jobs`, so a job exists exactly when its whole
+ * body does and no body is ever orphaned. Completing a job deletes its row:
+ * of several instances completing the same job, exactly one deletes it.
  *
  * @module
  */
 import { GatewayError } from "../../errors/mod.ts";
-import type { IncomingStore, StagedWrites } from "../store.ts";
+import type { IncomingStore, StagedWrites, StoreCost } from "../store.ts";
+import { type IncomingJob, IncomingJobSchema } from "../records.ts";
 import type { PgContext, Tx } from "./_context.ts";
+import type { Sql } from "./connection.ts";
 
 /** Tables of this part, in migration 1. */
-export const INCOMING_SCHEMA = ``;
+export const INCOMING_SCHEMA = `
+  create table toolgate_incoming_jobs (
+    id text primary key,
+    endpoint_id text not null,
+    handler text not null,
+    received_at text not null,
+    audit_seq bigint,
+    body bytea not null,
+    claimed_by text,
+    claim_expires_at bigint
+  );
+`;
 
-/** The incoming jobs, on PostgreSQL. */
-export function createIncomingStore(_ctx: PgContext): IncomingStore {
-  return new Proxy({}, {
-    get(_target, name) {
-      throw new GatewayError(
-        "INTERNAL",
-        `Not implemented on PostgreSQL yet: incoming.${String(name)}`,
-      );
-    },
-  }) as IncomingStore;
+/**
+ * Largest body written in another commit with {@linkcode IncomingStore.stage}
+ * (the audit entry's): the Deno KV adapter's limit, so that both adapters
+ * stage the same jobs.
+ */
+export const STAGED_BODY_MAX_BYTES = 128 * 1024;
+
+/** Bytes counted per job row beside its body and fields. */
+const ROW_OVERHEAD_BYTES = 200;
+
+/** Type oid of `bytea`, for arrays of bytes. */
+const BYTEA_OID = 17;
+
+/** Bytes counted for the row's key. */
+const KEY_BYTES = 60;
+
+type NewJob = Omit<IncomingJob, "body_bytes" | "chunks">;
+
+/**
+ * A staged job: what {@linkcode applyStagedWrites} writes. Opaque outside
+ * this module.
+ */
+interface PgStagedWrites extends StagedWrites {
+  /** The job record and its body. */
+  readonly incomingJob: { readonly job: IncomingJob; readonly body: Uint8Array };
 }
 
-/** Writes staged incoming jobs inside the caller's transaction (the audit entry's). */
-export function applyStagedWrites(_tx: Tx, _writes: readonly StagedWrites[]): Promise<void> {
-  throw new GatewayError("INTERNAL", "Not implemented on PostgreSQL yet: applyStagedWrites");
+interface JobRow {
+  id: string;
+  endpoint_id: string;
+  handler: string;
+  received_at: string;
+  audit_seq: number | null;
+  body_bytes: number;
+}
+
+/** The stored record of a job (its body is one value: one chunk, none when empty). */
+function toJob(job: NewJob, bodyBytes: number): IncomingJob {
+  return IncomingJobSchema.parse({ ...job, body_bytes: bodyBytes, chunks: bodyBytes ? 1 : 0 });
+}
+
+function fromRow(row: JobRow): IncomingJob | undefined {
+  const { audit_seq, ...fields } = row;
+  const parsed = IncomingJobSchema.safeParse({
+    ...fields,
+    ...(audit_seq === null ? {} : { audit_seq }),
+    chunks: row.body_bytes ? 1 : 0,
+  });
+  return parsed.success ? parsed.data : undefined;
+}
+
+/** Inserts jobs with their bodies (replacing a job of the same id, like a KV set). */
+async function insertJobs(
+  sql: Tx | Sql,
+  jobs: readonly { job: IncomingJob; body: Uint8Array }[],
+): Promise<void> {
+  // Arrays, not a values list: one statement text (one prepared statement) for any batch.
+  const column = <T>(pick: (item: { job: IncomingJob; body: Uint8Array }) => T) => jobs.map(pick);
+  const bodies = sql.array(column(({ body }) => body), BYTEA_OID);
+  await sql`
+    insert into toolgate_incoming_jobs
+      (id, endpoint_id, handler, received_at, audit_seq, body)
+    select * from unnest(
+      ${column(({ job }) => job.id)}::text[],
+      ${column(({ job }) => job.endpoint_id)}::text[],
+      ${column(({ job }) => job.handler)}::text[],
+      ${column(({ job }) => job.received_at)}::text[],
+      ${column(({ job }) => job.audit_seq ?? null)}::bigint[],
+      ${bodies}::bytea[]
+    )
+    on conflict (id) do update set
+      endpoint_id = excluded.endpoint_id, handler = excluded.handler,
+      received_at = excluded.received_at, audit_seq = excluded.audit_seq, body = excluded.body,
+      claimed_by = null, claim_expires_at = null`;
+}
+
+class PgIncomingStore implements IncomingStore {
+  readonly stagedBodyMaxBytes = STAGED_BODY_MAX_BYTES;
+  #ctx: PgContext;
+
+  constructor(ctx: PgContext) {
+    this.#ctx = ctx;
+  }
+
+  async put(job: NewJob, body: Uint8Array): Promise<IncomingJob> {
+    const record = toJob(job, body.byteLength);
+    await this.#ctx.run((sql) => insertJobs(sql, [{ job: record, body }]));
+    return record;
+  }
+
+  async readBody(job: IncomingJob): Promise<Uint8Array | null> {
+    const [row] = await this.#ctx.run((sql) =>
+      sql<{ body: Uint8Array }[]>`select body from toolgate_incoming_jobs where id = ${job.id}`
+    );
+    if (!row) return null;
+    if (row.body.byteLength !== job.body_bytes) {
+      throw new GatewayError(
+        "STORE_CORRUPT",
+        `Stored body of incoming job ${job.id} is incomplete`,
+      );
+    }
+    return new Uint8Array(row.body.buffer, row.body.byteOffset, row.body.byteLength);
+  }
+
+  async list(options: { limit?: number } = {}): Promise<IncomingJob[]> {
+    const { limit } = options;
+    // Ids are time-ordered (ULIDs), so id order is oldest first, as in KV.
+    const rows = await this.#ctx.run((sql) =>
+      sql<JobRow[]>`
+        select id, endpoint_id, handler, received_at, audit_seq::float8 as audit_seq,
+          octet_length(body) as body_bytes
+        from toolgate_incoming_jobs order by id limit ${limit ?? null}`
+    );
+    // A row that does not make a valid job is skipped, as KV skips it.
+    return rows.map(fromRow).filter((job) => job !== undefined);
+  }
+
+  stage(job: NewJob, body: Uint8Array): { job: IncomingJob; writes: StagedWrites } | undefined {
+    if (body.byteLength > STAGED_BODY_MAX_BYTES) return undefined;
+    const record = toJob(job, body.byteLength);
+    const recordBytes = ROW_OVERHEAD_BYTES + job.id.length + job.endpoint_id.length +
+      job.handler.length;
+    const cost: StoreCost = {
+      mutations: 1,
+      bytes: body.byteLength + recordBytes + KEY_BYTES,
+      keyBytes: KEY_BYTES,
+    };
+    const writes: PgStagedWrites = { cost, incomingJob: { job: record, body } };
+    return { job: record, writes };
+  }
+
+  async complete(items: readonly { job: IncomingJob; failed: boolean }[]): Promise<boolean[]> {
+    if (!items.length) return [];
+    const ids = items.map(({ job }) => job.id);
+    // A row is deleted once: of several callers completing a job, exactly
+    // one gets it back (the others wait for its lock, then find it gone).
+    const deleted = await this.#ctx.transaction(async (tx) => {
+      const rows = await tx<{ id: string }[]>`
+        delete from toolgate_incoming_jobs where id = any(${ids}::text[]) returning id`;
+      const gone = new Set(rows.map(({ id }) => id));
+      const failures = new Map<string, number>();
+      for (const { job, failed } of items) {
+        if (failed && gone.has(job.id)) {
+          failures.set(job.endpoint_id, (failures.get(job.endpoint_id) ?? 0) + 1);
+        }
+      }
+      // TODO(webhooks part): add `failures` to each endpoint's "failed"
+      // counter in the incoming stats table of WEBHOOKS_SCHEMA, in this
+      // transaction, once that table exists.
+      return gone;
+    });
+    return items.map(({ job }) => deleted.has(job.id));
+  }
+
+  sweepOrphanBodies(): Promise<number> {
+    // Bodies live in their job's row: none can be left behind.
+    return Promise.resolve(0);
+  }
+}
+
+/** The incoming jobs, on PostgreSQL. */
+export function createIncomingStore(ctx: PgContext): IncomingStore {
+  return new PgIncomingStore(ctx);
+}
+
+/**
+ * Writes staged incoming jobs inside the caller's transaction (the audit
+ * entry's), so that the entry and its job are durable together.
+ *
+ * @throws {GatewayError} `INTERNAL` when a write was not staged by this adapter.
+ */
+export async function applyStagedWrites(tx: Tx, writes: readonly StagedWrites[]): Promise<void> {
+  const jobs = writes.map((write) => {
+    const staged = (write as Partial<PgStagedWrites>).incomingJob;
+    if (!staged) {
+      throw new GatewayError(
+        "INTERNAL",
+        "Cannot apply staged writes: they were not staged by the PostgreSQL adapter",
+      );
+    }
+    return staged;
+  });
+  if (jobs.length) await insertJobs(tx, jobs);
 }

@@ -4,11 +4,15 @@
  * @module
  */
 import type { ContractCase } from "./_contract.ts";
+import { AUDIT_CONTRACT } from "./audit_contract.ts";
 import { CHANGES_CONTRACT } from "./changes_contract.ts";
+import { INCOMING_CONTRACT } from "./incoming_contract.ts";
 
 export type { ContractCase, ContractEnv } from "./_contract.ts";
 
 /** All cases, in a stable order. */
 export const CONTRACT: readonly ContractCase[] = [
   ...CHANGES_CONTRACT,
+  ...AUDIT_CONTRACT,
+  ...INCOMING_CONTRACT,
 ];
