@@ -6,6 +6,7 @@
 import type { ContractCase } from "./_contract.ts";
 import { AUDIT_CONTRACT } from "./audit_contract.ts";
 import { CHANGES_CONTRACT } from "./changes_contract.ts";
+import { DELIVERIES_CONTRACT } from "./deliveries_contract.ts";
 import { INCOMING_CONTRACT } from "./incoming_contract.ts";
 
 export type { ContractCase, ContractEnv } from "./_contract.ts";
@@ -15,4 +16,5 @@ export const CONTRACT: readonly ContractCase[] = [
   ...CHANGES_CONTRACT,
   ...AUDIT_CONTRACT,
   ...INCOMING_CONTRACT,
+  ...DELIVERIES_CONTRACT,
 ];
