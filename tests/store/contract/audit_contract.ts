@@ -404,6 +404,57 @@ export const AUDIT_CONTRACT: readonly ContractCase[] = [
     },
   },
   {
+    name: "audit: outbox deliveries ride in the commit of their entries, stamped with it",
+    async run({ store, another }) {
+      const other = await another();
+      const event = (id: string) => ({
+        id,
+        type: "tool.called",
+        timestamp: TIMESTAMP,
+        body: encoder.encode(JSON.stringify({ id, pad: "z".repeat(100) })),
+      });
+      const fanout = {
+        event_type: "tool.called",
+        created_at: TIMESTAMP,
+        next_attempt_at: 1_000,
+        webhook_ids: ["wh_a", "wh_b"],
+      };
+      const outbox = (id: string) => ({
+        ops: [
+          { op: "put_event" as const, event: event(id) },
+          { op: "put_fanout" as const, event_id: id, fanout },
+        ],
+        bumpVersion: true,
+      });
+      const before = await other.deliveries.version();
+      const stamp = await store.audit.commit(
+        EMPTY_GUARD,
+        entriesFrom(1, 1),
+        headAt(1),
+        outbox("evt_one"),
+      );
+      assert(stamp !== null);
+      const stored = await other.deliveries.readEvent("evt_one");
+      assertEquals(stored, { event: event("evt_one"), versionstamp: stamp });
+      const pending = await other.deliveries.listPending();
+      assertEquals(
+        pending.map(({ record }) => [record.event_id, record.webhook_id]),
+        [["evt_one", "wh_a"], ["evt_one", "wh_b"]],
+      );
+      const afterOne = await other.deliveries.version();
+      assert(afterOne > before, "bumpVersion bumps the deliveries version");
+
+      // A commit that loses the race writes none of its deliveries.
+      assertEquals(
+        await store.audit.commit(EMPTY_GUARD, entriesFrom(1, 1), headAt(1), outbox("evt_two")),
+        null,
+      );
+      assertEquals(await other.deliveries.readEvent("evt_two"), null);
+      assertEquals((await other.deliveries.listPending()).length, 2);
+      assertEquals(await other.deliveries.version(), afterOne);
+    },
+  },
+  {
     name: "audit: a staged incoming job rides in the commit of its entry",
     async run({ store, another }) {
       const body = randomBytes(store.incoming.stagedBodyMaxBytes);
