@@ -26,6 +26,7 @@
  *
  * @module
  */
+import { Buffer } from "node:buffer";
 import { z } from "zod";
 import { GatewayError } from "../../errors/mod.ts";
 import { parseRecord } from "../_records.ts";
@@ -370,6 +371,11 @@ function compareText(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0;
 }
 
+/** `bytes` in base64, for `decode(…, 'base64')`. */
+function base64(bytes: Uint8Array): string {
+  return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString("base64");
+}
+
 /** A due time as stored: whole ms (a fraction waits for the next one). */
 function dueMs(at: number): number {
   return Math.ceil(at);
@@ -388,10 +394,16 @@ async function applyOps(tx: Tx, ops: readonly DeliveryOp[], stamp: string): Prom
   const send = <T>(query: { execute(): T }): T => query.execute();
   for (const layer of layers(ops)) {
     const kinds = byKind(ops, layer);
-    for (const { op: { event } } of kinds.put_event) {
+    if (kinds.put_event.length) {
+      // Bodies travel as base64 text: the driver cannot send an array of bytea.
+      const e = kinds.put_event.map(({ op }) => op.event);
+      const bodies = e.map((event) => base64(event.body));
       queries.push(send(tx`
         insert into toolgate_outbox_events (event_id, event_type, event_timestamp, body, version)
-        values (${event.id}, ${event.type}, ${event.timestamp}, ${event.body}, ${stamp})
+        select u.event_id, u.event_type, u.event_timestamp, decode(u.body, 'base64'), ${stamp}
+        from unnest(${e.map((event) => event.id)}::text[], ${e.map((event) => event.type)}::text[],
+          ${e.map((event) => event.timestamp)}::text[], ${bodies}::text[])
+          as u(event_id, event_type, event_timestamp, body)
         on conflict (event_id) do update set
           event_type = excluded.event_type, event_timestamp = excluded.event_timestamp,
           body = excluded.body, version = excluded.version`));
