@@ -5,17 +5,21 @@
  * @module
  */
 import { z } from "zod";
-import { GatewayError } from "../../errors/mod.ts";
 import { memoryKey, memoryPrefix } from "./keys.ts";
 import type { KvStore } from "./kv_store.ts";
-import {
-  type ListMemoryOptions,
-  type ListMemoryResult,
-  MEMORY_VALUE_MAX_BYTES,
-  type MemoryEntry,
-  memoryKeyProblem,
-  type SetMemoryResult,
+import type {
+  ListMemoryOptions,
+  ListMemoryResult,
+  MemoryEntry,
+  SetMemoryResult,
 } from "../records.ts";
+import {
+  checkMemoryKey,
+  corruptMemoryValue,
+  encodeMemoryValue,
+  memoryListBounds,
+  parseMemoryJson,
+} from "../_memory_rules.ts";
 
 const MemoryRecordSchema = z.strictObject({
   json: z.instanceof(Uint8Array),
@@ -24,46 +28,15 @@ const MemoryRecordSchema = z.strictObject({
 
 type MemoryRecord = z.infer<typeof MemoryRecordSchema>;
 
-const encoder = new TextEncoder();
 const decoder = new TextDecoder();
-
-/** `TOOL_INPUT_INVALID` for one argument, with `details.fields` as schema failures have it. */
-function invalidArgument(
-  path: "key" | "value",
-  problem: string,
-  extra: Record<string, unknown> = {},
-): GatewayError {
-  return new GatewayError("TOOL_INPUT_INVALID", `Invalid memory ${path}: ${problem}`, {
-    details: { fields: [{ path, message: problem }], ...extra },
-  });
-}
-
-function checkKey(key: string): void {
-  const problem = memoryKeyProblem(key);
-  if (problem) throw invalidArgument("key", problem);
-}
 
 function parseRecord(key: string, value: unknown): MemoryEntry {
   const parsed = MemoryRecordSchema.safeParse(value);
   if (!parsed.success) {
-    throw new GatewayError(
-      "STORE_CORRUPT",
-      `Stored memory value ${JSON.stringify(key)} is unreadable: ${
-        parsed.error.issues[0]?.message
-      }`,
-    );
+    throw corruptMemoryValue(key, String(parsed.error.issues[0]?.message));
   }
   const { json, updated_at } = parsed.data;
-  let decoded: unknown;
-  try {
-    decoded = JSON.parse(decoder.decode(json));
-  } catch (error) {
-    throw new GatewayError(
-      "STORE_CORRUPT",
-      `Stored memory value ${JSON.stringify(key)} is unreadable: ${(error as Error).message}`,
-      { cause: error },
-    );
-  }
+  const decoded = parseMemoryJson(key, decoder.decode(json));
   return { key, value: decoded, updated_at, size_bytes: json.length };
 }
 
@@ -79,19 +52,8 @@ export async function setMemory(
   value: unknown,
   now: Date = new Date(),
 ): Promise<SetMemoryResult> {
-  checkKey(key);
-  const text = value === undefined ? undefined : JSON.stringify(value);
-  if (text === undefined) {
-    throw invalidArgument("value", "it is not a JSON value");
-  }
-  const json = encoder.encode(text);
-  if (json.length > MEMORY_VALUE_MAX_BYTES) {
-    throw invalidArgument(
-      "value",
-      `its JSON is ${json.length} bytes; the limit is ${MEMORY_VALUE_MAX_BYTES} (60 KiB)`,
-      { size_bytes: json.length, limit: MEMORY_VALUE_MAX_BYTES },
-    );
-  }
+  checkMemoryKey(key);
+  const { bytes: json } = encodeMemoryValue(value);
   const record: MemoryRecord = { json, updated_at: now.toISOString() };
   const kvKey = memoryKey(key);
   return await store.retry(async () => {
@@ -114,7 +76,7 @@ export async function setMemory(
  * when the stored value cannot be read.
  */
 export async function getMemory(store: KvStore, key: string): Promise<MemoryEntry | null> {
-  checkKey(key);
+  checkMemoryKey(key);
   const entry = await store.get(memoryKey(key));
   return entry.value === null ? null : parseRecord(key, entry.value);
 }
@@ -127,10 +89,7 @@ export async function listMemory(
   store: KvStore,
   options: ListMemoryOptions = {},
 ): Promise<ListMemoryResult> {
-  const { prefix = "", limit = 100 } = options;
-  if (!Number.isInteger(limit) || limit < 1) {
-    throw new RangeError(`Invalid limit: ${limit} is not a positive integer`);
-  }
+  const { prefix, limit } = memoryListBounds(options);
   return await store.retry(async () => {
     const entries: MemoryEntry[] = [];
     const selector = prefix === ""
@@ -160,7 +119,7 @@ export async function listMemory(
  * @returns Whether there was a value to delete.
  */
 export async function deleteMemory(store: KvStore, key: string): Promise<boolean> {
-  checkKey(key);
+  checkMemoryKey(key);
   const kvKey = memoryKey(key);
   return await store.retry(async () => {
     const existing = await store.kv.get(kvKey);

@@ -1,23 +1,268 @@
 /**
- * PostgreSQL adapter: outgoing and incoming webhook registrations, incoming stats. (Placeholder until implemented.)
+ * PostgreSQL adapter: outgoing webhooks, incoming endpoints and the
+ * endpoints' counters.
+ *
+ * A registration is one row holding its record as `jsonb` (validated with
+ * its schema whenever it is read back). An incoming endpoint's name and path
+ * are also columns with a unique constraint each, so of two instances
+ * registering the same name or path at once exactly one succeeds. Every
+ * registration change bumps the `registrations` counter in its own
+ * transaction, so running servers see it as soon as it is committed. The
+ * counters of an endpoint are one row, incremented in place by one
+ * statement (`on conflict … do update set n = n + delta`): concurrent
+ * increments from several instances all count.
  *
  * @module
  */
 import { GatewayError } from "../../errors/mod.ts";
+import { newId } from "../../ids.ts";
+import { parseRecord } from "../_records.ts";
+import {
+  type IncomingStats,
+  type IncomingWebhook,
+  IncomingWebhookSchema,
+  type NewIncomingWebhook,
+  type NewOutgoingWebhook,
+  type OutgoingWebhook,
+  OutgoingWebhookSchema,
+} from "../records.ts";
 import type { WebhookStore } from "../store.ts";
-import type { PgContext } from "./_context.ts";
+import { bumpCounter, type PgContext, type Tx } from "./_context.ts";
+import type { Sql } from "./connection.ts";
 
 /** Tables of this part, in migration 1. */
-export const WEBHOOKS_SCHEMA = ``;
+export const WEBHOOKS_SCHEMA = `
+  create table toolgate_outgoing_webhooks (
+    id text collate "C" primary key,
+    record jsonb not null
+  );
+  create table toolgate_incoming_webhooks (
+    id text collate "C" primary key,
+    name text not null constraint toolgate_incoming_webhooks_name_key unique,
+    path text not null constraint toolgate_incoming_webhooks_path_key unique,
+    record jsonb not null
+  );
+  create table toolgate_incoming_stats (
+    endpoint_id text primary key,
+    received bigint not null default 0,
+    rejected bigint not null default 0,
+    failed bigint not null default 0,
+    last_received_at text
+  );
+`;
+
+/** How often an incoming registration is tried again when a concurrent one took its name or path and was then removed. */
+const ADD_INCOMING_ATTEMPTS = 5;
+
+/** Increments of an endpoint's counters. */
+export interface IncomingStatsDeltas {
+  received?: number;
+  rejected?: number;
+  failed?: number;
+}
+
+/**
+ * Adds to the counters of an incoming endpoint, in the caller's transaction
+ * or on the pool (one statement; deltas of 0 or less are ignored, as on KV).
+ * The incoming queue counts failed jobs with it in the transaction that
+ * completes them.
+ */
+export async function addIncomingStatsIn(
+  sql: Tx | Sql,
+  id: string,
+  deltas: IncomingStatsDeltas,
+  lastReceivedAt?: string,
+): Promise<void> {
+  const add = (delta: number | undefined) => (delta !== undefined && delta > 0 ? delta : 0);
+  const received = add(deltas.received);
+  const rejected = add(deltas.rejected);
+  const failed = add(deltas.failed);
+  if (!received && !rejected && !failed && !lastReceivedAt) return;
+  await sql`
+    insert into toolgate_incoming_stats as s
+      (endpoint_id, received, rejected, failed, last_received_at)
+    values (${id}, ${received}, ${rejected}, ${failed}, ${lastReceivedAt || null})
+    on conflict (endpoint_id) do update set
+      received = s.received + excluded.received,
+      rejected = s.rejected + excluded.rejected,
+      failed = s.failed + excluded.failed,
+      last_received_at = coalesce(excluded.last_received_at, s.last_received_at)`;
+}
+
+/** The endpoint holding `path` or `name`, whichever is taken (path first, as on KV). */
+async function takenBy(
+  tx: Tx,
+  record: IncomingWebhook,
+): Promise<GatewayError | undefined> {
+  const rows = await tx<{ id: string; name: string; path: string }[]>`
+    select id, name, path from toolgate_incoming_webhooks
+    where path = ${record.path} or name = ${record.name}`;
+  const byPath = rows.find((row) => row.path === record.path);
+  if (byPath) {
+    return new GatewayError(
+      "CONFLICT",
+      `Invalid --url: path ${record.path} is already used by ${byPath.id}`,
+    );
+  }
+  const byName = rows.find((row) => row.name === record.name);
+  if (byName) {
+    return new GatewayError(
+      "CONFLICT",
+      `Invalid --name: "${record.name}" is already used by ${byName.id}`,
+    );
+  }
+  return undefined;
+}
+
+class PgWebhookStore implements WebhookStore {
+  #ctx: PgContext;
+
+  constructor(ctx: PgContext) {
+    this.#ctx = ctx;
+  }
+
+  async addOutgoing(input: NewOutgoingWebhook): Promise<OutgoingWebhook> {
+    const record = OutgoingWebhookSchema.parse({
+      id: newId("wh"),
+      url: input.url,
+      events: input.events,
+      ...(input.secret ? { secret: input.secret } : {}),
+      created_at: new Date().toISOString(),
+    });
+    const stored = await this.#ctx.transaction(async (tx) => {
+      const [row] = await tx<{ record: unknown }[]>`
+        insert into toolgate_outgoing_webhooks (id, record)
+        values (${record.id}, ${tx.json(record)})
+        on conflict (id) do nothing
+        returning record`;
+      if (!row) throw new GatewayError("CONFLICT", `Webhook id ${record.id} already exists`);
+      await bumpCounter(tx, "registrations");
+      return row.record;
+    });
+    return parseRecord(OutgoingWebhookSchema, stored, record.id);
+  }
+
+  async listOutgoing(): Promise<OutgoingWebhook[]> {
+    // Ids are time-ordered (ULIDs): id order is oldest first, as on KV.
+    const rows = await this.#ctx.run((sql) =>
+      sql<{ id: string; record: unknown }[]>`
+        select id, record from toolgate_outgoing_webhooks order by id`
+    );
+    return rows.map(({ id, record }) =>
+      parseRecord(OutgoingWebhookSchema, record, `webhook ${id}`)
+    );
+  }
+
+  async getOutgoing(id: string): Promise<OutgoingWebhook | null> {
+    const [row] = await this.#ctx.run((sql) =>
+      sql<{ record: unknown }[]>`select record from toolgate_outgoing_webhooks where id = ${id}`
+    );
+    return row ? parseRecord(OutgoingWebhookSchema, row.record, id) : null;
+  }
+
+  async addIncoming(input: NewIncomingWebhook): Promise<IncomingWebhook> {
+    const record = IncomingWebhookSchema.parse({
+      id: newId("in"),
+      ...input,
+      created_at: new Date().toISOString(),
+    });
+    for (let attempt = 1; attempt <= ADD_INCOMING_ATTEMPTS; attempt++) {
+      const stored = await this.#ctx.transaction(async (tx) => {
+        const taken = await takenBy(tx, record);
+        if (taken) throw taken;
+        // Another instance may register the same name or path meanwhile: the
+        // unique constraints decide (this insert waits for its commit).
+        const [row] = await tx<{ record: unknown }[]>`
+          insert into toolgate_incoming_webhooks (id, name, path, record)
+          values (${record.id}, ${record.name}, ${record.path}, ${tx.json(record)})
+          on conflict do nothing
+          returning record`;
+        if (!row) {
+          // Each statement sees what was committed before it started: the winner's row.
+          const lost = await takenBy(tx, record);
+          if (lost) throw lost;
+          return undefined; // Removed again meanwhile: try once more.
+        }
+        await bumpCounter(tx, "registrations");
+        return row.record;
+      });
+      if (stored !== undefined) return parseRecord(IncomingWebhookSchema, stored, record.id);
+    }
+    throw new GatewayError(
+      "CONFLICT",
+      `Invalid --url or --name: registered concurrently by another process`,
+    );
+  }
+
+  async listIncoming(): Promise<IncomingWebhook[]> {
+    const rows = await this.#ctx.run((sql) =>
+      sql<{ id: string; record: unknown }[]>`
+        select id, record from toolgate_incoming_webhooks order by id`
+    );
+    return rows.map(({ id, record }) =>
+      parseRecord(IncomingWebhookSchema, record, `endpoint ${id}`)
+    );
+  }
+
+  async getIncoming(id: string): Promise<IncomingWebhook | null> {
+    const [row] = await this.#ctx.run((sql) =>
+      sql<{ record: unknown }[]>`select record from toolgate_incoming_webhooks where id = ${id}`
+    );
+    return row ? parseRecord(IncomingWebhookSchema, row.record, id) : null;
+  }
+
+  remove(id: string): Promise<"outgoing" | "incoming" | null> {
+    if (id.startsWith("wh_")) {
+      return this.#ctx.transaction(async (tx) => {
+        const rows = await tx`delete from toolgate_outgoing_webhooks where id = ${id} returning id`;
+        if (!rows.length) return null;
+        await bumpCounter(tx, "registrations");
+        return "outgoing";
+      });
+    }
+    if (id.startsWith("in_")) {
+      return this.#ctx.transaction(async (tx) => {
+        const [row] = await tx<{ record: unknown }[]>`
+          delete from toolgate_incoming_webhooks where id = ${id} returning record`;
+        if (!row) return null;
+        // A record that does not parse is reported and stays (the transaction rolls back), as on KV.
+        parseRecord(IncomingWebhookSchema, row.record, id);
+        await tx`delete from toolgate_incoming_stats where endpoint_id = ${id}`;
+        await bumpCounter(tx, "registrations");
+        return "incoming";
+      });
+    }
+    return Promise.resolve(null);
+  }
+
+  async incomingStats(id: string): Promise<IncomingStats> {
+    const [row] = await this.#ctx.run((sql) =>
+      sql<
+        { received: number; rejected: number; failed: number; last_received_at: string | null }[]
+      >`
+        select received::float8 as received, rejected::float8 as rejected,
+          failed::float8 as failed, last_received_at
+        from toolgate_incoming_stats where endpoint_id = ${id}`
+    );
+    const stats: IncomingStats = { received: 0, rejected: 0, failed: 0 };
+    if (!row) return stats;
+    stats.received = row.received;
+    stats.rejected = row.rejected;
+    stats.failed = row.failed;
+    if (row.last_received_at !== null) stats.last_received_at = row.last_received_at;
+    return stats;
+  }
+
+  async addIncomingStats(
+    id: string,
+    deltas: IncomingStatsDeltas,
+    lastReceivedAt?: string,
+  ): Promise<void> {
+    await this.#ctx.run((sql) => addIncomingStatsIn(sql, id, deltas, lastReceivedAt));
+  }
+}
 
 /** The outgoing and incoming webhook registrations, incoming stats, on PostgreSQL. */
-export function createWebhookStore(_ctx: PgContext): WebhookStore {
-  return new Proxy({}, {
-    get(_target, name) {
-      throw new GatewayError(
-        "INTERNAL",
-        `Not implemented on PostgreSQL yet: webhooks.${String(name)}`,
-      );
-    },
-  }) as WebhookStore;
+export function createWebhookStore(ctx: PgContext): WebhookStore {
+  return new PgWebhookStore(ctx);
 }

@@ -8,6 +8,11 @@ import { AUDIT_CONTRACT } from "./audit_contract.ts";
 import { CHANGES_CONTRACT } from "./changes_contract.ts";
 import { DELIVERIES_CONTRACT } from "./deliveries_contract.ts";
 import { INCOMING_CONTRACT } from "./incoming_contract.ts";
+import { KEYCHAIN_CONTRACT } from "./keychain_contract.ts";
+import { LEASES_CONTRACT } from "./leases_contract.ts";
+import { MEMORY_CONTRACT } from "./memory_contract.ts";
+import { UPSTREAMS_CONTRACT } from "./upstreams_contract.ts";
+import { WEBHOOKS_CONTRACT } from "./webhooks_contract.ts";
 
 export type { ContractCase, ContractEnv } from "./_contract.ts";
 
@@ -17,4 +22,9 @@ export const CONTRACT: readonly ContractCase[] = [
   ...AUDIT_CONTRACT,
   ...INCOMING_CONTRACT,
   ...DELIVERIES_CONTRACT,
+  ...WEBHOOKS_CONTRACT,
+  ...UPSTREAMS_CONTRACT,
+  ...KEYCHAIN_CONTRACT,
+  ...MEMORY_CONTRACT,
+  ...LEASES_CONTRACT,
 ];
