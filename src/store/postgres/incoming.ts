@@ -173,9 +173,18 @@ class PgIncomingStore implements IncomingStore {
           failures.set(job.endpoint_id, (failures.get(job.endpoint_id) ?? 0) + 1);
         }
       }
-      // TODO(webhooks part): add `failures` to each endpoint's "failed"
-      // counter in the incoming stats table of WEBHOOKS_SCHEMA, in this
-      // transaction, once that table exists.
+      if (failures.size) {
+        // The webhooks part's stats table; endpoints in order, so that
+        // concurrent completions lock their counters in the same order.
+        const endpoints = [...failures.keys()].sort();
+        await tx`
+          insert into toolgate_incoming_stats as s (endpoint_id, failed)
+          select * from unnest(
+            ${endpoints}::text[],
+            ${endpoints.map((id) => failures.get(id)!)}::bigint[]
+          )
+          on conflict (endpoint_id) do update set failed = s.failed + excluded.failed`;
+      }
       return gone;
     });
     return items.map(({ job }) => deleted.has(job.id));

@@ -109,6 +109,27 @@ export const INCOMING_CONTRACT: readonly ContractCase[] = [
     },
   },
   {
+    name: "incoming: complete() counts failed jobs in their endpoint's stats, once",
+    async run({ store, another }) {
+      const other = await another();
+      const endpoint = await store.webhooks.addIncoming({
+        name: "contract",
+        path: "/hooks/contract",
+        handler: "echo",
+      });
+      const jobs: IncomingJob[] = [];
+      for (let n = 1; n <= 5; n++) {
+        jobs.push(await store.incoming.put(jobFields(n, endpoint.id), encoder.encode("{}")));
+      }
+      const items = jobs.map((job, index) => ({ job, failed: index < 3 }));
+      await Promise.all([store.incoming.complete(items), other.incoming.complete(items)]);
+      await store.incoming.complete(items);
+      const stats = await other.webhooks.incomingStats(endpoint.id);
+      assertEquals(stats.failed, 3, "each failed job is counted once");
+      assertEquals(stats.received, 0);
+    },
+  },
+  {
     name: "incoming: two handles completing the same jobs complete each exactly once",
     async run({ store, another }) {
       const other = await another();
