@@ -6,7 +6,7 @@
  */
 import { type AuditLog, createAuditLog } from "../audit/mod.ts";
 import type { Config } from "../config/mod.ts";
-import { EventBus } from "../events/mod.ts";
+import { EventBus, relayEvents } from "../events/mod.ts";
 import { Gateway } from "../gateway/mod.ts";
 import { createKeychain, secretReaderFor } from "../keychain/mod.ts";
 import { builtinPlugins, ServerStatusPublisher } from "../plugins/mod.ts";
@@ -124,6 +124,10 @@ export async function createRuntime(
     log,
     secrets: (plugin) => secretReaderFor(keychain, plugin),
   });
+  // Other instances on the same database stream this one's events on /events.
+  const relay = relayEvents(bus, store.changes, {
+    onError: (error) => log(`events: ${(error as Error).message}`),
+  });
   // A server delivers its own plugin events; a one-shot command records only
   // the events of the calls it makes.
   if (role === "server") await dispatcher.start();
@@ -177,6 +181,7 @@ export async function createRuntime(
       await gateway.stop();
       await audit.close();
       await dispatcher.stop();
+      await relay.stop();
     },
   };
 }

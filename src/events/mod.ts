@@ -6,3 +6,4 @@
  */
 export * from "./schemas.ts";
 export * from "./bus.ts";
+export { type EventRelay, relayEvents, type RelayEventsOptions } from "./relay.ts";

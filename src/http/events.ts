@@ -342,7 +342,7 @@ export function eventsRoutes(options: EventsRoutesOptions = {}): RouteMount {
     // nobody streams from does not serialize every event for nothing.
     let keeping = false;
 
-    const unsubscribe = gateway.bus.subscribe((envelope) => {
+    const forward = (envelope: EventEnvelope) => {
       if (!keeping) return;
       const bytes = frameOf(envelope);
       if (replayEvents > 0) {
@@ -355,9 +355,21 @@ export function eventsRoutes(options: EventsRoutesOptions = {}): RouteMount {
       for (const stream of streams) {
         if (stream.wants(envelope.type)) stream.send(bytes);
       }
+    };
+    const unsubscribe = gateway.bus.subscribe(forward);
+    // Events of the other instances sharing the store (PostgreSQL).
+    const unsubscribeRemote = gateway.store.changes.subscribeEvents((json) => {
+      let envelope: EventEnvelope;
+      try {
+        envelope = JSON.parse(json);
+      } catch {
+        return; // Not an envelope: nothing any client could use.
+      }
+      if (typeof envelope?.id === "string" && typeof envelope.type === "string") forward(envelope);
     });
     lifecycle.signal.addEventListener("abort", () => {
       unsubscribe();
+      unsubscribeRemote();
       for (const stream of [...streams]) stream.end(SHUTDOWN, false);
     }, { once: true });
 

@@ -11,6 +11,8 @@ export type { OpenStoreOptions, StoreSchemaStatus } from "./open.ts";
 export type {
   AuditLimits,
   AuditStore,
+  ChangeFeed,
+  ChangeName,
   DeliveryStore,
   DeliveryWriter,
   IncomingStore,

@@ -179,10 +179,17 @@ export type DeliveryLogEntry = z.infer<typeof DeliveryLogEntrySchema>;
 /** A write understood by {@linkcode DeliveryWriter}. */
 export type DeliveryOp =
   | { op: "put_event"; event: OutboxEvent }
+  /** Writes a delivery record; a claim on it stays as it was. */
   | { op: "put_delivery"; delivery: DeliveryRecord }
-  | { op: "delete_delivery"; event_id: string; webhook_id: string }
+  /** Deletes a delivery record (and its claim); `next_attempt_at`, when known, helps the due index. */
+  | { op: "delete_delivery"; event_id: string; webhook_id: string; next_attempt_at?: number }
   /** Writes (or, with an empty `webhook_ids`, deletes) an event's fan-out record. */
-  | { op: "put_fanout"; event_id: string; fanout: FanoutRecord }
+  /**
+   * Writes (or, with an empty `webhook_ids`, deletes) an event's fan-out
+   * record; with `claim`, the deliveries it adds are claimed by that owner
+   * (the process that will send them, when the store shares work).
+   */
+  | { op: "put_fanout"; event_id: string; fanout: FanoutRecord; claim?: DeliveryClaim }
   | { op: "log"; webhook_id: string; entry_id: string; entry: DeliveryLogEntry }
   | { op: "delete_log"; webhook_id: string; entry_id: string }
   | { op: "put_dlq"; record: Omit<DlqRecord, "size" | "body">; body: Uint8Array }
@@ -196,6 +203,26 @@ export interface WriteResult {
   versionstamps: string[];
   /** Whether every `collect_event` op applied (false: the event changed meanwhile). */
   collected: boolean;
+}
+
+/** Who holds a claim on pending deliveries, and until when (epoch ms). */
+export interface DeliveryClaim {
+  /** The claiming process's owner id. */
+  owner: string;
+  /** When the claim lapses unless renewed (epoch ms). */
+  until: number;
+}
+
+/** Options of `DeliveryStore.claimDue`. */
+export interface ClaimDueOptions extends DeliveryClaim {
+  /** The clock, epoch ms: claims that lapsed before it are free. */
+  now: number;
+  /** Only deliveries due before this (epoch ms). */
+  dueBefore: number;
+  /** At most this many deliveries. */
+  limit: number;
+  /** Leave the deliveries of these webhooks alone (their sender is saturated). @default [] */
+  excludeWebhooks?: readonly string[];
 }
 
 /** A pending delivery and the versionstamp of its stored state. */

@@ -17,6 +17,7 @@ import type {
   AuditEntryWrite,
   AuditHead,
   AuditRecord,
+  ClaimDueOptions,
   ClaimLeaseOptions,
   DeliveryLogEntry,
   DeliveryOp,
@@ -108,6 +109,30 @@ export interface DeliveryWriter {
 
 /** The delivery outbox, the dead-letter queue and the delivery logs. */
 export interface DeliveryStore {
+  /**
+   * Whether several processes may send at once, each claiming what it sends
+   * (PostgreSQL). When false (Deno KV), one process per store sends: the
+   * holder of the delivery lease, and its claims live only in its memory.
+   */
+  readonly sharedClaims: boolean;
+  /**
+   * Claims pending deliveries due before `dueBefore`, earliest first: those
+   * nobody holds (or whose claim lapsed), leaving excluded webhooks alone.
+   * Each one returned is `owner`'s alone until `until`, until it is deleted,
+   * or until released; a delivery record written meanwhile keeps the claim.
+   *
+   * An event's fan-out entries are claimed whole: when one is returned, every
+   * unclaimed entry of that fan-out record is too (even past `limit`), so the
+   * claimer knows the whole list it rewrites with `put_fanout`.
+   */
+  claimDue(options: ClaimDueOptions): Promise<StoredDelivery[]>;
+  /** Extends every claim `owner` holds to `until`; returns how many it holds. */
+  renewClaims(owner: string, until: number): Promise<number>;
+  /** Gives back the claims `owner` holds: all of them, or those of `keys`. */
+  releaseClaims(
+    owner: string,
+    keys?: readonly { event_id: string; webhook_id: string }[],
+  ): Promise<void>;
   /**
    * A group-committing writer.
    *
@@ -292,6 +317,26 @@ export interface LeaseStore {
   releaseDelivery(owner: string): Promise<void>;
 }
 
+/** The counters that change when registrations or pending deliveries do. */
+export type ChangeName = "registrations" | "deliveries";
+
+/**
+ * Change notification across the instances sharing a store. Where changes
+ * are pushed (PostgreSQL `LISTEN/NOTIFY`), listeners hear of them within
+ * moments of the commit; where they are not (Deno KV: `kv.watch` does not
+ * see other processes' writes), callers keep polling the counters.
+ */
+export interface ChangeFeed {
+  /** Whether other instances' changes and events are pushed to listeners. */
+  readonly pushed: boolean;
+  /** Calls `listener` after any instance changed `name`'s counter. @returns Unsubscribes. */
+  subscribe(listener: (name: ChangeName) => void): () => void;
+  /** Sends event envelopes (their JSON text) to the other instances' event listeners. */
+  publishEvents(envelopes: readonly string[]): Promise<void>;
+  /** Calls `listener` with each envelope another instance published. @returns Unsubscribes. */
+  subscribeEvents(listener: (envelope: string) => void): () => void;
+}
+
 /** A handle on one store: what toolgate keeps, behind one interface. */
 export interface Store {
   /** Which adapter holds the data. */
@@ -316,6 +361,8 @@ export interface Store {
   readonly upstreams: UpstreamStore;
   /** Leases. */
   readonly leases: LeaseStore;
+  /** Change notification across instances. */
+  readonly changes: ChangeFeed;
   /** The registration change counter (webhooks, upstreams), polled by running servers. */
   registrationsVersion(): Promise<bigint>;
   /** Closes the store; safe to call twice. */

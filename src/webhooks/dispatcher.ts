@@ -1,8 +1,15 @@
 /**
  * The outgoing webhook dispatcher: subscribes to the event bus, persists each
- * event and its deliveries in KV (the durable outbox) before the emitter
- * continues, and schedules attempts in memory with retries, backoff and the
+ * event and its deliveries in the store (the durable outbox) before the
+ * emitter continues, and makes the attempts, with retries, backoff and the
  * dead-letter queue.
+ *
+ * Memory is bounded: a sending process holds at most `windowSize` pending
+ * deliveries, each claimed in the store (`claimDue`), and claims more, in
+ * due-time order, as it finishes them. Deliveries beyond the window wait in
+ * the store. Where the store shares work (PostgreSQL) every instance sends,
+ * each what it claimed; otherwise (Deno KV) the one process holding the
+ * delivery lease sends and the others only record.
  *
  * @module
  */
@@ -17,6 +24,7 @@ import {
   type DeliveryOp,
   type DeliveryRecord,
   type DeliveryWriter,
+  type DlqRecord,
   fanoutDeliveries,
   type FanoutRecord,
   newDlqId,
@@ -26,7 +34,7 @@ import {
   type Store,
   type StoredDelivery,
 } from "../store/mod.ts";
-import { DLQ_FILE, writeDlqMirror } from "./dlq.ts";
+import { appendDlqMirror, cleanDlqMirrorTemps, DLQ_FILE, dlqEntry, writeDlqMirror } from "./dlq.ts";
 import { Schedule } from "./_schedule.ts";
 import { type FetchLike, postWebhook, type SendResult } from "./_send.ts";
 import { importSigningKey, type SigningKey, signPayload } from "./signer.ts";
@@ -82,6 +90,12 @@ export interface DispatcherOptions {
   concurrency?: number;
   /** Attempts in flight at once to one webhook, so a slow receiver cannot take every slot. @default 16 */
   perWebhookConcurrency?: number;
+  /**
+   * Most pending deliveries held in memory (claimed); the rest wait in the
+   * store and are claimed, earliest due first, as these finish.
+   * @default 1024
+   */
+  windowSize?: number;
   /** How long `stop()` waits for in-flight attempts before aborting them. @default min(timeout_ms, 5000) */
   stopTimeoutMs?: number;
   /** Where background failures and dead-lettered deliveries are reported. @default console.error */
@@ -98,9 +112,9 @@ export interface DispatcherOptions {
 
 /** A running dispatcher. */
 export interface Dispatcher {
-  /** Loads registrations, subscribes to the bus and resumes the pending deliveries in KV. */
+  /** Loads registrations, subscribes to the bus and claims the first page of due deliveries. */
   start(): Promise<void>;
-  /** Unsubscribes, clears timers, waits (bounded) for in-flight attempts; pending records stay in KV. */
+  /** Unsubscribes, clears timers, waits (bounded) for in-flight attempts and gives its claims back; pending records stay in the store. */
   stop(): Promise<void>;
   /** Resolves once no delivery is pending in memory and background writes are done. */
   whenIdle(): Promise<void>;
@@ -168,13 +182,13 @@ interface Pending {
   event: CachedEvent;
 }
 
-/** Tombstone of a fan-out delivery finished during a scan: matches any version of the record. */
-const FANOUT_TOMBSTONE = "fanout";
-
 const encoder = new TextEncoder();
 
-/** Shortest life of the delivery lease without renewal (renewed every poll). */
+/** Shortest life of the delivery lease and of claims without renewal (renewed every poll). */
 const LEASE_MIN_TTL_MS = 5000;
+
+/** Claims are made in pages of at least this many deliveries (or the window, if smaller). */
+const MIN_CLAIM_PAGE = 64;
 
 function pendingKey(record: { event_id: string; webhook_id: string }): string {
   return `${record.event_id}/${record.webhook_id}`;
@@ -218,10 +232,17 @@ class WebhookDispatcher implements Dispatcher {
   #leader = false;
   #owner = newId("dsp");
   #leaseTtlMs: number;
+  #windowSize: number;
+  #shared: boolean;
+  /** The claim of more due deliveries in progress, if any. */
+  #filling: Promise<void> | null = null;
+  /** Whether another fill should follow the one in progress. */
+  #fillAgain = false;
 
   #state: "new" | "running" | "stopping" | "stopped" = "new";
   #stopped: Promise<void> | null = null;
   #unsubscribe: (() => void) | null = null;
+  #unsubscribeChanges: (() => void) | null = null;
   #pollTimer: ReturnType<typeof setTimeout> | undefined;
   #pollTask: Promise<void> | null = null;
   #abort = new AbortController();
@@ -235,14 +256,13 @@ class WebhookDispatcher implements Dispatcher {
   #registrationsReadAt = -Infinity;
   /** How old that read may be when an attempt starts. */
   #freshMs: number;
-  #deliveriesVersion = 0n;
+  /** Whether the last claim found fewer due deliveries than it asked for (polls claim anyway). */
+  #drained = false;
 
   #events = new Map<string, CachedEvent>();
   /** Ids of events whose records stage() had written, until the bus brings them. */
   #staged = new Set<string>();
   #known = new Map<string, Pending>();
-  #scanning = false;
-  #tombstones = new Map<string, string>();
   #schedule: Schedule<Pending>;
   #ready: Pending[] = [];
   #readyHead = 0;
@@ -270,6 +290,7 @@ class WebhookDispatcher implements Dispatcher {
       concurrency = 64,
       perWebhookConcurrency = 16,
       stopTimeoutMs = Math.min(config.webhooks.timeout_ms, 5000),
+      windowSize = 1024,
       onError = (error) => console.error("webhook dispatcher:", error),
       mode = "deliver",
     } = options;
@@ -281,8 +302,13 @@ class WebhookDispatcher implements Dispatcher {
         `Invalid perWebhookConcurrency: ${perWebhookConcurrency} is not a positive integer`,
       );
     }
+    if (!Number.isInteger(windowSize) || windowSize < 1) {
+      throw new RangeError(`Invalid windowSize: ${windowSize} is not a positive integer`);
+    }
     this.#store = store;
     this.#bus = bus;
+    this.#windowSize = windowSize;
+    this.#shared = store.deliveries.sharedClaims;
     this.#config = config;
     this.#fetch = fetch;
     this.#now = now;
@@ -308,9 +334,22 @@ class WebhookDispatcher implements Dispatcher {
     return this.#known.size;
   }
 
-  /** Whether this process sends: deliver mode and the delivery lease held. */
+  /**
+   * Whether this process sends: deliver mode, and either a store that shares
+   * work by claims or the delivery lease held.
+   */
   get #sending(): boolean {
-    return !this.#recordOnly && this.#leader;
+    return !this.#recordOnly && (this.#shared || this.#leader);
+  }
+
+  /** Room left in the window of deliveries held in memory. */
+  get #room(): number {
+    return this.#windowSize - this.#known.size;
+  }
+
+  /** The claim this process makes now, for `claimDue` and new events' fan-outs. */
+  #claim(): { owner: string; until: number } {
+    return { owner: this.#owner, until: this.#now() + this.#leaseTtlMs };
   }
 
   /** Takes or renews the delivery lease; false while another live server holds it. */
@@ -324,13 +363,23 @@ class WebhookDispatcher implements Dispatcher {
     }
     this.#state = "running";
     await this.#refreshRegistrations();
-    this.#deliveriesVersion = await this.#store.deliveries.version();
     this.#unsubscribe = this.#bus.subscribe((event) => this.#onEvent(event));
     if (this.#recordOnly) return;
-    this.#leader = await this.#claimLease();
-    if (this.#leader) {
-      await this.#scan();
-      // A crash may have come between a DLQ change and its mirror rewrite.
+    // Where the store pushes changes, another instance's registrations and
+    // queued deliveries are picked up at once rather than at the next poll.
+    this.#unsubscribeChanges = this.#store.changes.subscribe((name) => {
+      if (this.#state !== "running") return;
+      if (name === "registrations") {
+        this.#background(this.#refreshRegistrations());
+      } else if (this.#sending) {
+        this.#drained = false;
+        this.#background(this.#fill());
+      }
+    });
+    if (!this.#shared) this.#leader = await this.#claimLease();
+    if (this.#sending) {
+      await this.#fill();
+      // A crash may have come between a DLQ change and its mirror write.
       this.#background(this.#syncMirror());
     } else {
       this.#onError(
@@ -345,6 +394,7 @@ class WebhookDispatcher implements Dispatcher {
   }
 
   async #syncMirror(): Promise<void> {
+    await cleanDlqMirrorTemps(this.#config.dataDir);
     const hasRecords = (await this.#store.deliveries.listDlq()).length > 0;
     const hasFile = await Deno.stat(`${this.#config.dataDir}/${DLQ_FILE}`).then(
       () => true,
@@ -373,6 +423,7 @@ class WebhookDispatcher implements Dispatcher {
   async #shutdown(): Promise<void> {
     this.#state = "stopping";
     this.#unsubscribe?.();
+    this.#unsubscribeChanges?.();
     clearTimeout(this.#pollTimer);
     this.#schedule.clear();
     this.#ready = [];
@@ -395,6 +446,13 @@ class WebhookDispatcher implements Dispatcher {
     while (this.#tasks.size) await Promise.all(this.#tasks);
     await this.#writer.flush();
     await this.#outcomes.flush();
+    await this.#filling;
+    // Another instance may take what this one held at once, instead of after the claims lapse.
+    if (this.#known.size) {
+      await this.#store.deliveries.releaseClaims(this.#owner).catch((error) =>
+        this.#onError(error)
+      );
+    }
     if (this.#leader) await this.#store.leases.releaseDelivery(this.#owner);
     this.#leader = false;
     this.#state = "stopped";
@@ -504,13 +562,13 @@ class WebhookDispatcher implements Dispatcher {
 
   async #poll(): Promise<void> {
     try {
-      await this.#renewLease();
+      if (!this.#shared && !this.#recordOnly) await this.#renewLease();
       await this.#refreshRegistrations();
-      const version = await this.#store.deliveries.version();
-      if (this.#sending && version !== this.#deliveriesVersion && this.#state === "running") {
-        await this.#scan();
-        this.#deliveriesVersion = version; // Only once adopted: a failed scan is retried.
+      if (!this.#sending || this.#state !== "running") return;
+      if (this.#known.size) {
+        await this.#store.deliveries.renewClaims(this.#owner, this.#claim().until);
       }
+      await this.#fill();
     } catch (error) {
       this.#onError(error);
     }
@@ -519,9 +577,8 @@ class WebhookDispatcher implements Dispatcher {
   async #renewLease(): Promise<void> {
     const leader = await this.#claimLease();
     if (leader && !this.#leader) {
-      // Took over from a server that stopped: adopt every pending delivery.
+      // Took over from a server that stopped: its deliveries are claimed from the store.
       this.#leader = true;
-      this.#deliveriesVersion = -1n;
       this.#background(this.#syncMirror());
     } else if (!leader && this.#leader) {
       // Another server took the lease (this one stalled past its expiry): new
@@ -557,9 +614,11 @@ class WebhookDispatcher implements Dispatcher {
 
   stage(events: readonly EventEnvelope<EventType>[]): StagedDeliveries | undefined {
     const built: BuiltEvent[] = [];
+    // Claimed as written when this process sends them; else they wait in the store.
+    const claim = this.#sending && this.#room > 0 ? this.#claim() : undefined;
     for (const event of events) {
       const targets = this.#targets(event.type);
-      if (targets.length) built.push(this.#build(event, targets));
+      if (targets.length) built.push(this.#build(event, targets, claim));
     }
     if (!built.length) return undefined;
     return {
@@ -569,6 +628,7 @@ class WebhookDispatcher implements Dispatcher {
         for (const b of built) this.#staged.add(b.outbox.id);
         // Scheduled on the next turn, so the reply to the call that committed
         // them goes out before their first attempts start.
+        if (!claim) return;
         this.#background(
           new Promise<void>((resolve) =>
             setTimeout(() => {
@@ -582,7 +642,11 @@ class WebhookDispatcher implements Dispatcher {
   }
 
   /** The outbox records of one event: its body and a pending delivery per target. */
-  #build(event: EventEnvelope<EventType>, targets: Hook[]): BuiltEvent {
+  #build(
+    event: EventEnvelope<EventType>,
+    targets: Hook[],
+    claim?: { owner: string; until: number },
+  ): BuiltEvent {
     const outbox: OutboxEvent = {
       id: event.id,
       type: event.type,
@@ -598,7 +662,7 @@ class WebhookDispatcher implements Dispatcher {
     };
     const ops: DeliveryOp[] = [
       { op: "put_event", event: outbox },
-      { op: "put_fanout", event_id: event.id, fanout },
+      { op: "put_fanout", event_id: event.id, fanout, ...(claim ? { claim } : {}) },
     ];
     return { outbox, fanout, records: fanoutDeliveries(event.id, fanout), ops };
   }
@@ -618,13 +682,15 @@ class WebhookDispatcher implements Dispatcher {
   }
 
   async #persistEvent(event: EventEnvelope<EventType>, targets: Hook[]): Promise<void> {
-    const built = this.#build(event, targets);
+    const claim = this.#sending && this.#room > 0 ? this.#claim() : undefined;
+    const built = this.#build(event, targets, claim);
     const result = await this.#writer.write(built.ops);
     if (!this.#sending) {
       await this.#store.deliveries.bumpVersion();
       return;
     }
-    this.#adoptEvent(built, (i) => result.versionstamps[i]);
+    // Unclaimed (the window was full): claimed from the store once there is room.
+    if (claim) this.#adoptEvent(built, (i) => result.versionstamps[i]);
   }
 
   #adopt(record: DeliveryRecord, versionstamp: string, fanout: boolean, event: CachedEvent): void {
@@ -637,59 +703,88 @@ class WebhookDispatcher implements Dispatcher {
     else this.#schedule.add(record.next_attempt_at, pending);
   }
 
-  /** Adopts the deliveries in KV this process does not know (start, DLQ replays). */
-  async #scan(): Promise<void> {
-    this.#scanning = true;
-    try {
-      const fresh = (d: StoredDelivery) => {
-        const key = pendingKey(d.record);
-        if (this.#known.has(key)) return false;
-        const tombstone = this.#tombstones.get(key);
-        return tombstone !== (d.fanout ? FANOUT_TOMBSTONE : d.versionstamp);
-      };
-      const byEvent = new Map<string, StoredDelivery[]>();
-      for (const stored of await this.#store.deliveries.listPending()) {
-        if (!fresh(stored)) continue;
-        const group = byEvent.get(stored.record.event_id);
-        if (group) group.push(stored);
-        else byEvent.set(stored.record.event_id, [stored]);
+  /**
+   * Claims due deliveries from the store while the window has room: one page
+   * per call, earliest due first (at start, on each poll, and as finished
+   * deliveries make room). Calls made meanwhile share it and run once more.
+   */
+  #fill(): Promise<void> {
+    if (this.#filling) {
+      this.#fillAgain = true;
+      return this.#filling;
+    }
+    const run: Promise<void> = this.#claimPage().finally(() => {
+      this.#filling = null;
+      if (this.#fillAgain && this.#state === "running") {
+        this.#fillAgain = false;
+        this.#background(this.#fill());
       }
-      for (const [eventId, group] of byEvent) {
-        if (this.#state !== "running") return;
-        let cached = this.#events.get(eventId);
-        if (!cached) {
-          const loaded = await this.#store.deliveries.readEvent(eventId);
-          if (!loaded) {
-            await this.#dropOrphans(eventId, group.filter(fresh));
-            continue;
-          }
-          cached = this.#events.get(eventId) ??
-            { event: loaded.event, versionstamp: loaded.versionstamp, refs: 0, fanout: null };
-          this.#events.set(eventId, cached);
+    });
+    this.#filling = run;
+    return run;
+  }
+
+  /** Webhooks with a full queue in memory: claiming more of theirs would crowd the window. */
+  #saturated(): string[] {
+    const out: string[] = [];
+    for (const [id, parked] of this.#parked) if (parked.length >= this.#perWebhook) out.push(id);
+    return out;
+  }
+
+  async #claimPage(): Promise<void> {
+    if (!this.#sending || this.#state !== "running") return;
+    const room = this.#room;
+    if (room < Math.min(MIN_CLAIM_PAGE, this.#windowSize)) return;
+    const now = this.#now();
+    const horizon = Math.max(this.#config.webhooks.poll_ms * 4, 1000);
+    const claimed = await this.#store.deliveries.claimDue({
+      ...this.#claim(),
+      now,
+      dueBefore: now + horizon,
+      limit: room,
+      excludeWebhooks: this.#saturated(),
+    });
+    this.#drained = claimed.length < room;
+    const byEvent = new Map<string, StoredDelivery[]>();
+    for (const stored of claimed) {
+      if (this.#known.has(pendingKey(stored.record))) continue;
+      const group = byEvent.get(stored.record.event_id);
+      if (group) group.push(stored);
+      else byEvent.set(stored.record.event_id, [stored]);
+    }
+    for (const [eventId, group] of byEvent) {
+      if (this.#state !== "running") return;
+      let cached = this.#events.get(eventId);
+      if (!cached) {
+        const loaded = await this.#store.deliveries.readEvent(eventId);
+        if (!loaded) {
+          await this.#dropOrphans(eventId, group);
+          continue;
         }
-        const adopted = group.filter(fresh);
-        for (const stored of adopted) {
-          if (!stored.fanout) continue;
-          const { record } = stored;
-          cached.fanout ??= {
-            record: {
-              event_type: record.event_type,
-              created_at: record.created_at,
-              next_attempt_at: record.next_attempt_at,
-            },
-            ids: new Set(),
-          };
-          cached.fanout.ids.add(record.webhook_id);
-        }
-        // All deliveries of one event are adopted together, so its reference
-        // count covers every one listed before any of them can finish.
-        for (const stored of adopted) {
-          this.#adopt(stored.record, stored.versionstamp, stored.fanout, cached);
-        }
+        cached = this.#events.get(eventId) ??
+          { event: loaded.event, versionstamp: loaded.versionstamp, refs: 0, fanout: null };
+        this.#events.set(eventId, cached);
       }
-    } finally {
-      this.#scanning = false;
-      this.#tombstones.clear();
+      // A fan-out record is claimed whole: these are all its entries still owed.
+      for (const stored of group) {
+        if (!stored.fanout) continue;
+        const { record } = stored;
+        cached.fanout ??= {
+          record: {
+            event_type: record.event_type,
+            created_at: record.created_at,
+            next_attempt_at: record.next_attempt_at,
+          },
+          ids: new Set(),
+        };
+        cached.fanout.ids.add(record.webhook_id);
+      }
+      // All deliveries of one event are adopted together, so its reference
+      // count covers every one listed before any of them can finish.
+      for (const stored of group) {
+        if (this.#known.has(pendingKey(stored.record))) continue;
+        this.#adopt(stored.record, stored.versionstamp, stored.fanout, cached);
+      }
     }
   }
 
@@ -923,23 +1018,21 @@ class WebhookDispatcher implements Dispatcher {
     );
     const size = event.event.body.byteLength;
     let dlqId: string | undefined;
+    let dead: Omit<DlqRecord, "size" | "body"> | undefined;
     if (outcome === "delivered" && record.dlq_id) {
       ops.push({ op: "delete_dlq", dlq_id: record.dlq_id, size });
     } else if (outcome === "dead" && attempt && hook) {
       dlqId = record.dlq_id ?? newDlqId();
-      ops.push({
-        op: "put_dlq",
-        record: {
-          dlq_id: dlqId,
-          webhook_id: record.webhook_id,
-          url: hook.record.url,
-          event_id: record.event_id,
-          event_type: record.event_type,
-          attempts: [...record.attempts, attempt],
-          failed_at: new Date(this.#now()).toISOString(),
-        },
-        body: event.event.body,
-      });
+      dead = {
+        dlq_id: dlqId,
+        webhook_id: record.webhook_id,
+        url: hook.record.url,
+        event_id: record.event_id,
+        event_type: record.event_type,
+        attempts: [...record.attempts, attempt],
+        failed_at: new Date(this.#now()).toISOString(),
+      };
+      ops.push({ op: "put_dlq", record: dead, body: event.event.body });
     }
     event.refs--;
     // An entry of the fan-out record that this process did not adopt keeps the event.
@@ -965,9 +1058,8 @@ class WebhookDispatcher implements Dispatcher {
       throw error;
     }
     this.#known.delete(pending.key);
-    if (this.#scanning) {
-      this.#tombstones.set(pending.key, pending.fanout ? FANOUT_TOMBSTONE : pending.versionstamp);
-    }
+    // Claim the next page once half the window is free, unless the store ran dry (the poll looks again).
+    if (!this.#drained && this.#room * 2 >= this.#windowSize) this.#background(this.#fill());
     if (collect && !collected) {
       this.#background(this.#store.deliveries.collectEventIfUnreferenced(record.event_id));
     }
@@ -982,7 +1074,13 @@ class WebhookDispatcher implements Dispatcher {
         ),
       );
     }
-    if (record.dlq_id || outcome === "dead") this.#rewriteMirror();
+    if (dead) {
+      // Appended in place: O(entry), not a rewrite of the whole file per dead letter.
+      const entry = dlqEntry(dead, event.event.body);
+      this.#background(appendDlqMirror(this.#store, [entry], this.#config.dataDir));
+    } else if (record.dlq_id) {
+      this.#rewriteMirror(); // A replayed record was delivered: it leaves the file.
+    }
     this.#checkIdle();
   }
 

@@ -11,7 +11,7 @@ Deno.test("db status and db migrate report the embedded KV store, up to date", a
   const migrated = await runCli(["db", "migrate", "--json"], { home: tmp.home });
   assertEquals(migrated.code, 0, migrated.stderr);
   const json = JSON.parse(migrated.stdout);
-  assertEquals([json.kind, json.current, json.latest, json.migrated], ["kv", 1, 1, []]);
+  assertEquals([json.kind, json.current, json.latest, json.migrated], ["kv", 2, 2, []]);
 });
 
 Deno.test("db migrate brings a new PostgreSQL database to this release's schema, once", async () => {

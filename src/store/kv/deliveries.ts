@@ -14,6 +14,14 @@
  * limits of 1000 mutations, 100 checks and about 800 KiB per commit) to go past
  * the commit ceiling of Deno KV.
  *
+ * Pending deliveries are found by due time through a due index
+ * (`outboxDueKey`, `outboxFanoutDueKey`), kept in the commits that write the
+ * records. The entry of a record's earlier due time may be left behind when
+ * the writer does not know it; {@linkcode claimDueDeliveries} checks every
+ * entry it uses against the record and deletes stale ones as it meets them.
+ * Claims live in the memory of the {@linkcode KvStore} ({@linkcode DeliveryClaims}):
+ * one process per KV file sends deliveries, the holder of the delivery lease.
+ *
  * @module
  */
 import { z } from "zod";
@@ -29,14 +37,20 @@ import {
   dlqPrefix,
   eventDeliveriesPrefix,
   outboxBodyKey,
+  outboxDueBound,
+  outboxDueKey,
+  outboxDuePrefix,
   outboxEventKey,
+  outboxFanoutDueKey,
   outboxFanoutKey,
   outboxFanoutPrefix,
 } from "./keys.ts";
 import type { KvStore } from "./kv_store.ts";
 import {
   BytesSchema,
+  type ClaimDueOptions,
   DELIVERY_LOG_SIZE,
+  type DeliveryClaim,
   type DeliveryLogEntry,
   DeliveryLogEntrySchema,
   type DeliveryOp,
@@ -71,9 +85,28 @@ function chunkCount(size: number): number {
 // ---------------------------------------------------------------------------
 // Group commit
 
+/**
+ * One write of a commit. `withNext`: it goes in the same commit as the
+ * mutation after it (a due index entry and its record), even when a write
+ * too large for one commit is split.
+ */
 type Mutation =
-  | { type: "set"; key: Deno.KvKey; value: unknown; op: number; primary: boolean }
-  | { type: "delete"; key: Deno.KvKey; op: number; primary: boolean };
+  | {
+    type: "set";
+    key: Deno.KvKey;
+    value: unknown;
+    op: number;
+    primary: boolean;
+    withNext?: boolean;
+  }
+  | { type: "delete"; key: Deno.KvKey; op: number; primary: boolean; withNext?: boolean };
+
+/**
+ * The due time under which an own delivery record is known to be indexed
+ * (remembered by its claim), so that rewriting or deleting it can delete
+ * that index entry in the same commit.
+ */
+type IndexedAt = (eventId: string, webhookId: string) => number | undefined;
 
 interface Guarded {
   check: Deno.AtomicCheck;
@@ -223,34 +256,64 @@ function deleteBody(size: number, chunkKey: (chunk: number) => Deno.KvKey, op: n
   return out;
 }
 
-function opMutations(op: DeliveryOp, index: number): Mutation[] {
+function opMutations(op: DeliveryOp, index: number, indexedAt?: IndexedAt): Mutation[] {
   switch (op.op) {
     case "put_event":
       return eventMutations(op.event, index);
     case "put_delivery": {
       const d = op.delivery;
-      return [{
-        type: "set",
-        key: deliveryKey(d.event_id, d.webhook_id),
-        value: d,
-        op: index,
-        primary: true,
-      }];
+      const out: Mutation[] = [];
+      const before = indexedAt?.(d.event_id, d.webhook_id);
+      if (before !== undefined && before !== d.next_attempt_at) {
+        const key = outboxDueKey(before, d.event_id, d.webhook_id);
+        out.push({ type: "delete", key, op: index, primary: false, withNext: true });
+      }
+      out.push(
+        {
+          type: "set",
+          key: outboxDueKey(d.next_attempt_at, d.event_id, d.webhook_id),
+          value: null,
+          op: index,
+          primary: false,
+          withNext: true,
+        },
+        {
+          type: "set",
+          key: deliveryKey(d.event_id, d.webhook_id),
+          value: d,
+          op: index,
+          primary: true,
+        },
+      );
+      return out;
     }
-    case "delete_delivery":
-      return [{
+    case "delete_delivery": {
+      const out: Mutation[] = [];
+      const at = op.next_attempt_at ?? indexedAt?.(op.event_id, op.webhook_id);
+      if (at !== undefined) {
+        const key = outboxDueKey(at, op.event_id, op.webhook_id);
+        out.push({ type: "delete", key, op: index, primary: false, withNext: true });
+      }
+      out.push({
         type: "delete",
         key: deliveryKey(op.event_id, op.webhook_id),
         op: index,
         primary: true,
-      }];
+      });
+      return out;
+    }
     case "put_fanout": {
       const key = outboxFanoutKey(op.event_id);
-      return [
-        op.fanout.webhook_ids.length
-          ? { type: "set", key, value: op.fanout, op: index, primary: true }
-          : { type: "delete", key, op: index, primary: true },
-      ];
+      const due = outboxFanoutDueKey(op.fanout.next_attempt_at, op.event_id);
+      return op.fanout.webhook_ids.length
+        ? [
+          { type: "set", key: due, value: null, op: index, primary: false, withNext: true },
+          { type: "set", key, value: op.fanout, op: index, primary: true },
+        ]
+        : [
+          { type: "delete", key: due, op: index, primary: false, withNext: true },
+          { type: "delete", key, op: index, primary: true },
+        ];
     }
     case "log":
       return [{
@@ -292,12 +355,15 @@ function opMutations(op: DeliveryOp, index: number): Mutation[] {
   }
 }
 
-function buildUnit(ops: readonly DeliveryOp[]): Omit<Unit, "resolve" | "reject"> {
+function buildUnit(
+  ops: readonly DeliveryOp[],
+  indexedAt?: IndexedAt,
+): Omit<Unit, "resolve" | "reject"> {
   const plain: Mutation[] = [];
   const guarded: Guarded[] = [];
   const cost: Cost = { mutations: 0, checks: 0, keyBytes: 0, bytes: 0 };
   ops.forEach((op, index) => {
-    const mutations = opMutations(op, index);
+    const mutations = opMutations(op, index, indexedAt);
     for (const mutation of mutations) addMutationCost(cost, mutation);
     if (op.op === "collect_event") {
       const check = { key: outboxEventKey(op.event_id), versionstamp: op.versionstamp };
@@ -313,7 +379,8 @@ function buildUnit(ops: readonly DeliveryOp[]): Omit<Unit, "resolve" | "reject">
 
 /**
  * KV cost of writing `ops` inside another commit (the audit log's): what
- * they add to its mutation count, key bytes and bytes.
+ * they add to its mutation count, key bytes and bytes, due index entries
+ * included.
  *
  * @throws {GatewayError} `INTERNAL` when `ops` holds a guarded op
  * (`collect_event`), which only {@linkcode DeliveryWriter} commits.
@@ -332,7 +399,8 @@ export function deliveryOpsCost(
 /**
  * Adds `ops` (no `collect_event`) to an atomic operation of this store, and
  * bumps the deliveries version when `bumpVersion` is set: how deliveries
- * ride in the audit log's commit. For modules of `src/store` only.
+ * ride in the audit log's commit. For modules of `src/store` only; their
+ * claims are the caller's (see {@linkcode DeliveryClaims.stage}).
  */
 export function applyDeliveryOps(
   atomic: Deno.AtomicOperation,
@@ -390,9 +458,21 @@ export class DeliveryWriter {
    * @throws The commit error (other than lock contention, which is retried).
    */
   write(ops: readonly DeliveryOp[]): Promise<WriteResult> {
-    const unit = buildUnit(ops);
+    const claims = this.#store.claims;
+    const unit = buildUnit(ops, (eventId, webhookId) => claims.indexedAt(eventId, webhookId));
+    const effects = claims.stage(ops);
     return new Promise<WriteResult>((resolve, reject) => {
-      this.#queue.push({ ...unit, resolve, reject });
+      this.#queue.push({
+        ...unit,
+        resolve: (result) => {
+          effects.committed();
+          resolve(result);
+        },
+        reject: (error) => {
+          effects.failed();
+          reject(error);
+        },
+      });
       this.#kick();
     });
   }
@@ -488,11 +568,16 @@ export class DeliveryWriter {
       part = [];
       cost = ZERO;
     };
-    for (const mutation of unit.plain) {
-      const added = mutationCost(mutation);
+    for (let i = 0; i < unit.plain.length;) {
+      // A due index entry goes with its record.
+      let end = i + 1;
+      while (unit.plain[end - 1].withNext && end < unit.plain.length) end++;
+      const group = unit.plain.slice(i, end);
+      const added = group.map(mutationCost).reduce(addCost, ZERO);
       if (part.length && !fits(addCost(cost, added))) await commitPart();
-      part.push(mutation);
+      part.push(...group);
       cost = addCost(cost, added);
+      i = end;
     }
     await commitPart();
     let collected = true;
@@ -690,10 +775,12 @@ export async function requeueDlqRecord(
   };
   const key = deliveryKey(record.event_id, record.webhook_id);
   const meta = eventMutations(event, 0).filter((m) => m.primary);
+  const put = opMutations({ op: "put_delivery", delivery }, 0);
   const result = await store.retry(() => {
     const atomic = store.kv.atomic().check({ key, versionstamp: null });
     apply(atomic, meta);
-    return atomic.set(key, delivery).sum(deliveriesVersionKey(), 1n).commit();
+    apply(atomic, put);
+    return atomic.sum(deliveriesVersionKey(), 1n).commit();
   });
   return result.ok ? "queued" : "already_queued";
 }
@@ -787,4 +874,547 @@ export async function listDeliveryLogIds(store: KvStore, webhookId: string): Pro
 /** Deletes a webhook's whole delivery log (after the webhook was removed). */
 export async function deleteDeliveryLog(store: KvStore, webhookId: string): Promise<void> {
   await trimDeliveryLog(store, webhookId, 0);
+}
+
+// ---------------------------------------------------------------------------
+// Claims and the due index
+
+/** A claim held on one pending delivery. */
+interface Held extends DeliveryClaim {
+  /** Held as an entry of its event's fan-out record (no own record yet). */
+  fanout: boolean;
+  /** Due time of its own record's index entry, when known. */
+  at?: number;
+}
+
+/** What a write does to the claims, applied as its commit lands. */
+export interface ClaimEffects {
+  /** The write committed: deleted deliveries lose their claims, rewritten ones keep them. */
+  committed(): void;
+  /** The write failed: the claims it made are taken back. */
+  failed(): void;
+}
+
+function claimKey(eventId: string, webhookId: string): string {
+  return `${eventId}\n${webhookId}`;
+}
+
+/**
+ * The claims on pending deliveries of one {@linkcode KvStore}, in its memory:
+ * one process sends the deliveries of a KV file (the delivery lease holder),
+ * so nothing else needs to see them. For modules of `src/store` only.
+ */
+export class DeliveryClaims {
+  /** Claims by event id, then webhook id. */
+  #events = new Map<string, Map<string, Held>>();
+  /** The last known webhook list of the fan-out records of events with claims. */
+  #fanouts = new Map<string, readonly string[]>();
+  /** Deliveries deleted while a claim scan was in flight, with the epoch of their deletion. */
+  #dropped = new Map<string, number>();
+  #epoch = 0;
+  /** Claim scans in flight: id → epoch at their start. */
+  #scans = new Map<number, number>();
+  #nextScan = 0;
+
+  /** Claims held, live or lapsed. */
+  get size(): number {
+    let size = 0;
+    for (const held of this.#events.values()) size += held.size;
+    return size;
+  }
+
+  /** The claim on one delivery, if any (live or lapsed). */
+  get(eventId: string, webhookId: string): Readonly<Held> | undefined {
+    return this.#events.get(eventId)?.get(webhookId);
+  }
+
+  /** Whether a claim on the delivery is live at `now`. */
+  live(eventId: string, webhookId: string, now: number): boolean {
+    const held = this.get(eventId, webhookId);
+    return held !== undefined && held.until > now;
+  }
+
+  /** Claims one delivery (replacing any claim on it). */
+  set(eventId: string, webhookId: string, held: Held): void {
+    let event = this.#events.get(eventId);
+    if (!event) this.#events.set(eventId, event = new Map());
+    event.set(webhookId, held);
+  }
+
+  /** The due time of a claimed own record's index entry, when known. */
+  indexedAt(eventId: string, webhookId: string): number | undefined {
+    const held = this.get(eventId, webhookId);
+    return held && !held.fanout ? held.at : undefined;
+  }
+
+  /** The webhook list last seen in an event's fan-out record, while it has claims. */
+  fanoutList(eventId: string): readonly string[] | undefined {
+    return this.#fanouts.get(eventId);
+  }
+
+  /** Remembers an event's fan-out list, while the event has claims. */
+  noteFanout(eventId: string, webhookIds: readonly string[]): void {
+    if (webhookIds.length && this.#events.has(eventId)) this.#fanouts.set(eventId, webhookIds);
+    else this.#fanouts.delete(eventId);
+  }
+
+  /** Drops claims that lapsed at `now`. */
+  prune(now: number): void {
+    for (const [eventId, event] of this.#events) {
+      for (const [webhookId, held] of event) if (held.until <= now) event.delete(webhookId);
+      if (!event.size) this.#forget(eventId);
+    }
+  }
+
+  /** Extends `owner`'s claims to `until`; returns how many it holds. */
+  renew(owner: string, until: number): number {
+    let count = 0;
+    for (const event of this.#events.values()) {
+      for (const held of event.values()) {
+        if (held.owner !== owner) continue;
+        held.until = until;
+        count++;
+      }
+    }
+    return count;
+  }
+
+  /** Gives back `owner`'s claims: all, or those of `keys`. */
+  release(owner: string, keys?: readonly { event_id: string; webhook_id: string }[]): void {
+    if (keys) {
+      for (const { event_id, webhook_id } of keys) {
+        if (this.get(event_id, webhook_id)?.owner === owner) this.#remove(event_id, webhook_id);
+      }
+      return;
+    }
+    for (const [eventId, event] of this.#events) {
+      for (const [webhookId, held] of event) if (held.owner === owner) event.delete(webhookId);
+      if (!event.size) this.#forget(eventId);
+    }
+  }
+
+  /**
+   * Applies the claims `ops` make before they are committed (a `put_fanout`
+   * with `claim`: nobody can claim its deliveries from the store first), and
+   * returns what is left to do once the commit landed or failed.
+   */
+  stage(ops: readonly DeliveryOp[]): ClaimEffects {
+    const made: { eventId: string; webhookId: string; held: Held; previous?: Held }[] = [];
+    for (const op of ops) {
+      if (op.op !== "put_fanout" || !op.claim) continue;
+      const { owner, until } = op.claim;
+      for (const webhookId of op.fanout.webhook_ids) {
+        const previous = this.get(op.event_id, webhookId);
+        const held: Held = { owner, until, fanout: true };
+        this.set(op.event_id, webhookId, held);
+        made.push({ eventId: op.event_id, webhookId, held, previous });
+      }
+    }
+    return {
+      committed: () => this.#committed(ops),
+      failed: () => {
+        for (const { eventId, webhookId, held, previous } of made.reverse()) {
+          if (this.get(eventId, webhookId) !== held) continue;
+          if (previous) this.set(eventId, webhookId, previous);
+          else this.#remove(eventId, webhookId);
+        }
+      },
+    };
+  }
+
+  #committed(ops: readonly DeliveryOp[]): void {
+    const own = new Set<string>();
+    for (const op of ops) {
+      if (op.op === "put_delivery") own.add(claimKey(op.delivery.event_id, op.delivery.webhook_id));
+    }
+    for (const op of ops) {
+      switch (op.op) {
+        case "put_delivery": {
+          // A retry keeps its claim, now on its own record.
+          const { event_id, webhook_id, next_attempt_at } = op.delivery;
+          const held = this.#events.get(event_id)?.get(webhook_id);
+          if (held) {
+            held.fanout = false;
+            held.at = next_attempt_at;
+          }
+          break;
+        }
+        case "delete_delivery":
+          this.#deleted(op.event_id, op.webhook_id);
+          break;
+        case "put_fanout": {
+          const listed = new Set(op.fanout.webhook_ids);
+          const gone = new Set(this.#fanouts.get(op.event_id));
+          for (const [webhookId, held] of this.#events.get(op.event_id) ?? []) {
+            if (held.fanout) gone.add(webhookId);
+          }
+          for (const webhookId of gone) {
+            if (listed.has(webhookId) || own.has(claimKey(op.event_id, webhookId))) continue;
+            const held = this.get(op.event_id, webhookId);
+            if (held && !held.fanout) continue; // Claimed as its own record.
+            this.#deleted(op.event_id, webhookId);
+          }
+          this.noteFanout(op.event_id, op.fanout.webhook_ids);
+          break;
+        }
+      }
+    }
+  }
+
+  /** A delivery was deleted: its claim goes, and scans in flight must not return it. */
+  #deleted(eventId: string, webhookId: string): void {
+    this.#remove(eventId, webhookId);
+    if (this.#scans.size) this.#dropped.set(claimKey(eventId, webhookId), ++this.#epoch);
+  }
+
+  #remove(eventId: string, webhookId: string): void {
+    const event = this.#events.get(eventId);
+    if (!event) return;
+    event.delete(webhookId);
+    if (!event.size) this.#forget(eventId);
+  }
+
+  #forget(eventId: string): void {
+    this.#events.delete(eventId);
+    this.#fanouts.delete(eventId);
+  }
+
+  /** Starts a claim scan; returns its id for {@linkcode DeliveryClaims.deletedDuring}. */
+  beginScan(): number {
+    const id = this.#nextScan++;
+    this.#scans.set(id, this.#epoch);
+    return id;
+  }
+
+  /** Whether the delivery was deleted since scan `id` began (its reads may predate that). */
+  deletedDuring(id: number, eventId: string, webhookId: string): boolean {
+    const at = this.#dropped.get(claimKey(eventId, webhookId));
+    return at !== undefined && at > (this.#scans.get(id) ?? Infinity);
+  }
+
+  /** Ends scan `id`. */
+  endScan(id: number): void {
+    this.#scans.delete(id);
+    if (!this.#scans.size) this.#dropped.clear();
+  }
+}
+
+/** Due index entries one claim reads beyond its limit and the claims held (stale or excluded ones). */
+export const CLAIM_SCAN_SLACK = 2048;
+
+/** Due index entries read per KV list of a claim. */
+const CLAIM_SCAN_PAGE = 256;
+
+/** Records read at once while claiming. */
+const CLAIM_READ_CHUNK = 64;
+
+/** Most stale index entries one claim deletes (the rest go on later claims). */
+const MAX_STALE_DELETES = 512;
+
+type DueHit =
+  | { kind: "own"; key: Deno.KvKey; at: number; eventId: string; webhookId: string }
+  | { kind: "fanout"; key: Deno.KvKey; at: number; eventId: string }
+  | { kind: "bad"; key: Deno.KvKey };
+
+function parseDueKey(key: Deno.KvKey): DueHit {
+  const [, , at, eventId, last] = key;
+  if (key.length !== 5 || typeof at !== "number" || typeof eventId !== "string") {
+    return { kind: "bad", key };
+  }
+  if (last === true) return { kind: "fanout", key, at, eventId };
+  if (typeof last === "string") return { kind: "own", key, at, eventId, webhookId: last };
+  return { kind: "bad", key };
+}
+
+/** An index entry to delete, provided the record it was checked against is unchanged. */
+interface StaleEntry {
+  key: Deno.KvKey;
+  check?: Deno.AtomicCheck;
+}
+
+type HitRead =
+  | { kind: "own"; entry: Deno.KvEntryMaybe<unknown> }
+  /** `own`: the webhooks of the event's own records; `null` when not read (nothing wanted). */
+  | { kind: "fanout"; entry: Deno.KvEntryMaybe<unknown>; own: Set<string> | null }
+  | null;
+
+/** The webhook ids of an event's own delivery records. */
+async function ownDeliveryWebhooks(store: KvStore, eventId: string): Promise<Set<string>> {
+  return await store.retry(async () => {
+    const out = new Set<string>();
+    for await (const entry of store.reader.list({ prefix: eventDeliveriesPrefix(eventId) })) {
+      out.add(String(entry.key[entry.key.length - 1]));
+    }
+    return out;
+  });
+}
+
+/**
+ * Reads what an index entry points at. For a fan-out record, the event's own
+ * delivery records are listed too, but only when the record (as stored, at
+ * the entry's due time) lists a webhook `wanted` says the claim could take.
+ */
+async function readHit(
+  store: KvStore,
+  hit: DueHit,
+  wanted: (eventId: string, webhookId: string) => boolean,
+): Promise<HitRead> {
+  switch (hit.kind) {
+    case "own":
+      return { kind: "own", entry: await store.get(deliveryKey(hit.eventId, hit.webhookId)) };
+    case "fanout": {
+      const entry = await store.get(outboxFanoutKey(hit.eventId));
+      const value = entry.value as { next_attempt_at?: unknown; webhook_ids?: unknown } | null;
+      const listed = value?.next_attempt_at === hit.at && Array.isArray(value.webhook_ids)
+        ? value.webhook_ids
+        : [];
+      const open = listed.some((id) => typeof id === "string" && wanted(hit.eventId, id));
+      return {
+        kind: "fanout",
+        entry,
+        own: open ? await ownDeliveryWebhooks(store, hit.eventId) : null,
+      };
+    }
+    case "bad":
+      return null;
+  }
+}
+
+function checkClaimOptions(options: ClaimDueOptions): void {
+  const { owner, now, until, dueBefore, limit } = options;
+  if (typeof owner !== "string" || owner === "") {
+    throw new GatewayError("INTERNAL", "Cannot claim deliveries: the owner is empty");
+  }
+  if (!Number.isInteger(limit) || limit < 1) {
+    throw new GatewayError("INTERNAL", `Invalid limit ${limit}: use an integer of 1 or more`);
+  }
+  for (const [name, value] of [["now", now], ["until", until], ["dueBefore", dueBefore]]) {
+    if (typeof value !== "number" || !Number.isFinite(value)) {
+      throw new GatewayError("INTERNAL", `Invalid ${name} ${value}: use epoch milliseconds`);
+    }
+  }
+}
+
+function byDueTime(a: StoredDelivery, b: StoredDelivery): number {
+  const x = a.record;
+  const y = b.record;
+  if (x.next_attempt_at !== y.next_attempt_at) return x.next_attempt_at - y.next_attempt_at;
+  if (x.event_id !== y.event_id) return x.event_id < y.event_id ? -1 : 1;
+  return x.webhook_id < y.webhook_id ? -1 : x.webhook_id > y.webhook_id ? 1 : 0;
+}
+
+/**
+ * Claims due deliveries for `options.owner`: walks the due index from the
+ * earliest entry to `dueBefore`, skipping live claims and excluded webhooks,
+ * checks each entry against its record (deleting stale entries), and
+ * expands a fan-out entry into every unclaimed webhook it lists. Reads at
+ * most `limit` + the claims held + {@linkcode CLAIM_SCAN_SLACK} index
+ * entries, so a backlog it cannot take never makes a claim O(backlog).
+ *
+ * @returns The claimed deliveries, earliest due first (ties by event id, webhook id).
+ * @throws {GatewayError} `INTERNAL` on bad options; `STORE_CORRUPT` on an unreadable record.
+ */
+export async function claimDueDeliveries(
+  store: KvStore,
+  options: ClaimDueOptions,
+): Promise<StoredDelivery[]> {
+  checkClaimOptions(options);
+  const { owner, until, now, dueBefore, limit, excludeWebhooks = [] } = options;
+  const claims = store.claims;
+  claims.prune(now);
+  const excluded = new Set(excludeWebhooks);
+  const budget = limit + claims.size + CLAIM_SCAN_SLACK;
+  const out: StoredDelivery[] = [];
+  const taken = new Set<string>();
+  const stale: StaleEntry[] = [];
+  const free = (eventId: string, webhookId: string, scan: number) =>
+    !claims.live(eventId, webhookId, now) && !taken.has(claimKey(eventId, webhookId)) &&
+    !claims.deletedDuring(scan, eventId, webhookId);
+  const take = (stored: StoredDelivery, at?: number) => {
+    const { event_id, webhook_id } = stored.record;
+    claims.set(event_id, webhook_id, { owner, until, fanout: stored.fanout, at });
+    taken.add(claimKey(event_id, webhook_id));
+    out.push(stored);
+  };
+
+  const wanted = (eventId: string, webhookId: string) =>
+    !excluded.has(webhookId) && !claims.live(eventId, webhookId, now);
+
+  /** Whether reading the hit's record could give anything (cheap, in memory). */
+  const worthReading = (hit: DueHit): boolean => {
+    if (hit.kind === "own") return wanted(hit.eventId, hit.webhookId);
+    if (hit.kind === "fanout") {
+      const known = claims.fanoutList(hit.eventId);
+      return !known || known.some((id) => wanted(hit.eventId, id));
+    }
+    return true;
+  };
+
+  const evaluate = (hit: DueHit, read: HitRead, scan: number): void => {
+    if (hit.kind === "bad" || read === null) {
+      stale.push({ key: hit.key });
+      return;
+    }
+    if (hit.kind === "own" && read.kind === "own") {
+      const { entry } = read;
+      const check = {
+        key: deliveryKey(hit.eventId, hit.webhookId),
+        versionstamp: entry.versionstamp,
+      };
+      if (entry.value === null || entry.versionstamp === null) {
+        stale.push({ key: hit.key, check });
+        return;
+      }
+      const record = parseRecord(
+        DeliveryRecordSchema,
+        entry.value,
+        `delivery ${hit.eventId}/${hit.webhookId}`,
+      );
+      if (record.next_attempt_at !== hit.at) {
+        stale.push({ key: hit.key, check });
+        return;
+      }
+      if (excluded.has(hit.webhookId) || !free(hit.eventId, hit.webhookId, scan)) return;
+      take({ record, versionstamp: entry.versionstamp, fanout: false }, hit.at);
+      return;
+    }
+    if (hit.kind === "fanout" && read.kind === "fanout") {
+      const { entry, own } = read;
+      const check = { key: outboxFanoutKey(hit.eventId), versionstamp: entry.versionstamp };
+      if (entry.value === null || entry.versionstamp === null) {
+        stale.push({ key: hit.key, check });
+        return;
+      }
+      const fanout = parseRecord(FanoutRecordSchema, entry.value, `fan-out of ${hit.eventId}`);
+      if (fanout.next_attempt_at !== hit.at) {
+        stale.push({ key: hit.key, check });
+        return;
+      }
+      // A delivery record wins over a fan-out entry of the same webhook.
+      const open = fanoutDeliveries(hit.eventId, fanout).filter((record) =>
+        !own?.has(record.webhook_id) && free(hit.eventId, record.webhook_id, scan)
+      );
+      // Claimed whole: the claimer rewrites the list, so it gets every entry left.
+      if (!open.some((record) => !excluded.has(record.webhook_id))) return;
+      // Freed while it was read (its own records unread): left for the next claim.
+      if (own === null) return;
+      for (const record of open) take({ record, versionstamp: entry.versionstamp, fanout: true });
+      claims.noteFanout(hit.eventId, fanout.webhook_ids);
+    }
+  };
+
+  const scan = claims.beginScan();
+  try {
+    let cursor: string | undefined;
+    let scanned = 0;
+    while (out.length < limit && scanned < budget) {
+      const size = Math.min(CLAIM_SCAN_PAGE, budget - scanned);
+      const page = await store.retry(async () => {
+        const keys: Deno.KvKey[] = [];
+        const entries = store.reader.list(
+          { prefix: outboxDuePrefix(), end: outboxDueBound(dueBefore) },
+          { limit: size, batchSize: size, cursor },
+        );
+        for await (const entry of entries) keys.push(entry.key);
+        return { keys, cursor: entries.cursor };
+      });
+      scanned += page.keys.length;
+      const hits = page.keys.map(parseDueKey).filter(worthReading);
+      for (let i = 0; i < hits.length && out.length < limit; i += CLAIM_READ_CHUNK) {
+        const chunk = hits.slice(i, i + CLAIM_READ_CHUNK);
+        const reads = await Promise.all(chunk.map((hit) => readHit(store, hit, wanted)));
+        for (let j = 0; j < chunk.length && out.length < limit; j++) {
+          evaluate(chunk[j], reads[j], scan);
+        }
+      }
+      if (page.keys.length < size) break;
+      cursor = page.cursor;
+    }
+  } finally {
+    claims.endScan(scan);
+  }
+  await deleteStaleEntries(store, stale.slice(0, MAX_STALE_DELETES));
+  return out.sort(byDueTime);
+}
+
+/** Deletes stale due index entries whose records are still as they were read. */
+async function deleteStaleEntries(store: KvStore, stale: readonly StaleEntry[]): Promise<void> {
+  const commit = (part: readonly StaleEntry[]) =>
+    store.retry(() => {
+      const atomic = store.kv.atomic();
+      const checked = new Set<string>();
+      for (const { key, check } of part) {
+        if (check) {
+          const id = JSON.stringify([check.key, check.versionstamp]);
+          if (!checked.has(id)) atomic.check(check);
+          checked.add(id);
+        }
+        atomic.delete(key);
+      }
+      return atomic.commit();
+    });
+  for (let i = 0; i < stale.length; i += 50) {
+    const part = stale.slice(i, i + 50);
+    if ((await commit(part)).ok) continue;
+    // A record changed meanwhile: the others still go.
+    for (const one of part) await commit([one]);
+  }
+}
+
+/** Due index entries written per commit while building the index. */
+const INDEX_BUILD_PAGE = 500;
+
+/** The due index entry of a stored delivery or fan-out record, as read raw. */
+function dueEntryOf(entry: Deno.KvEntry<unknown>): Deno.KvKey | null {
+  const { key, value } = entry;
+  const raw = typeof value === "object" && value !== null
+    ? (value as { next_attempt_at?: unknown }).next_attempt_at
+    : undefined;
+  // An unreadable record is indexed anyway, so that claiming it reports it.
+  const at = typeof raw === "number" && Number.isFinite(raw) ? raw : 0;
+  if (key.length === 4 && typeof key[2] === "string" && typeof key[3] === "string") {
+    return outboxDueKey(at, key[2], key[3]);
+  }
+  if (key.length === 3 && typeof key[2] === "string") return outboxFanoutDueKey(at, key[2]);
+  return null;
+}
+
+/**
+ * Builds the due index from every delivery and fan-out record, page by page
+ * (a file of schema 1 has none). Writing an entry again is harmless, so a
+ * build cut short is simply run again; an entry of a record changed
+ * meanwhile is at worst stale.
+ *
+ * @returns How many index entries were written.
+ */
+export async function buildDueIndex(store: KvStore): Promise<number> {
+  let count = 0;
+  for (const prefix of [deliveriesPrefix(), outboxFanoutPrefix()]) {
+    let cursor: string | undefined;
+    for (;;) {
+      const page = await store.retry(async () => {
+        const out: Deno.KvEntry<unknown>[] = [];
+        const entries = store.kv.list({ prefix }, {
+          limit: INDEX_BUILD_PAGE,
+          batchSize: INDEX_BUILD_PAGE,
+          cursor,
+        });
+        for await (const entry of entries) out.push(entry);
+        return { entries: out, cursor: entries.cursor };
+      });
+      const keys = page.entries.map(dueEntryOf).filter((key) => key !== null);
+      for (let i = 0; i < keys.length; i += 100) {
+        const part = keys.slice(i, i + 100);
+        await store.retry(() => {
+          const atomic = store.kv.atomic();
+          for (const key of part) atomic.set(key, null);
+          return atomic.commit();
+        });
+      }
+      count += keys.length;
+      if (page.entries.length < INDEX_BUILD_PAGE) break;
+      cursor = page.cursor;
+    }
+  }
+  return count;
 }

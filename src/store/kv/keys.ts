@@ -102,6 +102,33 @@ export function outboxFanoutPrefix(): Deno.KvKey {
   return ["outbox", "fanout"];
 }
 
+/**
+ * Due index of pending deliveries, ordered by due time: an own delivery
+ * record's entry. The index key of a record's earlier due time may outlive
+ * it (stale); readers check each entry against the record.
+ */
+export function outboxDueKey(at: number, eventId: string, webhookId: string): Deno.KvKey {
+  return ["outbox", "due", at, eventId, webhookId];
+}
+
+/**
+ * Due index entry of an event's fan-out record: `true` where an own
+ * record's entry has its webhook id, so the two never collide.
+ */
+export function outboxFanoutDueKey(at: number, eventId: string): Deno.KvKey {
+  return ["outbox", "due", at, eventId, true];
+}
+
+/** Prefix of the due index. */
+export function outboxDuePrefix(): Deno.KvKey {
+  return ["outbox", "due"];
+}
+
+/** Bound of the due index before `at`: every entry due earlier sorts before it. */
+export function outboxDueBound(at: number): Deno.KvKey {
+  return ["outbox", "due", at];
+}
+
 /** A pending delivery of one event to one outgoing webhook, once it needs a retry. */
 export function deliveryKey(eventId: string, webhookId: string): Deno.KvKey {
   return ["outbox", "delivery", eventId, webhookId];

@@ -7,6 +7,7 @@
 import { GatewayError } from "../../errors/mod.ts";
 import type {
   AuditStore,
+  ChangeFeed,
   DeliveryStore,
   IncomingStore,
   KeychainStore,
@@ -30,11 +31,14 @@ import {
 } from "./audit.ts";
 import {
   appendDeliveryLog,
+  buildDueIndex,
   bumpDeliveriesVersion,
+  claimDueDeliveries,
   collectEventIfUnreferenced,
   deleteDeliveryLog,
   deleteDlqRecords,
   deliveriesVersion,
+  DeliveryClaims,
   deliveryOpsCost,
   DeliveryWriter,
   getDlqRecord,
@@ -86,10 +90,14 @@ import {
   removeWebhook,
 } from "./webhooks.ts";
 import { ReadBatcher } from "./_reads.ts";
+import { KV_CHANGE_FEED } from "./changes.ts";
 import { ensureDataDir } from "../_data_dir.ts";
 
-/** The schema version this release writes and reads. */
-export const SCHEMA_VERSION = 1;
+/**
+ * The schema version this release writes and reads. 2: pending deliveries
+ * have a due index (a file of schema 1 gets it as it opens).
+ */
+export const SCHEMA_VERSION = 2;
 
 /** File name of the KV database inside the data directory. */
 export const KV_FILE = "toolgate.kv";
@@ -146,6 +154,11 @@ export class KvStore implements Store {
    * The same handle as `kv` for an in-memory database.
    */
   readonly reader: Deno.Kv;
+  /**
+   * Claims on pending deliveries, in this handle's memory (the modules of
+   * `src/store` only): one process per KV file sends deliveries.
+   */
+  readonly claims: DeliveryClaims = new DeliveryClaims();
   #reads: ReadBatcher;
   #closed = false;
 
@@ -178,6 +191,10 @@ export class KvStore implements Store {
 
   /** The delivery outbox, DLQ and delivery logs. */
   readonly deliveries: DeliveryStore = {
+    sharedClaims: false,
+    claimDue: (options) => claimDueDeliveries(this, options),
+    renewClaims: (owner, until) => Promise.resolve(this.claims.renew(owner, until)),
+    releaseClaims: (owner, keys) => Promise.resolve(this.claims.release(owner, keys)),
     writer: (options) => new DeliveryWriter(this, options),
     opsCost: (ops) => deliveryOpsCost(ops),
     bumpVersion: () => bumpDeliveriesVersion(this),
@@ -210,8 +227,20 @@ export class KvStore implements Store {
     readHeadAndNext: (seq) => readAuditHeadAndNext(this, seq),
     readRecord: (seq) => readAuditRecord(this, seq),
     readChainState: (hintSeq) => readAuditChainState(this, hintSeq),
-    commit: (guard, entries, head, outbox, writes) =>
-      commitAuditEntries(this, guard, entries, head, outbox, writes),
+    commit: async (guard, entries, head, outbox, writes) => {
+      // The claims of the deliveries riding in the commit land with it.
+      const effects = outbox && this.claims.stage(outbox.ops);
+      let versionstamp: string | null;
+      try {
+        versionstamp = await commitAuditEntries(this, guard, entries, head, outbox, writes);
+      } catch (error) {
+        effects?.failed();
+        throw error;
+      }
+      if (versionstamp === null) effects?.failed();
+      else effects?.committed();
+      return versionstamp;
+    },
     pages: (options) => readAuditRecordPages(this, options),
   };
 
@@ -252,6 +281,9 @@ export class KvStore implements Store {
     deleteServerStatus: (serverId) => deleteServerStatus(this, serverId),
     listServerStatuses: (maxAgeMs, now) => listServerStatuses(this, maxAgeMs, now),
   };
+
+  /** Change notification: none is pushed on KV (callers poll). */
+  readonly changes: ChangeFeed = KV_CHANGE_FEED;
 
   /** Leases. */
   readonly leases: LeaseStore = {
@@ -358,6 +390,15 @@ async function checkSchemaVersion(store: KvStore, path: string): Promise<void> {
     );
   }
   if (entry.value === null) {
+    await store.retry(() =>
+      store.kv.atomic().check(entry).set(schemaVersionKey(), SCHEMA_VERSION).commit()
+    );
+    return;
+  }
+  if (entry.value === 1) {
+    // Schema 2 adds the due index of pending deliveries. Building it is
+    // idempotent, so a start killed midway builds it again.
+    await buildDueIndex(store);
     await store.retry(() =>
       store.kv.atomic().check(entry).set(schemaVersionKey(), SCHEMA_VERSION).commit()
     );

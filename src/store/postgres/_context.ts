@@ -54,9 +54,13 @@ export async function nextStamp(tx: Tx | Sql): Promise<string> {
   return row.stamp.padStart(20, "0");
 }
 
-/** Adds one to a counter, inside the caller's transaction. */
+/**
+ * Adds one to a counter, inside the caller's transaction, and notifies the
+ * listening instances (`toolgate_changes`; sent when the transaction commits).
+ */
 export async function bumpCounter(tx: Tx | Sql, name: CounterName): Promise<void> {
   await tx`update toolgate_counters set value = value + 1 where name = ${name}`;
+  await tx`select pg_notify('toolgate_changes', ${name})`;
 }
 
 /** Reads a counter. */

@@ -8,6 +8,7 @@
  */
 import type {
   AuditStore,
+  ChangeFeed,
   DeliveryStore,
   IncomingStore,
   KeychainStore,
@@ -20,6 +21,7 @@ import type {
 import { ensureDataDir } from "../_data_dir.ts";
 import { PgContext, readCounter } from "./_context.ts";
 import { createAuditStore } from "./audit.ts";
+import { PgChangeFeed } from "./changes.ts";
 import {
   describeDatabase,
   openPostgres,
@@ -73,6 +75,9 @@ export class PostgresStore implements Store {
   readonly upstreams: UpstreamStore;
   /** Leases. */
   readonly leases: LeaseStore;
+  /** Change notification (LISTEN/NOTIFY). */
+  readonly changes: ChangeFeed;
+  #feed: PgChangeFeed;
   #ctx: PgContext;
   #closed: Promise<void> | null = null;
 
@@ -93,6 +98,7 @@ export class PostgresStore implements Store {
     this.keychain = createKeychainStore(ctx);
     this.upstreams = createUpstreamStore(ctx);
     this.leases = createLeaseStore(ctx);
+    this.changes = this.#feed = new PgChangeFeed(ctx);
   }
 
   /** The registration change counter. */
@@ -102,7 +108,7 @@ export class PostgresStore implements Store {
 
   /** Closes the pool, letting running queries finish (5 s at most); safe to call twice. */
   close(): Promise<void> {
-    this.#closed ??= this.sql.end({ timeout: 5 });
+    this.#closed ??= this.#feed.close().then(() => this.sql.end({ timeout: 5 }));
     return this.#closed;
   }
 }

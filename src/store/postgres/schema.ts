@@ -5,6 +5,7 @@
  * @module
  */
 import { CONTEXT_SCHEMA } from "./_context.ts";
+import { CHANGES_SCHEMA } from "./changes.ts";
 import { AUDIT_SCHEMA } from "./audit.ts";
 import { DELIVERIES_SCHEMA } from "./deliveries.ts";
 import { INCOMING_SCHEMA } from "./incoming.ts";
@@ -17,6 +18,7 @@ import { WEBHOOKS_SCHEMA } from "./webhooks.ts";
 /** The SQL of migration 1: every table of the store. */
 export const INITIAL_SCHEMA: string = [
   CONTEXT_SCHEMA,
+  CHANGES_SCHEMA,
   WEBHOOKS_SCHEMA,
   UPSTREAMS_SCHEMA,
   KEYCHAIN_SCHEMA,

@@ -6,6 +6,7 @@
 import type { ContractCase } from "./_contract.ts";
 import { AUDIT_CONTRACT } from "./audit_contract.ts";
 import { CHANGES_CONTRACT } from "./changes_contract.ts";
+import { CLAIMS_CONTRACT } from "./claims_contract.ts";
 import { DELIVERIES_CONTRACT } from "./deliveries_contract.ts";
 import { INCOMING_CONTRACT } from "./incoming_contract.ts";
 import { KEYCHAIN_CONTRACT } from "./keychain_contract.ts";
@@ -27,4 +28,5 @@ export const CONTRACT: readonly ContractCase[] = [
   ...KEYCHAIN_CONTRACT,
   ...MEMORY_CONTRACT,
   ...LEASES_CONTRACT,
+  ...CLAIMS_CONTRACT,
 ];
