@@ -77,7 +77,8 @@ export function errorResponses(statuses: readonly number[], tool = false): Error
     if (status === 503) {
       responses[status].headers = {
         "Retry-After": {
-          description: "Seconds until the tool's circuit closes (CIRCUIT_OPEN)",
+          description:
+            "Seconds until the tool's circuit closes (CIRCUIT_OPEN), or before trying again (STORE_UNAVAILABLE)",
           schema: { type: "integer" },
         },
       };
@@ -114,7 +115,7 @@ export function errorHandler(
 
 /**
  * The response for an error: status from the code's table entry, JSON body,
- * `Retry-After` for `CIRCUIT_OPEN`, `WWW-Authenticate` for `UNAUTHORIZED`.
+ * `Retry-After` for `CIRCUIT_OPEN` and `STORE_UNAVAILABLE`, `WWW-Authenticate` for `UNAUTHORIZED`.
  *
  * @param error The error.
  * @param toolCall Add the MCP-style result fields of a failed tool call.
@@ -141,7 +142,7 @@ function retryAfter(error: GatewayError): number | undefined {
     const value = (details as { retry_after_ms: unknown }).retry_after_ms;
     if (typeof value === "number" && Number.isFinite(value)) return value;
   }
-  return error.code === "CIRCUIT_OPEN" ? 1000 : undefined;
+  return error.code === "CIRCUIT_OPEN" || error.code === "STORE_UNAVAILABLE" ? 1000 : undefined;
 }
 
 /** HTTP statuses Hono's own validators may throw, as codes. */
