@@ -64,12 +64,6 @@ const LOCKED = /database is (locked|busy)/i;
 /** Bytes counted for the head record in a commit. */
 const HEAD_BYTES = 200;
 
-/** Most key bytes of one commit (Deno KV allows 81 920). */
-const COMMIT_MAX_KEY_BYTES = 70_000;
-
-/** Key bytes counted per stored entry part. */
-const PART_KEY_BYTES = 40;
-
 /** An event committed with an entry: its outbox records ride in the entry's commit. */
 export type AuditAttachedEvent = {
   [T in EventType]: { type: T; data: EventData<T> };
@@ -689,23 +683,24 @@ export class AuditLog {
 
   /**
    * Whether the entries, their staged writes (`batch`, in the same order) and
-   * the delivery ops fit one KV commit.
+   * the delivery ops fit one commit of the store.
    */
   #fits(sealed: readonly SealedEntry[], ops: readonly DeliveryOp[], batch: Pending[]): boolean {
     const extra = this.#store.deliveries.opsCost(ops);
     let mutations = 1 + extra.mutations;
     let bytes = HEAD_BYTES + extra.bytes;
-    let keyBytes = PART_KEY_BYTES + extra.keyBytes;
+    const { commitMaxMutations, commitMaxBytes, commitMaxKeyBytes, keyBytesPerMutation } =
+      this.#store.audit.limits;
+    let keyBytes = keyBytesPerMutation + extra.keyBytes;
     for (const [index, { bytes: entryBytes }] of sealed.entries()) {
       const cost = this.#store.audit.entryCost(entryBytes.length);
       const writes = batch[index].writes?.cost;
       mutations += cost.mutations + (writes?.mutations ?? 0);
       bytes += cost.bytes + (writes?.bytes ?? 0);
-      keyBytes += cost.mutations * PART_KEY_BYTES + (writes?.keyBytes ?? 0);
+      keyBytes += cost.mutations * keyBytesPerMutation + (writes?.keyBytes ?? 0);
     }
-    return mutations <= this.#store.audit.limits.commitMaxMutations &&
-      bytes <= this.#store.audit.limits.commitMaxBytes &&
-      keyBytes <= COMMIT_MAX_KEY_BYTES;
+    return mutations <= commitMaxMutations && bytes <= commitMaxBytes &&
+      keyBytes <= commitMaxKeyBytes;
   }
 
   async #readChain(): Promise<ChainState> {

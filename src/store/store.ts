@@ -196,6 +196,10 @@ export interface AuditLimits {
   commitMaxMutations: number;
   /** Byte budget of one commit. */
   commitMaxBytes: number;
+  /** Budget of key bytes in one commit (what the audit log counts for each mutation). */
+  commitMaxKeyBytes: number;
+  /** Key bytes counted per mutation an entry costs. */
+  keyBytesPerMutation: number;
 }
 
 /** The stored audit chain: the head and the entries' bytes (hashing lives in `src/audit`). */

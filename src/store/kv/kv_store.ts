@@ -221,6 +221,9 @@ export class KvStore implements Store {
       maxEntryBytes: AUDIT_MAX_ENTRY_BYTES,
       commitMaxMutations: AUDIT_COMMIT_MAX_MUTATIONS,
       commitMaxBytes: AUDIT_COMMIT_MAX_BYTES,
+      // Deno KV allows 81 920 key bytes per commit.
+      commitMaxKeyBytes: 70_000,
+      keyBytesPerMutation: 40,
     },
     entryCost: (byteLength) => auditEntryCost(byteLength),
     readHead: () => readAuditHead(this),

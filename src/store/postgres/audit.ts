@@ -108,6 +108,9 @@ class PgAuditStore implements AuditStore {
     maxEntryBytes: AUDIT_MAX_ENTRY_BYTES,
     commitMaxMutations: AUDIT_COMMIT_MAX_MUTATIONS,
     commitMaxBytes: AUDIT_COMMIT_MAX_BYTES,
+    // Rows have no key budget of their own: bytes and rows bound a commit.
+    commitMaxKeyBytes: Number.MAX_SAFE_INTEGER,
+    keyBytesPerMutation: 0,
   });
   #ctx: PgContext;
 
