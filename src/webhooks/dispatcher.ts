@@ -238,6 +238,8 @@ class WebhookDispatcher implements Dispatcher {
   #filling: Promise<void> | null = null;
   /** Whether another fill should follow the one in progress. */
   #fillAgain = false;
+  /** When claims were last renewed (epoch ms). */
+  #claimsRenewedAt = -Infinity;
 
   #state: "new" | "running" | "stopping" | "stopped" = "new";
   #stopped: Promise<void> | null = null;
@@ -565,8 +567,11 @@ class WebhookDispatcher implements Dispatcher {
       if (!this.#shared && !this.#recordOnly) await this.#renewLease();
       await this.#refreshRegistrations();
       if (!this.#sending || this.#state !== "running") return;
-      if (this.#known.size) {
-        await this.#store.deliveries.renewClaims(this.#owner, this.#claim().until);
+      // Claims last leaseTtlMs: renewed a few times per life, not on every poll.
+      const now = this.#now();
+      if (this.#known.size && now - this.#claimsRenewedAt >= this.#leaseTtlMs / 4) {
+        await this.#store.deliveries.renewClaims(this.#owner, now + this.#leaseTtlMs);
+        this.#claimsRenewedAt = now;
       }
       await this.#fill();
     } catch (error) {

@@ -588,3 +588,37 @@ Deno.test("a hanging receiver holds at most its per-webhook slots; other webhook
   await fast.waitFor(10, 350);
   assertEquals(slow.requests.length, 2);
 });
+
+Deno.test("a backlog larger than the window is claimed in due-time pages, never all held in memory", async () => {
+  await using env = await setup();
+  await using receiver = new Receiver();
+  await env.store.webhooks.addOutgoing({ url: receiver.url, events: "*" });
+  // Recorded while no process sends: the backlog waits in the store.
+  const recorder = env.dispatcher({ mode: "record" });
+  await recorder.start();
+  const total = 120;
+  const envelopes = [];
+  for (let i = 0; i < total; i++) envelopes.push(await env.bus.emit("tool.called", toolCalled()));
+  await recorder.stop();
+  assertEquals((await env.store.deliveries.listPending()).length, total);
+
+  const windowSize = 16;
+  const sender = env.dispatcher({ windowSize });
+  let most = 0;
+  const sampler = setInterval(() => most = Math.max(most, sender.pending), 1);
+  try {
+    await sender.start();
+    await until(() => receiver.requests.length >= total, `${total} deliveries`, 10_000);
+    await sender.whenIdle();
+  } finally {
+    clearInterval(sampler);
+  }
+  assert(most > 0 && most <= windowSize, `held ${most} deliveries at once`);
+  const ids = receiver.requests.map((r) => r.headers.get("x-service-delivery"));
+  assertEquals(new Set(ids).size, total);
+  assertEquals(new Set(ids), new Set(envelopes.map((e) => e!.id)));
+  // Earliest due first: the first page holds the first events recorded.
+  const early = new Set(envelopes.slice(0, windowSize).map((e) => e!.id));
+  assert(ids.slice(0, windowSize).every((id) => early.has(id!)), "a later event went first");
+  assertEquals(await env.store.deliveries.listPending(), []);
+});
