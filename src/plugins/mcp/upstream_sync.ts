@@ -42,6 +42,7 @@ export class UpstreamSync {
   #hosted = new Map<string, string>();
   #version: bigint | undefined;
   #timer: ReturnType<typeof setTimeout> | undefined;
+  #unsubscribe: () => void = () => {};
   #running: Promise<void> | undefined;
   #stopped = false;
 
@@ -67,17 +68,23 @@ export class UpstreamSync {
    */
   start(version: bigint): void {
     this.#version = version;
+    // Where the store pushes changes (PostgreSQL), look at once instead of at the next poll.
+    this.#unsubscribe = this.#store.changes.subscribe((name) => {
+      if (name !== "registrations" || this.#stopped || this.#running) return;
+      clearTimeout(this.#timer);
+      this.#schedule(0);
+    });
     this.#schedule();
   }
 
-  #schedule(): void {
+  #schedule(delayMs: number = this.#pollMs): void {
     if (this.#stopped) return;
     this.#timer = setTimeout(() => {
       this.#running = this.#tick().finally(() => {
         this.#running = undefined;
         this.#schedule();
       });
-    }, this.#pollMs);
+    }, delayMs);
   }
 
   async #tick(): Promise<void> {
@@ -124,6 +131,7 @@ export class UpstreamSync {
   /** Stops polling and waits for a sync in progress. */
   async stop(): Promise<void> {
     this.#stopped = true;
+    this.#unsubscribe();
     clearTimeout(this.#timer);
     this.#timer = undefined;
     await this.#running;
