@@ -1,13 +1,98 @@
 /**
- * `toolgate db …`: the store's schema. `status` reports where it stands and
+ * `toolgate db …`: the store. `status` reports where its schema stands,
  * `migrate` brings it up to this release (a server also migrates as it
- * starts; these commands do it by hand, e.g. before a rolling upgrade).
+ * starts; these commands do it by hand, e.g. before a rolling upgrade), and
+ * `copy` moves an install: the data dir's Deno KV store into an empty
+ * PostgreSQL database.
  *
  * @module
  */
 import type { Command } from "commander";
-import { migrateStore, type StoreSchemaStatus, storeSchemaStatus } from "../store/mod.ts";
-import { type CliContext, storeOptions, table } from "./context.ts";
+import { verifyAuditChain } from "../audit/mod.ts";
+import { GatewayError } from "../errors/mod.ts";
+import { SERVER_STATUS_MAX_AGE_MS } from "../plugins/mod.ts";
+import {
+  COPY_KINDS,
+  type CopyCounts,
+  type CopyKind,
+  copyStore,
+  migrateStore,
+  type StoreSchemaStatus,
+  storeSchemaStatus,
+} from "../store/mod.ts";
+import { type CliContext, storeOptions, table, usage } from "./context.ts";
+
+/** How each kind of record is named in `db copy`'s output. */
+const COPY_LABELS: Readonly<Record<CopyKind, string>> = {
+  outgoing_webhooks: "outgoing webhooks",
+  incoming_webhooks: "incoming endpoints",
+  incoming_stats: "incoming endpoint counters",
+  upstreams: "upstreams",
+  keychain: "keychain entries",
+  memory: "memory notes",
+  events: "outbox events",
+  deliveries: "pending deliveries",
+  dlq: "dead letters",
+  delivery_log: "delivery log entries",
+  audit_entries: "audit entries",
+  incoming_jobs: "incoming jobs",
+};
+
+function describeCopy(counts: CopyCounts): string {
+  return table(
+    ["RECORDS", "COPIED"],
+    COPY_KINDS.map((kind) => [COPY_LABELS[kind], String(counts[kind])]),
+  );
+}
+
+async function copyCommand(context: CliContext, to: string | undefined, json: boolean) {
+  if (!to) throw usage("Missing --to: give the postgres://… URL of an empty database");
+  if (!/^postgres(ql)?:\/\/\S+$/.test(to)) {
+    throw usage("Invalid --to: expected a postgres://user:password@host:port/database URL");
+  }
+  const options = storeOptions(await context.config());
+  if (options.url) {
+    throw usage(
+      "Cannot copy: the configured store is already PostgreSQL (TOOLGATE_DATABASE_URL or " +
+        "store.url); db copy copies the data dir's embedded Deno KV store: unset it to copy",
+    );
+  }
+  const tty = context.io.stderrIsTty && !context.io.env.NO_COLOR;
+  const progress = (text: string) => context.io.stderr(`\r\x1b[2K${text}`);
+  const result = await copyStore({
+    from: options,
+    to,
+    serverStatusMaxAgeMs: SERVER_STATUS_MAX_AGE_MS,
+    onProgress: tty
+      ? (kind, copied) => progress(`copying ${COPY_LABELS[kind]}: ${copied}`)
+      : undefined,
+    verify: (target) =>
+      verifyAuditChain(target, {
+        onProgress: tty
+          ? ({ checked, total }) => progress(`verifying ${checked}/${total}`)
+          : undefined,
+      }),
+  });
+  if (tty) progress("");
+  const { verified } = result;
+  if (json) context.printJson(result);
+  else {
+    context.print(`Copied ${result.from} into ${result.to}:`);
+    context.print(describeCopy(result.counts));
+    if (verified.ok) {
+      const entries = verified.count === 1 ? "1 entry" : `${verified.count} entries`;
+      context.print(`Audit chain intact (${entries}).`);
+    }
+  }
+  if (!verified.ok) {
+    throw new GatewayError(
+      "STORE_CORRUPT",
+      `Copied, but the audit chain in the database is broken at seq ${verified.seq} ` +
+        `(${verified.reason}): ${verified.message}`,
+      { details: verified },
+    );
+  }
+}
 
 function describe(context: CliContext, status: StoreSchemaStatus): void {
   const what = status.kind === "kv" ? "Deno KV (embedded)" : "PostgreSQL";
@@ -63,4 +148,14 @@ export function registerDb(program: Command, context: CliContext): void {
       );
       describe(context, status);
     });
+
+  db.command("copy")
+    .description(
+      "copy the data dir's Deno KV store into an empty PostgreSQL database, then verify its audit chain",
+    )
+    .option("--to <url>", "the empty database: postgres://user:password@host:port/database")
+    .option("--json", "print the counts and the verification as JSON")
+    .action((options: { to?: string; json?: boolean }) =>
+      copyCommand(context, options.to, !!options.json)
+    );
 }

@@ -8,6 +8,8 @@
  */
 export { migrateStore, openStore, storeSchemaStatus } from "./open.ts";
 export type { OpenStoreOptions, StoreSchemaStatus } from "./open.ts";
+export { COPY_KINDS, copyStore } from "./copy.ts";
+export type { CopyCounts, CopyKind, CopyStoreOptions, CopyStoreResult } from "./copy.ts";
 export type {
   AuditLimits,
   AuditStore,
