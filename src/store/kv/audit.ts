@@ -15,6 +15,7 @@ import { GatewayError } from "../../errors/mod.ts";
 import { auditEntriesPrefix, auditEntryKey, auditEntryPartKey, auditHeadKey } from "./keys.ts";
 import { applyDeliveryOps } from "./deliveries.ts";
 import { applyStagedWrites } from "./_staged.ts";
+import { checkAuditBatch } from "../_rules.ts";
 import type { StagedWrites } from "../store.ts";
 import type { KvStore } from "./kv_store.ts";
 import {
@@ -182,20 +183,11 @@ export async function commitAuditEntries(
   outbox?: AuditCommitOutbox,
   writes: readonly StagedWrites[] = [],
 ): Promise<string | null> {
-  if (!entries.length) throw new GatewayError("INTERNAL", "Cannot commit an empty audit batch");
-  let mutations = 1;
-  for (const entry of entries) {
-    if (entry.bytes.length > AUDIT_MAX_ENTRY_BYTES) {
-      throw new GatewayError(
-        "INTERNAL",
-        `Cannot store audit entry ${entry.seq}: ${entry.bytes.length} bytes is over the limit`,
-      );
-    }
-    mutations += auditEntryCost(entry.bytes.length).mutations;
-  }
-  if (mutations > AUDIT_COMMIT_MAX_MUTATIONS) {
-    throw new GatewayError("INTERNAL", `Cannot commit ${mutations} audit mutations at once`);
-  }
+  checkAuditBatch(
+    entries,
+    { maxEntryBytes: AUDIT_MAX_ENTRY_BYTES, maxMutations: AUDIT_COMMIT_MAX_MUTATIONS },
+    (bytes) => auditEntryCost(bytes).mutations,
+  );
   return await store.retry(async () => {
     let op = store.kv.atomic().check({ key: auditHeadKey(), versionstamp: guard.headVersionstamp });
     if (guard.tailSeq > 0) {

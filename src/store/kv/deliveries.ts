@@ -25,6 +25,7 @@
  * @module
  */
 import { z } from "zod";
+import { CommitQueue } from "../_commit_queue.ts";
 import { GatewayError } from "../../errors/mod.ts";
 import {
   deliveriesPrefix,
@@ -429,10 +430,7 @@ function apply(atomic: Deno.AtomicOperation, mutations: readonly Mutation[]): vo
  */
 export class DeliveryWriter {
   #store: KvStore;
-  #queue: Unit[] = [];
-  #running: Promise<void> | null = null;
-
-  #lingerMs: number;
+  #queue: CommitQueue<Unit>;
 
   /**
    * @param store The store to write to.
@@ -440,10 +438,8 @@ export class DeliveryWriter {
    * join it (fewer, larger commits for writes nobody waits on). @default 0
    */
   constructor(store: KvStore, options: { lingerMs?: number } = {}) {
-    const { lingerMs = 0 } = options;
-    if (!(lingerMs >= 0)) throw new RangeError(`Invalid lingerMs: ${lingerMs} is not 0 or more`);
     this.#store = store;
-    this.#lingerMs = lingerMs;
+    this.#queue = new CommitQueue((queue) => this.#drain(queue), options);
   }
 
   /** Units waiting to be committed. */
@@ -473,35 +469,22 @@ export class DeliveryWriter {
           reject(error);
         },
       });
-      this.#kick();
     });
   }
 
   /** Resolves once every queued write is committed (or failed). */
-  async flush(): Promise<void> {
-    while (this.#running) await this.#running;
+  flush(): Promise<void> {
+    return this.#queue.flush();
   }
 
-  #kick(): void {
-    if (this.#running) return;
-    const linger = this.#lingerMs;
-    const drain = linger > 0
-      ? new Promise<void>((resolve) => setTimeout(resolve, linger)).then(() => this.#drain())
-      : this.#drain();
-    this.#running = drain.finally(() => {
-      this.#running = null;
-      if (this.#queue.length) this.#kick();
-    });
-  }
-
-  async #drain(): Promise<void> {
-    while (this.#queue.length) {
+  async #drain(queue: Unit[]): Promise<void> {
+    while (queue.length) {
       const batch: Unit[] = [];
       let cost = ZERO;
-      while (this.#queue.length) {
-        const next = addCost(cost, this.#queue[0].cost);
+      while (queue.length) {
+        const next = addCost(cost, queue[0].cost);
         if (batch.length && !fits(next)) break;
-        batch.push(this.#queue.shift()!);
+        batch.push(queue.shift()!);
         cost = next;
       }
       try {

@@ -5,26 +5,9 @@
  * @module
  */
 import { deliveryLeaseKey } from "./keys.ts";
+import { leaseHolderIsGone } from "../_rules.ts";
 import type { KvStore } from "./kv_store.ts";
 import { type ClaimLeaseOptions, type DeliveryLease, DeliveryLeaseSchema } from "../records.ts";
-
-/** Whether the process that holds `lease` is known to be gone (same host, no such pid). */
-function holderIsGone(lease: DeliveryLease): boolean {
-  if (lease.hostname !== Deno.hostname() || lease.pid === Deno.pid) return false;
-  try {
-    Deno.statSync(`/proc/${lease.pid}`);
-    return false;
-  } catch (error) {
-    // Without /proc (macOS) nothing is known: the lease simply expires.
-    if (!(error instanceof Deno.errors.NotFound)) return false;
-    try {
-      Deno.statSync("/proc/self");
-      return true;
-    } catch {
-      return false;
-    }
-  }
-}
 
 /**
  * Takes or renews the lease: succeeds when it is free, expired, held by a
@@ -42,7 +25,7 @@ export async function claimDeliveryLease(
     const held = DeliveryLeaseSchema.safeParse(entry.value);
     if (
       held.success && held.data.owner !== owner && held.data.expires_at > now &&
-      !holderIsGone(held.data)
+      !leaseHolderIsGone(held.data)
     ) {
       return false;
     }

@@ -30,6 +30,7 @@ import {
   type ReadAuditRecordPagesOptions,
 } from "../records.ts";
 import { bumpCounter, nextStamp, type PgContext, type Tx } from "./_context.ts";
+import { checkAuditBatch } from "../_rules.ts";
 import { applyDeliveryOps } from "./deliveries.ts";
 import { applyStagedWrites } from "./incoming.ts";
 
@@ -191,20 +192,11 @@ class PgAuditStore implements AuditStore {
     outbox?: AuditCommitOutbox,
     writes: readonly StagedWrites[] = [],
   ): Promise<string | null> {
-    if (!entries.length) throw new GatewayError("INTERNAL", "Cannot commit an empty audit batch");
-    let mutations = 1;
-    for (const entry of entries) {
-      if (entry.bytes.length > AUDIT_MAX_ENTRY_BYTES) {
-        throw new GatewayError(
-          "INTERNAL",
-          `Cannot store audit entry ${entry.seq}: ${entry.bytes.length} bytes is over the limit`,
-        );
-      }
-      mutations += entryCost(entry.bytes.length).mutations;
-    }
-    if (mutations > AUDIT_COMMIT_MAX_MUTATIONS) {
-      throw new GatewayError("INTERNAL", `Cannot commit ${mutations} audit mutations at once`);
-    }
+    checkAuditBatch(
+      entries,
+      { maxEntryBytes: AUDIT_MAX_ENTRY_BYTES, maxMutations: AUDIT_COMMIT_MAX_MUTATIONS },
+      (bytes) => entryCost(bytes).mutations,
+    );
     try {
       return await this.#ctx.transaction(async (tx) => {
         const stamp = await nextStamp(tx);

@@ -27,6 +27,7 @@
  * @module
  */
 import { Buffer } from "node:buffer";
+import { CommitQueue } from "../_commit_queue.ts";
 import { z } from "zod";
 import { GatewayError } from "../../errors/mod.ts";
 import { parseRecord } from "../_records.ts";
@@ -633,9 +634,7 @@ interface Unit {
  */
 export class PostgresDeliveryWriter implements DeliveryWriter {
   #ctx: PgContext;
-  #lingerMs: number;
-  #queue: Unit[] = [];
-  #running: Promise<void> | null = null;
+  #queue: CommitQueue<Unit>;
 
   /**
    * @param ctx The store's context.
@@ -643,10 +642,8 @@ export class PostgresDeliveryWriter implements DeliveryWriter {
    * join it. @default 0
    */
   constructor(ctx: PgContext, options: { lingerMs?: number } = {}) {
-    const { lingerMs = 0 } = options;
-    if (!(lingerMs >= 0)) throw new RangeError(`Invalid lingerMs: ${lingerMs} is not 0 or more`);
     this.#ctx = ctx;
-    this.#lingerMs = lingerMs;
+    this.#queue = new CommitQueue((queue) => this.#drain(queue), options);
   }
 
   /** Units waiting to be committed. */
@@ -671,39 +668,26 @@ export class PostgresDeliveryWriter implements DeliveryWriter {
     const cost = opsCost(ops);
     return new Promise<WriteResult>((resolve, reject) => {
       this.#queue.push({ ops: [...ops], cost, resolve, reject });
-      this.#kick();
     });
   }
 
   /** Resolves once every queued write is committed (or failed). */
-  async flush(): Promise<void> {
-    while (this.#running) await this.#running;
+  flush(): Promise<void> {
+    return this.#queue.flush();
   }
 
-  #kick(): void {
-    if (this.#running) return;
-    const linger = this.#lingerMs;
-    const drain = linger > 0
-      ? new Promise<void>((resolve) => setTimeout(resolve, linger)).then(() => this.#drain())
-      : this.#drain();
-    this.#running = drain.finally(() => {
-      this.#running = null;
-      if (this.#queue.length) this.#kick();
-    });
-  }
-
-  async #drain(): Promise<void> {
-    while (this.#queue.length) {
+  async #drain(queue: Unit[]): Promise<void> {
+    while (queue.length) {
       const batch: Unit[] = [];
       let rows = 0;
       let bytes = 0;
-      while (this.#queue.length) {
-        const { cost } = this.#queue[0];
+      while (queue.length) {
+        const { cost } = queue[0];
         if (
           batch.length &&
           (rows + cost.mutations > BATCH_MAX_ROWS || bytes + cost.bytes > BATCH_MAX_BYTES)
         ) break;
-        batch.push(this.#queue.shift()!);
+        batch.push(queue.shift()!);
         rows += cost.mutations;
         bytes += cost.bytes;
       }

@@ -10,6 +10,7 @@
  * @module
  */
 import { type ClaimLeaseOptions, type DeliveryLease, DeliveryLeaseSchema } from "../records.ts";
+import { leaseHolderIsGone } from "../_rules.ts";
 import type { LeaseStore } from "../store.ts";
 import type { PgContext } from "./_context.ts";
 import type { Sql } from "./connection.ts";
@@ -27,27 +28,6 @@ export const LEASES_SCHEMA = `
 
 /** The row of the delivery lease. */
 const DELIVERY = "delivery";
-
-/**
- * Whether the process that holds `lease` is known to be gone (same host, no
- * such pid): the Deno KV adapter's rule.
- */
-function holderIsGone(lease: DeliveryLease): boolean {
-  if (lease.hostname !== Deno.hostname() || lease.pid === Deno.pid) return false;
-  try {
-    Deno.statSync(`/proc/${lease.pid}`);
-    return false;
-  } catch (error) {
-    // Without /proc (macOS) nothing is known: the lease simply expires.
-    if (!(error instanceof Deno.errors.NotFound)) return false;
-    try {
-      Deno.statSync("/proc/self");
-      return true;
-    } catch {
-      return false;
-    }
-  }
-}
 
 /**
  * Writes `lease` when the stored one is free, lapsed at `now`, already
@@ -98,7 +78,7 @@ class PgLeaseStore implements LeaseStore {
       // Gone since the claim: free now.
       if (!row) return await claim(sql, lease, now, null);
       const held = DeliveryLeaseSchema.safeParse({ ...row });
-      if (!held.success || !holderIsGone(held.data)) return false;
+      if (!held.success || !leaseHolderIsGone(held.data)) return false;
       return await claim(sql, lease, now, held.data);
     });
   }

@@ -1,0 +1,58 @@
+/**
+ * Rules both storage adapters apply alike, kept in one place so they cannot
+ * drift apart. Private to `src/store`.
+ *
+ * @module
+ */
+import { GatewayError } from "../errors/mod.ts";
+import type { AuditEntryWrite, DeliveryLease } from "./records.ts";
+
+/**
+ * Whether the process that holds `lease` is known to be gone: same host, and
+ * no such pid under `/proc`. Without `/proc` (macOS) nothing is known, and
+ * the lease simply expires.
+ */
+export function leaseHolderIsGone(lease: DeliveryLease): boolean {
+  if (lease.hostname !== Deno.hostname() || lease.pid === Deno.pid) return false;
+  try {
+    Deno.statSync(`/proc/${lease.pid}`);
+    return false;
+  } catch (error) {
+    if (!(error instanceof Deno.errors.NotFound)) return false;
+    try {
+      Deno.statSync("/proc/self");
+      return true;
+    } catch {
+      return false;
+    }
+  }
+}
+
+/**
+ * Checks a batch of audit entries before it is committed: not empty, no
+ * entry over `maxEntryBytes`, and at most `maxMutations` in all (the head
+ * counts one).
+ *
+ * @param mutationsOf What storing an entry of that many bytes costs.
+ * @throws {GatewayError} `INTERNAL`: the caller sizes batches from the store's limits.
+ */
+export function checkAuditBatch(
+  entries: readonly AuditEntryWrite[],
+  limits: { maxEntryBytes: number; maxMutations: number },
+  mutationsOf: (byteLength: number) => number,
+): void {
+  if (!entries.length) throw new GatewayError("INTERNAL", "Cannot commit an empty audit batch");
+  let mutations = 1;
+  for (const entry of entries) {
+    if (entry.bytes.length > limits.maxEntryBytes) {
+      throw new GatewayError(
+        "INTERNAL",
+        `Cannot store audit entry ${entry.seq}: ${entry.bytes.length} bytes is over the limit`,
+      );
+    }
+    mutations += mutationsOf(entry.bytes.length);
+  }
+  if (mutations > limits.maxMutations) {
+    throw new GatewayError("INTERNAL", `Cannot commit ${mutations} audit mutations at once`);
+  }
+}
