@@ -259,6 +259,22 @@ export const IncomingJobSchema = z.strictObject({
 /** A pending incoming job (its body is stored separately). */
 export type IncomingJob = z.infer<typeof IncomingJobSchema>;
 
+/** Who holds a claim on a pending incoming job, and until when (epoch ms). */
+export interface IncomingClaim {
+  /** The claiming process's owner id. */
+  owner: string;
+  /** When the claim lapses unless renewed (epoch ms). */
+  until: number;
+}
+
+/** Options of `IncomingStore.claim`. */
+export interface ClaimIncomingOptions extends IncomingClaim {
+  /** The clock, epoch ms: claims that lapsed by then are free. */
+  now: number;
+  /** At most this many jobs. */
+  limit: number;
+}
+
 /** A keychain entry as stored. */
 export const KeychainRecordSchema = z.discriminatedUnion("backend", [
   z.strictObject({

@@ -18,10 +18,12 @@ import type {
   AuditHead,
   AuditRecord,
   ClaimDueOptions,
+  ClaimIncomingOptions,
   ClaimLeaseOptions,
   DeliveryLogEntry,
   DeliveryOp,
   DlqRecord,
+  IncomingClaim,
   IncomingJob,
   IncomingStats,
   IncomingWebhook,
@@ -238,26 +240,61 @@ export interface AuditStore {
   pages(options?: ReadAuditRecordPagesOptions): AsyncGenerator<AuditRecord[]>;
 }
 
-/** The durable queue of accepted incoming payloads waiting for their handler tool. */
+/**
+ * The durable queue of accepted incoming payloads waiting for their handler
+ * tool. A runner claims the jobs it runs (`claim`, or `put`/`stage` with a
+ * claim for the jobs it accepts itself): a job under a live claim is nobody
+ * else's until the claim lapses, is released, or the job is completed.
+ */
 export interface IncomingStore {
+  /**
+   * Whether claims hold across handles, so that several processes run jobs
+   * at once, each what it claimed (PostgreSQL). When false (Deno KV), claims
+   * live in the handle's memory: one server per store runs the jobs.
+   */
+  readonly sharedClaims: boolean;
   /** Largest body {@linkcode IncomingStore.stage} takes. */
   readonly stagedBodyMaxBytes: number;
-  /** Stores a job and its raw body durably; returns the stored job. */
-  put(job: Omit<IncomingJob, "body_bytes" | "chunks">, body: Uint8Array): Promise<IncomingJob>;
+  /**
+   * Stores a job and its raw body durably, claimed by `claim` when given;
+   * returns the stored job.
+   */
+  put(
+    job: Omit<IncomingJob, "body_bytes" | "chunks">,
+    body: Uint8Array,
+    claim?: IncomingClaim,
+  ): Promise<IncomingJob>;
   /** A job's body, or `null` when it is gone. */
   readBody(job: IncomingJob): Promise<Uint8Array | null>;
-  /** Pending jobs, oldest first. */
+  /** Pending jobs, claimed or not, oldest first (copies, inspection; runners claim). */
   list(options?: { limit?: number }): Promise<IncomingJob[]>;
   /**
-   * Prepares a job to be written in another commit (the audit entry's).
+   * Claims pending jobs, oldest first: those nobody holds, or whose claim
+   * lapsed by `now`. Each one returned is `owner`'s alone until `until`,
+   * until it is completed, or until released.
+   *
+   * @throws {GatewayError} `INTERNAL` on bad options (empty owner, limit below 1, times not finite).
+   */
+  claim(options: ClaimIncomingOptions): Promise<IncomingJob[]>;
+  /** Extends every claim `owner` holds to `until`; returns how many it holds. */
+  renewClaims(owner: string, until: number): Promise<number>;
+  /** Gives back the claims `owner` holds: all of them, or those of the jobs `ids`. */
+  releaseClaims(owner: string, ids?: readonly string[]): Promise<void>;
+  /**
+   * Prepares a job to be written in another commit (the audit entry's),
+   * claimed by `claim` when given, from the moment it is written.
    *
    * @returns `undefined` when the body is larger than {@linkcode IncomingStore.stagedBodyMaxBytes}.
    */
   stage(
     job: Omit<IncomingJob, "body_bytes" | "chunks">,
     body: Uint8Array,
+    claim?: IncomingClaim,
   ): { job: IncomingJob; writes: StagedWrites } | undefined;
-  /** Removes finished jobs (and counts failures); says for each whether it was still there. */
+  /**
+   * Removes finished jobs, their claims with them (and counts failures);
+   * says for each whether it was still there.
+   */
   complete(items: readonly { job: IncomingJob; failed: boolean }[]): Promise<boolean[]>;
   /** Removes bodies whose job is gone; returns how many. */
   sweepOrphanBodies(): Promise<number>;

@@ -5,6 +5,13 @@
  *
  * Works on web-standard `Request`/`Response`, so the HTTP layer only mounts it.
  *
+ * Several instances may share one store (PostgreSQL): each runs the jobs it
+ * claimed in the store. A job accepted here is written claimed by this
+ * router and runs here; jobs left in the store (a full queue, an instance
+ * that stopped or died: its claims lapse) are claimed oldest first by
+ * whichever instance has room. Claims are renewed while the jobs wait or
+ * run, and given back on stop.
+ *
  * @module
  */
 import type { AuditLog } from "../audit/mod.ts";
@@ -30,8 +37,9 @@ export interface IncomingRouterOptions {
   /** Handler calls running at once. @default 16 */
   concurrency?: number;
   /**
-   * Most jobs queued in memory; past it, accepted jobs wait in the store
-   * only, and are loaded oldest first once the queue has drained.
+   * Most jobs queued in memory (each claimed); past it, accepted jobs wait
+   * in the store unclaimed, and are claimed oldest first once the queue has
+   * drained (here or by another instance sharing the store).
    * @default 10000
    */
   maxQueuedJobs?: number;
@@ -40,6 +48,12 @@ export interface IncomingRouterOptions {
 }
 
 const DEFAULT_SIGNATURE_HEADER = "X-Service-Signature";
+
+/**
+ * Shortest life of a claim on a job without renewal (as the dispatcher's:
+ * ten polls, at least this); claims are renewed every quarter of it.
+ */
+const CLAIM_MIN_TTL_MS = 5000;
 
 /**
  * Most payload bytes the queue keeps in memory for jobs accepted by this
@@ -85,6 +99,20 @@ export class IncomingRouter {
   #now: () => number;
   #concurrency: number;
   #maxQueued: number;
+  /** The owner of this router's claims on jobs. */
+  #owner = newId("inr");
+  /** Whether other instances run jobs of the same store (they leave jobs to claim). */
+  #shared: boolean;
+  #claimTtlMs: number;
+  /** When claims were last renewed (epoch ms). */
+  #claimsRenewedAt = -Infinity;
+  /** Queue places promised to claims in flight: jobs being accepted, a reload's page. */
+  #reserved = 0;
+  /** Jobs whose claims go back to the store (not completed here after all). */
+  #toRelease = new Set<string>();
+  #ticking: Promise<void> | null = null;
+  /** The last reload failed: the next waits for the poll. */
+  #reloadFailed = false;
   #byPath = new Map<string, IncomingWebhook>();
   #buckets = new Map<string, Bucket>();
   #stats = new Map<string, StatsDelta>();
@@ -118,11 +146,14 @@ export class IncomingRouter {
     this.#now = now;
     this.#concurrency = concurrency;
     this.#maxQueued = maxQueuedJobs;
+    this.#shared = options.store.incoming.sharedClaims;
+    this.#claimTtlMs = Math.max(CLAIM_MIN_TTL_MS, options.config.webhooks.poll_ms * 10);
   }
 
   /**
-   * Loads the endpoints, resumes jobs left by an earlier process, and starts
-   * polling for registration changes (CLI edits apply within `poll_ms`).
+   * Loads the endpoints, claims jobs left by an earlier process, and starts
+   * polling (every `poll_ms`) for registration changes (CLI edits), for
+   * renewing its claims and, on a shared store, for jobs to claim.
    */
   async start(): Promise<void> {
     await this.refresh();
@@ -130,11 +161,50 @@ export class IncomingRouter {
     this.#overflow = true;
     await this.#reload();
     this.#timer = setInterval(() => {
-      this.refresh().catch((e) => this.#log(`incoming: refresh failed: ${(e as Error).message}`));
+      this.#ticking ??= this.#tick().finally(() => this.#ticking = null);
+    }, this.#config.webhooks.poll_ms);
+  }
+
+  /** One poll: registrations, counters, claims. */
+  async #tick(): Promise<void> {
+    await Promise.all([
+      this.refresh().catch((e) => this.#log(`incoming: refresh failed: ${(e as Error).message}`)),
       this.#flushStats().catch((e) =>
         this.#log(`incoming: stats flush failed: ${(e as Error).message}`)
-      );
-    }, this.#config.webhooks.poll_ms);
+      ),
+    ]);
+    if (this.#stopped) return;
+    try {
+      const now = this.#now();
+      // Claims last claimTtlMs: renewed a few times per life, not on every poll.
+      if (
+        (this.#queued.size || this.#reserved) &&
+        now - this.#claimsRenewedAt >= this.#claimTtlMs / 4
+      ) {
+        await this.#store.incoming.renewClaims(this.#owner, now + this.#claimTtlMs);
+        this.#claimsRenewedAt = now;
+      }
+      if (this.#toRelease.size) {
+        const ids = [...this.#toRelease];
+        // Not one claimed again and queued here meanwhile.
+        const free = ids.filter((id) => !this.#queued.has(id));
+        await this.#store.incoming.releaseClaims(this.#owner, free);
+        for (const id of ids) this.#toRelease.delete(id);
+        // Those not completed wait in the store again.
+        this.#overflow = true;
+      }
+    } catch (error) {
+      this.#log(`incoming: cannot renew claims: ${(error as Error).message}`);
+    }
+    this.#reloadFailed = false;
+    // Other instances leave jobs to claim: released, lapsed, or past their queue.
+    if (this.#shared) this.#overflow = true;
+    this.#pump();
+  }
+
+  /** A claim made now, for jobs this router takes. */
+  #claim(): { owner: string; until: number } {
+    return { owner: this.#owner, until: this.#now() + this.#claimTtlMs };
   }
 
   /** Reloads the endpoints when the registrations changed. */
@@ -218,22 +288,47 @@ export class IncomingRouter {
       handler: endpoint.handler,
       received_at: receivedAt,
     };
-    // A small payload's job is written in its audit entry's commit: both are
-    // durable together, at the cost of one commit shared with other calls.
-    const staged = wait ? undefined : this.#store.incoming.stage(fields, body);
-    await this.#audit.append({
-      kind: "webhook.incoming",
-      tool: endpoint.handler,
-      session_id: jobId,
-      input: payload,
-      outcome: { accepted: true, endpoint_id: endpoint.id, endpoint: endpoint.name, job_id: jobId },
-    }, staged ? { writes: staged.writes } : {});
-    this.#count(endpoint.id, "received", receivedAt);
-    if (wait) return await this.#runNow(endpoint, jobId, payload);
-    // The job's audit entry is the one whose session_id is the job id.
-    const job = staged?.job ?? await this.#store.incoming.put(fields, body);
-    this.#enqueue({ job, payload });
-    return Response.json({ id: jobId, status: "accepted" }, { status: 202 });
+    // With ?wait=true the handler runs in this request and no job is stored.
+    // Otherwise the job is written claimed by this router, which runs it;
+    // past the queue's room it is written unclaimed, for whoever has room.
+    const claim = !wait && this.#queue.length + this.#reserved < this.#maxQueued
+      ? this.#claim()
+      : undefined;
+    if (claim) this.#reserved++;
+    try {
+      // A small payload's job is written in its audit entry's commit: both are
+      // durable together, at the cost of one commit shared with other calls.
+      const staged = wait ? undefined : this.#store.incoming.stage(fields, body, claim);
+      await this.#audit.append({
+        kind: "webhook.incoming",
+        tool: endpoint.handler,
+        session_id: jobId,
+        input: payload,
+        outcome: {
+          accepted: true,
+          endpoint_id: endpoint.id,
+          endpoint: endpoint.name,
+          job_id: jobId,
+        },
+      }, staged ? { writes: staged.writes } : {});
+      this.#count(endpoint.id, "received", receivedAt);
+      if (wait) return await this.#runNow(endpoint, jobId, payload);
+      // The job's audit entry is the one whose session_id is the job id.
+      const job = staged?.job ?? await this.#store.incoming.put(fields, body, claim);
+      if (claim) {
+        this.#enqueue({ job, payload });
+      } else {
+        this.#overflow = true;
+        this.#pump();
+      }
+      return Response.json({ id: jobId, status: "accepted" }, { status: 202 });
+    } catch (error) {
+      // The job may have been written all the same: it goes back to the store.
+      if (claim) this.#toRelease.add(jobId);
+      throw error;
+    } finally {
+      if (claim) this.#reserved--;
+    }
   }
 
   async #runNow(endpoint: IncomingWebhook, jobId: string, payload: Record<string, unknown>) {
@@ -295,13 +390,11 @@ export class IncomingRouter {
     }
   }
 
+  /** Queues a job claimed by this router (room was reserved for it). */
   #enqueue(queued: QueuedJob): void {
     const { job } = queued;
+    // Queued here already: its claim lapsed and it was claimed again.
     if (this.#queued.has(job.id)) return;
-    if (this.#queue.length >= this.#maxQueued) {
-      this.#overflow = true;
-      return;
-    }
     this.#queued.add(job.id);
     if (queued.payload) {
       if (this.#heldBytes + job.body_bytes > HELD_PAYLOAD_MAX_BYTES) {
@@ -315,28 +408,36 @@ export class IncomingRouter {
   }
 
   /**
-   * Loads jobs that wait in the store only, oldest first, as many as the
-   * queue has room for; when the page was full, more may wait, and the next
+   * Claims jobs that wait in the store, oldest first, as many as the queue
+   * has room for; when the page was full, more may wait, and the next
    * reload (once the queue is half drained) takes them.
    */
   #reload(): Promise<void> {
-    this.#reloading ??= (async () => {
+    if (this.#reloading) return this.#reloading;
+    const room = this.#maxQueued - this.#queue.length - this.#reserved;
+    if (room <= 0) {
+      // Full, counting the jobs being accepted: the next drain tries again.
+      this.#overflow = true;
+      return Promise.resolve();
+    }
+    this.#overflow = false;
+    this.#reserved += room;
+    this.#reloading = (async () => {
       try {
-        this.#overflow = false;
-        const room = this.#maxQueued - this.#queue.length;
-        if (room <= 0) {
-          this.#overflow = true;
-          return;
-        }
-        // Jobs queued or running here are listed too, and skipped.
-        const limit = room + this.#queued.size;
-        const jobs = await this.#store.incoming.list({ limit });
+        const jobs = await this.#store.incoming.claim({
+          ...this.#claim(),
+          now: this.#now(),
+          limit: room,
+        });
         for (const job of jobs) this.#enqueue({ job });
-        if (jobs.length === limit) this.#overflow = true;
+        if (jobs.length === room) this.#overflow = true;
       } catch (error) {
         this.#overflow = true;
-        this.#log(`incoming: cannot load queued jobs: ${(error as Error).message}`);
+        // Not again at once: the next poll tries.
+        this.#reloadFailed = true;
+        this.#log(`incoming: cannot claim queued jobs: ${(error as Error).message}`);
       } finally {
+        this.#reserved -= room;
         this.#reloading = null;
         this.#pump();
       }
@@ -348,7 +449,7 @@ export class IncomingRouter {
     // Top the queue up from the store once it is half drained.
     if (
       this.#overflow && this.#queue.length <= this.#maxQueued / 2 && !this.#reloading &&
-      !this.#stopped
+      !this.#reloadFailed && !this.#stopped
     ) {
       void this.#reload();
     }
@@ -370,8 +471,11 @@ export class IncomingRouter {
       let args = payload;
       if (!args) {
         const body = await this.#store.incoming.readBody(job);
-        // Completed meanwhile (listed while it ran): nothing left to do.
-        if (body === null) return;
+        // Completed meanwhile (by an earlier claimer): nothing left to do.
+        if (body === null) {
+          this.#toRelease.add(job.id);
+          return;
+        }
         args = parseObject(body);
       }
       await this.#gateway.call(job.handler, args, { sessionId: job.id, source: "webhook" });
@@ -399,8 +503,14 @@ export class IncomingRouter {
         try {
           await this.#store.incoming.complete(batch);
         } catch (error) {
-          const ids = batch.map(({ job }) => job.id).join(", ");
-          this.#log(`incoming jobs ${ids}: cannot mark completed: ${(error as Error).message}`);
+          const ids = batch.map(({ job }) => job.id);
+          this.#log(
+            `incoming jobs ${ids.join(", ")}: cannot mark completed: ${
+              (error as Error).message
+            }; they will run again`,
+          );
+          // Still in the store: claimable again once their claims are given back.
+          for (const id of ids) this.#toRelease.add(id);
         }
         for (const { settle } of batch) settle();
       }
@@ -413,16 +523,28 @@ export class IncomingRouter {
   async idle(): Promise<void> {
     while (this.#running.size || this.#queue.length || this.#overflow || this.#reloading) {
       if (this.#overflow && !this.#running.size && !this.#queue.length) await this.#reload();
-      await Promise.all([...this.#running, this.#reloading]);
+      const pending = [...this.#running, this.#reloading].filter((p) => p !== null);
+      // Nothing to wait for yet (jobs being accepted fill the queue): look again shortly.
+      if (pending.length) await Promise.all(pending);
+      else await new Promise((resolve) => setTimeout(resolve, 1));
     }
   }
 
-  /** Stops polling and new jobs, waits for running handler calls, flushes counters. */
+  /**
+   * Stops polling and new jobs, waits for running handler calls, flushes
+   * counters, and gives back the claims on jobs still queued (another
+   * instance takes them at once, this one on its next start).
+   */
   async stop(): Promise<void> {
     this.#stopped = true;
     if (this.#timer !== undefined) clearInterval(this.#timer);
+    await this.#ticking;
+    await this.#reloading;
     await Promise.all([...this.#running]);
     await this.#flushStats();
+    await this.#store.incoming.releaseClaims(this.#owner).catch((e) =>
+      this.#log(`incoming: cannot release claims: ${(e as Error).message}`)
+    );
   }
 }
 

@@ -4,6 +4,9 @@
  * KV's 64 KiB value limit; the job record is written last, so a job exists
  * only once its whole body does.
  *
+ * Claims on jobs live in the {@linkcode KvStore} handle's memory
+ * ({@linkcode IncomingClaims}): one server per KV file runs the jobs.
+ *
  * @module
  */
 import { GatewayError } from "../../errors/mod.ts";
@@ -17,7 +20,12 @@ import {
 } from "./keys.ts";
 import type { KvStagedWrites } from "./_staged.ts";
 import type { KvStore } from "./kv_store.ts";
-import { type IncomingJob, IncomingJobSchema } from "../records.ts";
+import {
+  type ClaimIncomingOptions,
+  type IncomingClaim,
+  type IncomingJob,
+  IncomingJobSchema,
+} from "../records.ts";
 
 const CHUNK_BYTES = 60 * 1024;
 const CHUNKS_PER_COMMIT = 10;
@@ -35,11 +43,126 @@ const COMPLETIONS_PER_COMMIT = 10;
 const KEY_BYTES = 60;
 
 /**
- * Stores a job and its raw body durably.
+ * Claims on incoming jobs, in one {@linkcode KvStore} handle's memory (the
+ * modules of `src/store` only). A claim may be set before its job is
+ * written (a job accepted by the claimer), and goes when the job is
+ * completed, when released, or when another owner claims the job after it
+ * lapsed.
+ */
+export class IncomingClaims {
+  /** Claims by job id, live or lapsed. */
+  #held = new Map<string, IncomingClaim>();
+  /** Claim scans in flight. */
+  #scans = 0;
+  /** Jobs completed while a scan was in flight: it may have listed them. */
+  #gone = new Set<string>();
+
+  /** Claims held, live or lapsed. */
+  get size(): number {
+    return this.#held.size;
+  }
+
+  /** Whether job `id` may be claimed at `now`: no live claim, not completed during a scan. */
+  free(id: string, now: number): boolean {
+    const held = this.#held.get(id);
+    return (held === undefined || held.until <= now) && !this.#gone.has(id);
+  }
+
+  /** Claims job `id` (replacing any claim on it). */
+  set(id: string, claim: IncomingClaim): void {
+    this.#held.set(id, { owner: claim.owner, until: claim.until });
+  }
+
+  /** Drops claims that lapsed at `now` (their jobs are anyone's). */
+  prune(now: number): void {
+    for (const [id, held] of this.#held) if (held.until <= now) this.#held.delete(id);
+  }
+
+  /** Extends `owner`'s claims to `until`; returns how many it holds. */
+  renew(owner: string, until: number): number {
+    let count = 0;
+    for (const held of this.#held.values()) {
+      if (held.owner !== owner) continue;
+      held.until = until;
+      count++;
+    }
+    return count;
+  }
+
+  /** Gives back `owner`'s claims: all, or those of the jobs `ids`. */
+  release(owner: string, ids?: readonly string[]): void {
+    for (const id of ids ?? [...this.#held.keys()]) {
+      if (this.#held.get(id)?.owner === owner) this.#held.delete(id);
+    }
+  }
+
+  /** Drops the claims of completed jobs. */
+  completed(ids: readonly string[]): void {
+    for (const id of ids) {
+      this.#held.delete(id);
+      // A scan in flight may have listed the job before it went.
+      if (this.#scans) this.#gone.add(id);
+    }
+  }
+
+  /** Runs a claim scan: jobs completed while it runs are never claimed by it. */
+  async scan<T>(run: () => Promise<T>): Promise<T> {
+    this.#scans++;
+    try {
+      return await run();
+    } finally {
+      if (--this.#scans === 0) this.#gone.clear();
+    }
+  }
+}
+
+/** Refuses a claim that cannot be held. */
+function checkClaim(claim: IncomingClaim | undefined): void {
+  if (claim === undefined) return;
+  if (typeof claim.owner !== "string" || claim.owner === "") {
+    throw new GatewayError("INTERNAL", "Cannot claim incoming jobs: the owner is empty");
+  }
+  if (typeof claim.until !== "number" || !Number.isFinite(claim.until)) {
+    throw new GatewayError("INTERNAL", `Invalid until ${claim.until}: use epoch milliseconds`);
+  }
+}
+
+/** Refuses claim options that cannot claim anything. */
+function checkClaimOptions(options: ClaimIncomingOptions): void {
+  const { now, limit } = options;
+  checkClaim(options);
+  if (!Number.isInteger(limit) || limit < 1) {
+    throw new GatewayError("INTERNAL", `Invalid limit ${limit}: use an integer of 1 or more`);
+  }
+  if (typeof now !== "number" || !Number.isFinite(now)) {
+    throw new GatewayError("INTERNAL", `Invalid now ${now}: use epoch milliseconds`);
+  }
+}
+
+/**
+ * Stores a job and its raw body durably, claimed by `claim` when given (the
+ * claim is held from before the job is written).
  *
  * @returns The stored job record.
  */
 export async function putIncomingJob(
+  store: KvStore,
+  job: Omit<IncomingJob, "body_bytes" | "chunks">,
+  body: Uint8Array,
+  claim?: IncomingClaim,
+): Promise<IncomingJob> {
+  checkClaim(claim);
+  if (!claim) return await writeIncomingJob(store, job, body);
+  store.incomingClaims.set(job.id, claim);
+  try {
+    return await writeIncomingJob(store, job, body);
+  } catch (error) {
+    store.incomingClaims.release(claim.owner, [job.id]);
+    throw error;
+  }
+}
+
+async function writeIncomingJob(
   store: KvStore,
   job: Omit<IncomingJob, "body_bytes" | "chunks">,
   body: Uint8Array,
@@ -114,18 +237,55 @@ export async function listIncomingJobs(
 }
 
 /**
+ * Claims pending jobs for `options.owner`, oldest first: those with no live
+ * claim in this handle's memory.
+ *
+ * @returns The claimed jobs, oldest first.
+ * @throws {GatewayError} `INTERNAL` on bad options (empty owner, limit below 1, times not finite).
+ */
+export async function claimIncomingJobs(
+  store: KvStore,
+  options: ClaimIncomingOptions,
+): Promise<IncomingJob[]> {
+  checkClaimOptions(options);
+  const { owner, until, now, limit } = options;
+  const claims = store.incomingClaims;
+  claims.prune(now);
+  return await claims.scan(async () => {
+    const found = await store.retry(async () => {
+      const jobs: IncomingJob[] = [];
+      for await (const entry of store.kv.list({ prefix: incomingJobsPrefix() })) {
+        const parsed = IncomingJobSchema.safeParse(entry.value);
+        if (!parsed.success || !claims.free(parsed.data.id, now)) continue;
+        jobs.push(parsed.data);
+        if (jobs.length >= limit) break;
+      }
+      return jobs;
+    });
+    // Claimed at once, after the listing: what another claim took meanwhile is left alone.
+    const claimed = found.filter((job) => claims.free(job.id, now));
+    for (const job of claimed) claims.set(job.id, { owner, until });
+    return claimed;
+  });
+}
+
+/**
  * A job and its whole body as writes for another commit (the audit entry
  * of the payload), so that the entry and the queued job are durable
- * together, in one commit.
+ * together, in one commit. With `claim`, the job is claimed from now on (a
+ * commit that never lands leaves a claim on no job, until released).
  *
  * @returns The job record and its writes, or `undefined` when the body is
  * over {@linkcode STAGED_BODY_MAX_BYTES} (store it with
  * {@linkcode putIncomingJob}).
  */
 export function stageIncomingJob(
+  store: KvStore,
   job: Omit<IncomingJob, "body_bytes" | "chunks">,
   body: Uint8Array,
+  claim?: IncomingClaim,
 ): { job: IncomingJob; writes: KvStagedWrites } | undefined {
+  checkClaim(claim);
   if (body.byteLength > STAGED_BODY_MAX_BYTES) return undefined;
   const chunks = Math.ceil(body.byteLength / CHUNK_BYTES);
   const record = IncomingJobSchema.parse({ ...job, body_bytes: body.byteLength, chunks });
@@ -137,6 +297,7 @@ export function stageIncomingJob(
     });
   }
   sets.push({ key: incomingJobKey(job.id), value: record });
+  if (claim) store.incomingClaims.set(job.id, claim);
   const recordBytes = 200 + job.id.length + job.endpoint_id.length + job.handler.length;
   return {
     job: record,
@@ -156,11 +317,21 @@ export function stageIncomingJob(
  * {@linkcode completeIncomingJob} does for each, in fewer commits. Each
  * delete is checked against the record read, so only one process completes
  * a job; when a check fails, the jobs of that commit are completed one by
- * one.
+ * one. The claims of the jobs go with them.
  *
  * @returns Per job, whether this call completed it.
  */
 export async function completeIncomingJobs(
+  store: KvStore,
+  items: readonly { job: IncomingJob; failed: boolean }[],
+): Promise<boolean[]> {
+  const done = await completeEach(store, items);
+  // Gone (completed here or before): nobody runs them again.
+  store.incomingClaims.completed(items.map(({ job }) => job.id));
+  return done;
+}
+
+async function completeEach(
   store: KvStore,
   items: readonly { job: IncomingJob; failed: boolean }[],
 ): Promise<boolean[]> {

@@ -53,7 +53,9 @@ import {
 } from "./deliveries.ts";
 import {
   addIncomingStats,
+  claimIncomingJobs,
   completeIncomingJobs,
+  IncomingClaims,
   listIncomingJobs,
   putIncomingJob,
   readIncomingJobBody,
@@ -159,6 +161,11 @@ export class KvStore implements Store {
    * `src/store` only): one process per KV file sends deliveries.
    */
   readonly claims: DeliveryClaims = new DeliveryClaims();
+  /**
+   * Claims on incoming jobs, in this handle's memory (the modules of
+   * `src/store` only): one server per KV file runs the jobs.
+   */
+  readonly incomingClaims: IncomingClaims = new IncomingClaims();
   #reads: ReadBatcher;
   #closed = false;
 
@@ -249,11 +256,15 @@ export class KvStore implements Store {
 
   /** Incoming jobs. */
   readonly incoming: IncomingStore = {
+    sharedClaims: false,
     stagedBodyMaxBytes: STAGED_BODY_MAX_BYTES,
-    put: (job, body) => putIncomingJob(this, job, body),
+    put: (job, body, claim) => putIncomingJob(this, job, body, claim),
     readBody: (job) => readIncomingJobBody(this, job),
     list: (options) => listIncomingJobs(this, options),
-    stage: (job, body) => stageIncomingJob(job, body),
+    claim: (options) => claimIncomingJobs(this, options),
+    renewClaims: (owner, until) => Promise.resolve(this.incomingClaims.renew(owner, until)),
+    releaseClaims: (owner, ids) => Promise.resolve(this.incomingClaims.release(owner, ids)),
+    stage: (job, body, claim) => stageIncomingJob(this, job, body, claim),
     complete: (items) => completeIncomingJobs(this, items),
     sweepOrphanBodies: () => sweepOrphanIncomingBodies(this),
   };

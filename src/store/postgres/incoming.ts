@@ -5,11 +5,22 @@
  * body does and no body is ever orphaned. Completing a job deletes its row:
  * of several instances completing the same job, exactly one deletes it.
  *
+ * Instances share the jobs by claims kept in the row (`claimed_by`,
+ * `claim_expires_at`): {@linkcode IncomingStore.claim} takes the oldest free
+ * or lapsed rows with `for update skip locked`, so instances claiming at
+ * once never take the same job, and the jobs of an instance that died are
+ * taken by another once its claims lapse.
+ *
  * @module
  */
 import { GatewayError } from "../../errors/mod.ts";
 import type { IncomingStore, StagedWrites, StoreCost } from "../store.ts";
-import { type IncomingJob, IncomingJobSchema } from "../records.ts";
+import {
+  type ClaimIncomingOptions,
+  type IncomingClaim,
+  type IncomingJob,
+  IncomingJobSchema,
+} from "../records.ts";
 import type { PgContext, Tx } from "./_context.ts";
 import type { Sql } from "./connection.ts";
 
@@ -25,6 +36,8 @@ export const INCOMING_SCHEMA = `
     claimed_by text,
     claim_expires_at bigint
   );
+  create index toolgate_incoming_jobs_claimed on toolgate_incoming_jobs (claimed_by)
+    where claimed_by is not null;
 `;
 
 /**
@@ -50,8 +63,15 @@ type NewJob = Omit<IncomingJob, "body_bytes" | "chunks">;
  * this module.
  */
 interface PgStagedWrites extends StagedWrites {
-  /** The job record and its body. */
-  readonly incomingJob: { readonly job: IncomingJob; readonly body: Uint8Array };
+  /** The job record, its body and its claim. */
+  readonly incomingJob: StagedJob;
+}
+
+/** A job to insert: its record, its body and who claims it. */
+interface StagedJob {
+  readonly job: IncomingJob;
+  readonly body: Uint8Array;
+  readonly claim?: IncomingClaim;
 }
 
 interface JobRow {
@@ -78,32 +98,63 @@ function fromRow(row: JobRow): IncomingJob | undefined {
   return parsed.success ? parsed.data : undefined;
 }
 
-/** Inserts jobs with their bodies (replacing a job of the same id, like a KV set). */
-async function insertJobs(
-  sql: Tx | Sql,
-  jobs: readonly { job: IncomingJob; body: Uint8Array }[],
-): Promise<void> {
+/** A claim's lapse time as stored: whole ms, rounded up (never earlier than asked). */
+function claimMs(at: number): number {
+  return Math.ceil(at);
+}
+
+/**
+ * Inserts jobs with their bodies and claims (replacing a job of the same
+ * id, like a KV set).
+ */
+async function insertJobs(sql: Tx | Sql, jobs: readonly StagedJob[]): Promise<void> {
   // Arrays, not a values list: one statement text (one prepared statement) for any batch.
-  const column = <T>(pick: (item: { job: IncomingJob; body: Uint8Array }) => T) => jobs.map(pick);
+  const column = <T>(pick: (item: StagedJob) => T) => jobs.map(pick);
   const bodies = sql.array(column(({ body }) => body), BYTEA_OID);
   await sql`
     insert into toolgate_incoming_jobs
-      (id, endpoint_id, handler, received_at, audit_seq, body)
+      (id, endpoint_id, handler, received_at, audit_seq, body, claimed_by, claim_expires_at)
     select * from unnest(
       ${column(({ job }) => job.id)}::text[],
       ${column(({ job }) => job.endpoint_id)}::text[],
       ${column(({ job }) => job.handler)}::text[],
       ${column(({ job }) => job.received_at)}::text[],
       ${column(({ job }) => job.audit_seq ?? null)}::bigint[],
-      ${bodies}::bytea[]
+      ${bodies}::bytea[],
+      ${column(({ claim }) => claim?.owner ?? null)}::text[],
+      ${column(({ claim }) => claim ? claimMs(claim.until) : null)}::bigint[]
     )
     on conflict (id) do update set
       endpoint_id = excluded.endpoint_id, handler = excluded.handler,
       received_at = excluded.received_at, audit_seq = excluded.audit_seq, body = excluded.body,
-      claimed_by = null, claim_expires_at = null`;
+      claimed_by = excluded.claimed_by, claim_expires_at = excluded.claim_expires_at`;
+}
+
+/** Refuses claim options the Deno KV adapter refuses, with its messages. */
+function checkClaimOptions(options: ClaimIncomingOptions): void {
+  const { now, limit } = options;
+  checkClaim(options);
+  if (!Number.isInteger(limit) || limit < 1) {
+    throw new GatewayError("INTERNAL", `Invalid limit ${limit}: use an integer of 1 or more`);
+  }
+  if (typeof now !== "number" || !Number.isFinite(now)) {
+    throw new GatewayError("INTERNAL", `Invalid now ${now}: use epoch milliseconds`);
+  }
+}
+
+/** Refuses a claim the Deno KV adapter refuses, with its message. */
+function checkClaim(claim: IncomingClaim | undefined): void {
+  if (claim === undefined) return;
+  if (typeof claim.owner !== "string" || claim.owner === "") {
+    throw new GatewayError("INTERNAL", "Cannot claim incoming jobs: the owner is empty");
+  }
+  if (typeof claim.until !== "number" || !Number.isFinite(claim.until)) {
+    throw new GatewayError("INTERNAL", `Invalid until ${claim.until}: use epoch milliseconds`);
+  }
 }
 
 class PgIncomingStore implements IncomingStore {
+  readonly sharedClaims = true;
   readonly stagedBodyMaxBytes = STAGED_BODY_MAX_BYTES;
   #ctx: PgContext;
 
@@ -111,9 +162,10 @@ class PgIncomingStore implements IncomingStore {
     this.#ctx = ctx;
   }
 
-  async put(job: NewJob, body: Uint8Array): Promise<IncomingJob> {
+  async put(job: NewJob, body: Uint8Array, claim?: IncomingClaim): Promise<IncomingJob> {
+    checkClaim(claim);
     const record = toJob(job, body.byteLength);
-    await this.#ctx.run((sql) => insertJobs(sql, [{ job: record, body }]));
+    await this.#ctx.run((sql) => insertJobs(sql, [{ job: record, body, claim }]));
     return record;
   }
 
@@ -144,7 +196,62 @@ class PgIncomingStore implements IncomingStore {
     return rows.map(fromRow).filter((job) => job !== undefined);
   }
 
-  stage(job: NewJob, body: Uint8Array): { job: IncomingJob; writes: StagedWrites } | undefined {
+  async claim(options: ClaimIncomingOptions): Promise<IncomingJob[]> {
+    checkClaimOptions(options);
+    const { owner, until, limit } = options;
+    // Stored times are whole ms: a claim lapsed by a fractional `now` lapsed by its floor.
+    const now = Math.floor(options.now);
+    // Rows another transaction holds (a claim or a completion in flight) are
+    // skipped, not waited for: of instances claiming at once, each gets its own.
+    const rows = await this.#ctx.run((sql) =>
+      sql<JobRow[]>`
+        with picked as (
+          select id from toolgate_incoming_jobs
+          where claimed_by is null or claim_expires_at <= ${now}
+          order by id
+          limit ${limit}
+          for update skip locked
+        ), claimed as (
+          update toolgate_incoming_jobs t
+          set claimed_by = ${owner}, claim_expires_at = ${claimMs(until)}
+          from picked where t.id = picked.id
+          returning t.id, t.endpoint_id, t.handler, t.received_at,
+            t.audit_seq::float8 as audit_seq, octet_length(t.body) as body_bytes
+        )
+        select * from claimed order by id`
+    );
+    // A row that does not make a valid job stays claimed and is skipped, as list() skips it.
+    return rows.map(fromRow).filter((job) => job !== undefined);
+  }
+
+  async renewClaims(owner: string, until: number): Promise<number> {
+    const result = await this.#ctx.run((sql) =>
+      sql`
+        update toolgate_incoming_jobs set claim_expires_at = ${claimMs(until)}
+        where claimed_by = ${owner}`
+    );
+    return result.count;
+  }
+
+  async releaseClaims(owner: string, ids?: readonly string[]): Promise<void> {
+    if (ids && !ids.length) return;
+    await this.#ctx.run((sql) =>
+      ids
+        ? sql`
+          update toolgate_incoming_jobs set claimed_by = null, claim_expires_at = null
+          where claimed_by = ${owner} and id = any(${[...ids]}::text[])`
+        : sql`
+          update toolgate_incoming_jobs set claimed_by = null, claim_expires_at = null
+          where claimed_by = ${owner}`
+    );
+  }
+
+  stage(
+    job: NewJob,
+    body: Uint8Array,
+    claim?: IncomingClaim,
+  ): { job: IncomingJob; writes: StagedWrites } | undefined {
+    checkClaim(claim);
     if (body.byteLength > STAGED_BODY_MAX_BYTES) return undefined;
     const record = toJob(job, body.byteLength);
     const recordBytes = ROW_OVERHEAD_BYTES + job.id.length + job.endpoint_id.length +
@@ -154,7 +261,7 @@ class PgIncomingStore implements IncomingStore {
       bytes: body.byteLength + recordBytes + KEY_BYTES,
       keyBytes: KEY_BYTES,
     };
-    const writes: PgStagedWrites = { cost, incomingJob: { job: record, body } };
+    const writes: PgStagedWrites = { cost, incomingJob: { job: record, body, claim } };
     return { job: record, writes };
   }
 

@@ -9,6 +9,7 @@ import { CHANGES_CONTRACT } from "./changes_contract.ts";
 import { CLAIMS_CONTRACT } from "./claims_contract.ts";
 import { DELIVERIES_CONTRACT } from "./deliveries_contract.ts";
 import { INCOMING_CONTRACT } from "./incoming_contract.ts";
+import { INCOMING_CLAIMS_CONTRACT } from "./incoming_claims_contract.ts";
 import { KEYCHAIN_CONTRACT } from "./keychain_contract.ts";
 import { LEASES_CONTRACT } from "./leases_contract.ts";
 import { MEMORY_CONTRACT } from "./memory_contract.ts";
@@ -22,6 +23,7 @@ export const CONTRACT: readonly ContractCase[] = [
   ...CHANGES_CONTRACT,
   ...AUDIT_CONTRACT,
   ...INCOMING_CONTRACT,
+  ...INCOMING_CLAIMS_CONTRACT,
   ...DELIVERIES_CONTRACT,
   ...WEBHOOKS_CONTRACT,
   ...UPSTREAMS_CONTRACT,

@@ -1,11 +1,11 @@
 /**
  * The incoming job queue in the store: a small job written in its audit
- * entry's commit, large bodies in their own commits, and completions
- * grouped several per commit.
+ * entry's commit, large bodies in their own commits, completions grouped
+ * several per commit, and claims kept in the handle's memory.
  *
  * @module
  */
-import { assert, assertEquals } from "../../_asserts.ts";
+import { assert, assertEquals, assertRejects } from "../../_asserts.ts";
 import { createAuditLog } from "../../../src/audit/mod.ts";
 import type { IncomingJob } from "../../../src/store/mod.ts";
 import {
@@ -14,7 +14,8 @@ import {
   incomingJobKey,
   incomingStatsKey,
 } from "../../../src/store/kv/keys.ts";
-import type { KvStore as Store } from "../../../src/store/kv/kv_store.ts";
+import { IncomingClaims } from "../../../src/store/kv/incoming.ts";
+import { type KvStore as Store, openKvStore } from "../../../src/store/kv/kv_store.ts";
 import { tempStore } from "../../audit/_store.ts";
 
 function jobFields(id: string) {
@@ -130,4 +131,46 @@ Deno.test("completeIncomingJobs removes jobs and bodies, counts failures, skips 
   const failed = await store.kv.get<Deno.KvU64>(incomingStatsKey("inc_1", "failed"));
   // inj_1 in the first call, inj_5 in the second (inj_2 was already completed).
   assertEquals(failed.value?.value, 2n);
+});
+
+Deno.test("claims live in the handle's memory: another handle on the file does not see them", async () => {
+  await using temp = await tempStore();
+  const { store } = temp;
+  const other = await openKvStore({ dataDir: temp.dataDir });
+  try {
+    assertEquals(store.incoming.sharedClaims, false);
+    await store.incoming.put(jobFields("inj_a"), bodyOf(20), { owner: "here", until: 1000 });
+    const options = { owner: "there", now: 0, until: 1000, limit: 10 };
+    assertEquals(await store.incoming.claim(options), []);
+    assertEquals((await other.incoming.claim(options)).map((job) => job.id), ["inj_a"]);
+  } finally {
+    other.close();
+  }
+});
+
+Deno.test("a claim scan never claims a job completed while it ran", async () => {
+  const claims = new IncomingClaims();
+  claims.set("inj_a", { owner: "a", until: 1000 });
+  await claims.scan(() => {
+    // Listed before it went, then completed: not free for this scan.
+    claims.completed(["inj_a"]);
+    assertEquals(claims.free("inj_a", 0), false);
+    return Promise.resolve();
+  });
+  // Scans after the completion do not list it; nothing is kept for it.
+  assertEquals(claims.free("inj_a", 0), true);
+  assertEquals(claims.size, 0);
+});
+
+Deno.test("a job whose write fails keeps no claim", async () => {
+  await using temp = await tempStore();
+  const { store } = temp;
+  const claim = { owner: "here", until: 1000 };
+  // A staged job is claimed from staging on; put() claims only what it writes.
+  assert(store.incoming.stage(jobFields("inj_staged"), bodyOf(20), claim));
+  assertEquals(await store.incoming.renewClaims("here", 2000), 1);
+  await store.incoming.releaseClaims("here", ["inj_staged"]);
+  store.closeSync();
+  await assertRejects(() => store.incoming.put(jobFields("inj_b"), bodyOf(20), claim));
+  assertEquals(store.incomingClaims.size, 0);
 });
