@@ -28,6 +28,8 @@ import { benchMcpStateless } from "./mcp_stateless.ts";
 import { benchMcpUpstream, type UpstreamComparison } from "./mcp_upstream.ts";
 import { benchMcpUpstreamHttp } from "./mcp_upstream_http.ts";
 import { ROOT } from "./_proc.ts";
+import { benchStoreAudit, benchStoreDeliveries } from "./storage.ts";
+import { backlogFigures, benchStoreBacklog, benchStoreRest } from "./storage_server.ts";
 import { benchWebhooks } from "./webhooks.ts";
 import { VERSION } from "../../src/version.ts";
 
@@ -399,6 +401,137 @@ const SCENARIOS: Scenario[] = [
         { max: 1.5 },
       ),
     ],
+  },
+  {
+    name: "store_deliveries",
+    run: (mode) => benchStoreDeliveries({ mode }),
+    figures: (r: Awaited<ReturnType<typeof benchStoreDeliveries>>) => [
+      figure(
+        "store_deliveries",
+        `PostgreSQL: deliveries/s via dispatcher, ${r.receivers} receivers`,
+        r.postgres.dispatcher_per_s,
+        "KV adapter",
+        r.kv.dispatcher_per_s,
+      ),
+      figure(
+        "store_deliveries",
+        `PostgreSQL: outbox events/s via writer(), ${r.receivers} deliveries each`,
+        r.postgres.outbox_events_per_s,
+        "KV adapter",
+        r.kv.outbox_events_per_s,
+      ),
+      figure(
+        "store_deliveries",
+        "PostgreSQL: emit() p50 ms",
+        r.postgres.emit_p50_ms,
+        "KV adapter",
+        r.kv.emit_p50_ms,
+      ),
+      figure(
+        "store_deliveries",
+        "PostgreSQL: emit() p99 ms",
+        r.postgres.emit_p99_ms,
+        "KV adapter",
+        r.kv.emit_p99_ms,
+      ),
+    ],
+  },
+  {
+    name: "store_audit",
+    run: (mode) => benchStoreAudit({ mode }),
+    figures: (r: Awaited<ReturnType<typeof benchStoreAudit>>) => [
+      figure(
+        "store_audit",
+        `PostgreSQL: appends/s, ${r.concurrency} concurrent`,
+        r.postgres.appends_concurrent_per_s,
+        `1-row INSERT commits/s, ${r.concurrency} connections`,
+        r.postgres.insert_commits_concurrent_per_s,
+        { min: 3 },
+      ),
+      figure(
+        "store_audit",
+        `PostgreSQL: appends/s, ${r.concurrency} concurrent`,
+        r.postgres.appends_concurrent_per_s,
+        "1-row INSERT commits/s, 1 connection",
+        r.postgres.insert_commits_sequential_per_s,
+      ),
+      figure(
+        "store_audit",
+        "PostgreSQL: appends/s, sequential",
+        r.postgres.appends_sequential_per_s,
+        "1-row INSERT commits/s, 1 connection",
+        r.postgres.insert_commits_sequential_per_s,
+      ),
+      figure(
+        "store_audit",
+        "PostgreSQL: appends/s, 1000 in flight",
+        r.postgres.appends_burst_1000_per_s,
+        `1-row INSERT commits/s, ${r.concurrency} connections`,
+        r.postgres.insert_commits_concurrent_per_s,
+      ),
+      figure(
+        "store_audit",
+        `PostgreSQL: entries per commit, ${r.concurrency} concurrent`,
+        r.postgres.entries_per_commit_concurrent,
+        "",
+        null,
+      ),
+      figure(
+        "store_audit",
+        `PostgreSQL: appends/s, ${r.concurrency} concurrent`,
+        r.postgres.appends_concurrent_per_s,
+        `KV adapter, ${r.concurrency} concurrent`,
+        r.kv.appends_concurrent_per_s,
+      ),
+      figure(
+        "store_audit",
+        `KV: appends/s, ${r.concurrency} concurrent`,
+        r.kv.appends_concurrent_per_s,
+        "bare KV commits/s",
+        r.kv.kv_commits_per_s,
+      ),
+    ],
+  },
+  {
+    name: "store_rest",
+    run: (mode) => benchStoreRest({ mode }),
+    figures: (r: Awaited<ReturnType<typeof benchStoreRest>>) => [
+      figure(
+        "store_rest",
+        `PostgreSQL: POST /tools/${r.tool} req/s`,
+        r.postgres.requests_per_s,
+        "KV adapter",
+        r.kv.requests_per_s,
+      ),
+      figure(
+        "store_rest",
+        "PostgreSQL, 2 instances: req/s",
+        r.postgres_two_instances.requests_per_s,
+        "1 instance",
+        r.postgres.requests_per_s,
+      ),
+      figure("store_rest", "PostgreSQL: p50 ms", r.postgres.p50_ms, "KV adapter", r.kv.p50_ms),
+      figure("store_rest", "PostgreSQL: p99 ms", r.postgres.p99_ms, "KV adapter", r.kv.p99_ms),
+      figure(
+        "store_rest",
+        "PostgreSQL, 2 instances: p99 ms",
+        r.postgres_two_instances.p99_ms,
+        "1 instance",
+        r.postgres.p99_ms,
+      ),
+      figure(
+        "store_rest",
+        "PostgreSQL, 2 instances: rolled-back transactions",
+        r.postgres_two_instances_transactions.rollbacks,
+        "1 instance",
+        r.postgres_transactions.rollbacks,
+      ),
+    ],
+  },
+  {
+    name: "store_backlog",
+    run: (mode) => benchStoreBacklog({ mode }),
+    figures: backlogFigures,
   },
 ];
 
