@@ -116,7 +116,7 @@ export interface Dispatcher {
   start(): Promise<void>;
   /** Unsubscribes, clears timers, waits (bounded) for in-flight attempts and gives its claims back; pending records stay in the store. */
   stop(): Promise<void>;
-  /** Resolves once no delivery is pending in memory and background writes are done. */
+  /** Resolves once no delivery is held, running or due in the store (when sending), and background writes are done. */
   whenIdle(): Promise<void>;
   /** Deliveries pending in memory (scheduled, running or being recorded). */
   readonly pending: number;
@@ -240,6 +240,10 @@ class WebhookDispatcher implements Dispatcher {
   #fillAgain = false;
   /** When claims were last renewed (epoch ms). */
   #claimsRenewedAt = -Infinity;
+  /** How far ahead deliveries are claimed and kept in memory, in ms. */
+  #horizonMs: number;
+  /** Claims of evicted deliveries, given back together. */
+  #releasing: { event_id: string; webhook_id: string }[] = [];
 
   #state: "new" | "running" | "stopping" | "stopped" = "new";
   #stopped: Promise<void> | null = null;
@@ -329,6 +333,7 @@ class WebhookDispatcher implements Dispatcher {
     this.#outcomes = store.deliveries.writer({ lingerMs: OUTCOME_LINGER_MS });
     this.#recordOnly = mode === "record";
     this.#leaseTtlMs = Math.max(LEASE_MIN_TTL_MS, config.webhooks.poll_ms * 10);
+    this.#horizonMs = Math.max(config.webhooks.poll_ms * 4, 1000);
     this.#schedule = new Schedule((due) => this.#enqueueReady(due), now);
   }
 
@@ -380,7 +385,8 @@ class WebhookDispatcher implements Dispatcher {
     });
     if (!this.#shared) this.#leader = await this.#claimLease();
     if (this.#sending) {
-      await this.#fill();
+      // Off the path to serving: a restart listens before its backlog is claimed.
+      this.#background(this.#fill());
       // A crash may have come between a DLQ change and its mirror write.
       this.#background(this.#syncMirror());
     } else {
@@ -463,9 +469,11 @@ class WebhookDispatcher implements Dispatcher {
     this.#checkIdle();
   }
 
+  /** Stopped, or nothing held, running or due in the store (the last claim came back short). */
   #isIdle(): boolean {
     return this.#state === "stopped" ||
-      (this.#known.size === 0 && this.#tasks.size === 0 && this.#attempts.size === 0);
+      (this.#known.size === 0 && this.#tasks.size === 0 && this.#attempts.size === 0 &&
+        !this.#filling && (this.#drained || !this.#sending));
   }
 
   #checkIdle(): void {
@@ -720,6 +728,7 @@ class WebhookDispatcher implements Dispatcher {
     }
     const run: Promise<void> = this.#claimPage().finally(() => {
       this.#filling = null;
+      this.#checkIdle();
       if (this.#fillAgain && this.#state === "running") {
         this.#fillAgain = false;
         this.#background(this.#fill());
@@ -741,11 +750,10 @@ class WebhookDispatcher implements Dispatcher {
     const room = this.#room;
     if (room < Math.min(MIN_CLAIM_PAGE, this.#windowSize)) return;
     const now = this.#now();
-    const horizon = Math.max(this.#config.webhooks.poll_ms * 4, 1000);
     const claimed = await this.#store.deliveries.claimDue({
       ...this.#claim(),
       now,
-      dueBefore: now + horizon,
+      dueBefore: now + this.#horizonMs,
       limit: room,
       excludeWebhooks: this.#saturated(),
     });
@@ -968,8 +976,35 @@ class WebhookDispatcher implements Dispatcher {
       pending.record = updated;
       pending.versionstamp = written.versionstamps[0];
       pending.fanout = false;
-      if (this.#state === "running") this.#schedule.add(next, pending);
+      if (this.#state !== "running") return;
+      // A retry due past the claim horizon goes back to the store, so the
+      // window holds what is due soon: a failing webhook cannot fill it and
+      // starve the others while its retries wait.
+      if (next - this.#now() > this.#horizonMs) this.#evict(pending);
+      else this.#schedule.add(next, pending);
     }
+  }
+
+  /** Drops a delivery (stored, not due soon) from memory and gives its claim back. */
+  #evict(pending: Pending): void {
+    const { record, event } = pending;
+    this.#known.delete(pending.key);
+    event.refs--;
+    if (event.refs === 0 && this.#events.get(record.event_id) === event) {
+      this.#events.delete(record.event_id);
+    }
+    this.#releasing.push({ event_id: record.event_id, webhook_id: record.webhook_id });
+    if (this.#releasing.length === 1) {
+      this.#background(
+        Promise.resolve().then(() => {
+          const keys = this.#releasing;
+          this.#releasing = [];
+          return this.#store.deliveries.releaseClaims(this.#owner, keys);
+        }),
+      );
+    }
+    if (this.#room * 2 >= this.#windowSize) this.#background(this.#fill());
+    this.#checkIdle();
   }
 
   /** Ops appending an attempt to the webhook's delivery log, dropping entries past 20. */

@@ -622,3 +622,27 @@ Deno.test("a backlog larger than the window is claimed in due-time pages, never 
   assert(ids.slice(0, windowSize).every((id) => early.has(id!)), "a later event went first");
   assertEquals(await env.store.deliveries.listPending(), []);
 });
+
+Deno.test("a failing webhook's retries leave the window: another webhook's deliveries still flow", async () => {
+  // Retries wait 2 s and more: past the claim horizon (1 s), so they go back to the store.
+  await using env = await setup({ retryBaseMs: 2000, pollMs: 50 });
+  await using failing = new Receiver(() => 500);
+  await using healthy = new Receiver();
+  await env.store.webhooks.addOutgoing({ url: failing.url, events: ["tool.called"] });
+  await env.store.webhooks.addOutgoing({ url: healthy.url, events: ["circuit.opened"] });
+  const windowSize = 8;
+  const dispatcher = env.dispatcher({ windowSize });
+  await dispatcher.start();
+  for (let i = 0; i < 3 * windowSize; i++) await env.bus.emit("tool.called", toolCalled());
+  await failing.waitFor(3 * windowSize);
+  for (let i = 0; i < 5; i++) await env.bus.emit("circuit.opened", circuitOpened());
+  // Without eviction the window would hold 8 failing deliveries for a minute.
+  await healthy.waitFor(5);
+  assert(dispatcher.pending <= windowSize);
+  // Idle: nothing held or due now; the failing deliveries wait in the store for their retry.
+  await dispatcher.whenIdle();
+  assertEquals(dispatcher.pending, 0);
+  const stored = await env.store.deliveries.listPending();
+  assertEquals(stored.length, 3 * windowSize);
+  assert(stored.every((d) => d.record.attempt_count === 1));
+});
