@@ -5,14 +5,19 @@
  * Entries are rows of `toolgate_audit_entries`, keyed by seq, holding the
  * canonical JSON bytes as given and the version stamp of the commit that
  * wrote them. The head is the one row of `toolgate_audit_head` (seq, hash and
- * timestamp of the last entry, and a version stamp). A commit moves the head
- * with `update … where version = <the stamp read>` (the first one inserts
- * it, guarded by the primary key), so of two instances that read the same
- * head only one moves it: the other's update finds a newer version once the
- * first commits, writes nothing, and its caller re-reads and retries. The
- * entries, the outbox deliveries and staged incoming jobs are written in the
- * same transaction, after the head row is locked: the chain never forks and
- * no seq is used twice. Hashing and the chain rules live in `src/audit`.
+ * timestamp of the last entry, and a version stamp). A commit is one call of
+ * the function `toolgate_audit_commit`: it locks the head row (the first
+ * commit inserts it, guarded by the primary key), and moves it only when it
+ * still has the stamp the caller read, the entry it points at still has the
+ * stamp read, and the first new seq is free; else it writes nothing and
+ * returns null, and the caller re-reads and retries. Of two instances that
+ * read the same head only one moves it: the other waits for the row lock,
+ * then finds a newer stamp. So the chain never forks and no seq is used
+ * twice. Without outbox deliveries or staged incoming jobs the call is the
+ * whole commit: one statement, one round trip. With them, the call, the
+ * delivery and job writes and `commit` go in one transaction on a reserved
+ * connection, pipelined: three round trips. Hashing and the chain rules live
+ * in `src/audit`.
  *
  * @module
  */
@@ -27,9 +32,12 @@ import {
   type AuditHead,
   AuditHeadSchema,
   type AuditRecord,
+  type DeliveryOp,
   type ReadAuditRecordPagesOptions,
 } from "../records.ts";
-import { bumpCounter, nextStamp, type PgContext, type Tx } from "./_context.ts";
+import type postgres from "postgres";
+import type { Sql } from "./connection.ts";
+import type { PgContext, Tx } from "./_context.ts";
 import { checkAuditBatch } from "../_rules.ts";
 import { applyDeliveryOps } from "./deliveries.ts";
 import { applyStagedWrites } from "./incoming.ts";
@@ -48,6 +56,78 @@ export const AUDIT_SCHEMA = `
     bytes bytea not null,
     version text not null
   );
+  create function toolgate_audit_commit(
+    p_guard_version text,
+    p_tail_seq bigint,
+    p_tail_versions text[],
+    p_seqs bigint[],
+    p_lengths integer[],
+    p_bytes bytea,
+    p_head_seq bigint,
+    p_head_hash text,
+    p_head_timestamp text,
+    p_bump_deliveries boolean
+  ) returns text
+  language plpgsql
+  as $$
+  declare
+    v_locked text;
+    v_tail text;
+    v_stamp text;
+  begin
+    -- Every check comes before the first write: a lost race writes nothing.
+    if p_guard_version is not null then
+      -- Waits for a commit that holds the head; READ COMMITTED then reads the row it left.
+      select version into v_locked from toolgate_audit_head where id for update;
+      if v_locked is distinct from p_guard_version then
+        return null;
+      end if;
+    end if;
+    -- Entries are written only by the holder of the head: under its lock they stand still.
+    -- (A first commit holds no lock yet: one racing it makes its head insert below conflict.)
+    if p_tail_seq > 0 then
+      select version into v_tail from toolgate_audit_entries where seq = p_tail_seq;
+      if cardinality(p_tail_versions) = 0 then
+        if found then
+          return null;
+        end if;
+      elsif not found or not (v_tail = all (p_tail_versions)) then
+        return null;
+      end if;
+    end if;
+    if exists (select from toolgate_audit_entries where seq = p_seqs[1]) then
+      return null;
+    end if;
+    v_stamp := lpad(nextval('toolgate_stamp_seq')::text, 20, '0');
+    if p_guard_version is null then
+      -- The first commit: of two, the primary key lets one in (the other waits, then does nothing).
+      insert into toolgate_audit_head (id, seq, hash, timestamp, version)
+      values (true, p_head_seq, p_head_hash, p_head_timestamp, v_stamp)
+      on conflict (id) do nothing;
+      if not found then
+        return null;
+      end if;
+    else
+      update toolgate_audit_head
+      set seq = p_head_seq, hash = p_head_hash, timestamp = p_head_timestamp, version = v_stamp
+      where id;
+    end if;
+    -- p_bytes holds the entries one after another, p_lengths says where each ends.
+    insert into toolgate_audit_entries (seq, bytes, version)
+    select batch.seq, substring(p_bytes from batch.start::integer for batch.length), v_stamp
+    from (
+      select u.seq, u.length, sum(u.length) over (order by u.ord) - u.length + 1 as start
+      from unnest(p_seqs, p_lengths) with ordinality as u (seq, length, ord)
+    ) as batch
+    on conflict (seq) do update set bytes = excluded.bytes, version = excluded.version;
+    if p_bump_deliveries then
+      -- As bumpCounter() in _context.ts: the listening instances hear of it on commit.
+      update toolgate_counters set value = value + 1 where name = 'deliveries';
+      perform pg_notify('toolgate_changes', 'deliveries');
+    end if;
+    return v_stamp;
+  end
+  $$;
 `;
 
 /**
@@ -68,12 +148,6 @@ const ROW_OVERHEAD_BYTES = 40;
 /** Bytes of entries one page of {@linkcode AuditStore.pages} holds at most (one entry always fits). */
 const PAGE_MAX_BYTES = 16 * 1024 * 1024;
 
-/** Type oid of `bytea`, for arrays of bytes. */
-const BYTEA_OID = 17;
-
-/** Thrown inside a commit's transaction to roll it back when the chain moved. */
-class ChainMoved extends Error {}
-
 interface HeadRow {
   seq: number | null;
   hash: string | null;
@@ -92,6 +166,17 @@ function toHead(row: HeadRow | undefined): AuditHead | null {
 
 function toRecord(row: { seq: number; bytes: Uint8Array; version: string }): AuditRecord {
   return { seq: row.seq, bytes: plainBytes(row.bytes), versionstamps: [row.version] };
+}
+
+/** The bytes of `entries`, one after another. */
+function concat(entries: readonly AuditEntryWrite[]): Uint8Array {
+  const all = new Uint8Array(entries.reduce((total, { bytes }) => total + bytes.byteLength, 0));
+  let offset = 0;
+  for (const { bytes } of entries) {
+    all.set(bytes, offset);
+    offset += bytes.byteLength;
+  }
+  return all;
 }
 
 /** The driver's bytea values are Buffers: records hold plain `Uint8Array`s. */
@@ -197,33 +282,32 @@ class PgAuditStore implements AuditStore {
       { maxEntryBytes: AUDIT_MAX_ENTRY_BYTES, maxMutations: AUDIT_COMMIT_MAX_MUTATIONS },
       (bytes) => entryCost(bytes).mutations,
     );
-    try {
-      return await this.#ctx.transaction(async (tx) => {
-        const stamp = await nextStamp(tx);
-        await moveHead(tx, guard, head, stamp);
-        await checkTail(tx, guard);
-        const first = entries[0].seq;
-        const [taken] = await tx`select 1 from toolgate_audit_entries where seq = ${first}`;
-        if (taken) throw new ChainMoved();
-        // Arrays, not a values list: one statement text (one prepared statement) for any batch.
-        const seqs = entries.map(({ seq }) => seq);
-        const bytes = tx.array(entries.map(({ bytes }) => bytes), BYTEA_OID);
-        await tx`
-          insert into toolgate_audit_entries (seq, bytes, version)
-          select seq, bytes, ${stamp}
-          from unnest(${seqs}::bigint[], ${bytes}::bytea[]) as batch (seq, bytes)
-          on conflict (seq) do update set bytes = excluded.bytes, version = excluded.version`;
-        if (outbox) {
-          if (outbox.ops.length) await applyDeliveryOps(tx, outbox.ops, stamp);
-          if (outbox.bumpVersion) await bumpCounter(tx, "deliveries");
-        }
-        if (writes.length) await applyStagedWrites(tx, writes);
-        return stamp;
-      });
-    } catch (error) {
-      if (error instanceof ChainMoved) return null;
-      throw error;
+    const ops = outbox?.ops ?? [];
+    const call = (sql: Sql) =>
+      // One statement text (one prepared statement) for any batch. The entries travel as one
+      // bytea: an array of bytea costs the driver and the server more to encode and parse.
+      sql<{ stamp: string | null }[]>`
+        select toolgate_audit_commit(
+          ${guard.headVersionstamp}::text, ${guard.tailSeq}::bigint,
+          ${[...guard.tailVersionstamps]}::text[],
+          ${entries.map(({ seq }) => seq)}::bigint[],
+          ${entries.map(({ bytes }) => bytes.byteLength)}::integer[], ${concat(entries)}::bytea,
+          ${head.seq}::bigint, ${head.hash}::text, ${head.timestamp}::text,
+          ${outbox?.bumpVersion ?? false}::boolean
+        ) as stamp`;
+    if (!ops.length && !writes.length) {
+      // The call is the whole commit: one statement in a transaction of its own.
+      const [row] = await this.#ctx.run((sql) => call(sql));
+      return row.stamp;
     }
+    return await this.#ctx.run(async (sql) => {
+      const reserved = await sql.reserve();
+      try {
+        return await commitWithWrites(reserved, call, ops, writes);
+      } finally {
+        reserved.release();
+      }
+    });
   }
 
   async *pages(options: ReadAuditRecordPagesOptions = {}): AsyncGenerator<AuditRecord[]> {
@@ -262,43 +346,41 @@ class PgAuditStore implements AuditStore {
   }
 }
 
-/** Moves the head, provided it is still the one the guard read; else rolls back. */
-async function moveHead(
-  tx: Tx,
-  guard: AuditCommitGuard,
-  head: AuditHead,
-  stamp: string,
-): Promise<void> {
-  // Under READ COMMITTED, an update that waited for another commit's row lock
-  // re-checks its condition on the row that commit left: a moved head fails it.
-  const moved = guard.headVersionstamp === null
-    ? await tx`
-      insert into toolgate_audit_head (id, seq, hash, timestamp, version)
-      values (true, ${head.seq}, ${head.hash}, ${head.timestamp}, ${stamp})
-      on conflict (id) do nothing
-      returning 1`
-    : await tx`
-      update toolgate_audit_head
-      set seq = ${head.seq}, hash = ${head.hash}, timestamp = ${head.timestamp}, version = ${stamp}
-      where id and version = ${guard.headVersionstamp}
-      returning 1`;
-  if (!moved.length) throw new ChainMoved();
-}
-
 /**
- * Checks the entry the head pointed at is the one the guard read (its stamp),
- * or absent when the guard expects it absent. Entries are written only under
- * the head's row lock, which the caller holds.
+ * Commits the entries (`call`), then their delivery ops and staged incoming
+ * jobs, in one transaction on `reserved`, pipelined: `begin` and the call
+ * (one round trip, for the stamp the writes carry), the writes (one), then
+ * `commit` (one). A lost race rolls back and returns null; any other
+ * failure rolls back and is thrown.
  */
-async function checkTail(tx: Tx, guard: AuditCommitGuard): Promise<void> {
-  if (guard.tailSeq <= 0) return;
-  const [row] = await tx<{ version: string }[]>`
-    select version from toolgate_audit_entries where seq = ${guard.tailSeq}`;
-  const expected = guard.tailVersionstamps;
-  const unchanged = expected.length === 0
-    ? row === undefined
-    : row !== undefined && expected.every((stamp) => stamp === row.version);
-  if (!unchanged) throw new ChainMoved();
+async function commitWithWrites(
+  reserved: postgres.ReservedSql,
+  call: (sql: Sql) => postgres.PendingQuery<{ stamp: string | null }[]>,
+  ops: readonly DeliveryOp[],
+  writes: readonly StagedWrites[],
+): Promise<string | null> {
+  // Queries on one connection run in the order they are sent.
+  const begun = reserved`begin`.execute();
+  const called = call(reserved).execute();
+  try {
+    const [, [{ stamp }]] = await Promise.all([begun, called]);
+    if (stamp === null) {
+      await reserved`rollback`;
+      return null;
+    }
+    // The reserved connection is in the transaction: to these it is one.
+    const tx = reserved as unknown as Tx;
+    await Promise.all([
+      ops.length ? applyDeliveryOps(tx, ops, stamp) : undefined,
+      writes.length ? applyStagedWrites(tx, writes) : undefined,
+    ]);
+    await reserved`commit`;
+    return stamp;
+  } catch (error) {
+    // Sent after whatever is still in flight; harmless when no transaction is open.
+    await reserved`rollback`.catch(() => {});
+    throw error;
+  }
 }
 
 /** The audit chain, on PostgreSQL. */
