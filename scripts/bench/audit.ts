@@ -39,7 +39,8 @@ export interface AuditBenchResult {
   total_ms: number;
 }
 
-function callInput(i: number): AuditAppendInput {
+/** A typical audited tool call, the `i`-th of a run. */
+export function callInput(i: number): AuditAppendInput {
   return {
     kind: "tool.call",
     tool: "http.fetch",

@@ -31,6 +31,8 @@ import type { BenchMode } from "./http_server.ts";
 import { type BenchPostgres, startBenchPostgres, type TransactionCounts } from "./_postgres.ts";
 import { tempDir } from "./_proc.ts";
 import { latency, rate, ratio } from "./_stats.ts";
+import { callInput } from "./audit.ts";
+import { spawnReceivers } from "./webhooks.ts";
 
 /** Options of the scenarios in this file. */
 export interface StoreBenchOptions {
@@ -150,20 +152,7 @@ interface CountingReceivers extends AsyncDisposable {
 
 /** Starts `count` counting receivers on loopback, port 0, in one child process. */
 async function startCountingReceivers(count: number): Promise<CountingReceivers> {
-  const child = new Deno.Command(Deno.execPath(), {
-    args: ["eval", RECEIVER_SCRIPT, String(count)],
-    stdin: "piped",
-    stdout: "piped",
-    stderr: "inherit",
-  }).spawn();
-  const reader = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
-  let text = "";
-  while (!text.includes("\n")) {
-    const chunk = await reader.read();
-    if (chunk.done) throw new Error("Receiver process exited before listening");
-    text += chunk.value;
-  }
-  const ports: number[] = JSON.parse(text.slice(0, text.indexOf("\n")));
+  const { child, reader, ports } = await spawnReceivers(RECEIVER_SCRIPT, count);
   return {
     urls: ports.map((port) => `http://127.0.0.1:${port}/hook`),
     async received() {
@@ -389,21 +378,6 @@ export async function benchStoreDeliveries(
 
 // ---------------------------------------------------------------------------
 // Audit
-
-function callInput(i: number): AuditAppendInput {
-  return {
-    kind: "tool.call",
-    tool: "http.fetch",
-    session_id: "bench-session-0001",
-    input: {
-      url: `https://example.com/api/items/${i}`,
-      method: "POST",
-      headers: { accept: "application/json", authorization: "Bearer secret" },
-      body: { name: "item", tags: ["a", "b", "c"], count: i, note: "x".repeat(120) },
-    },
-    outcome: { ok: true, latency_ms: 12, source: "bench" },
-  };
-}
 
 /** Runs `workers` loops of `step` for `durationMs`; returns steps per second. */
 async function timed(

@@ -78,10 +78,17 @@ export interface Receivers extends AsyncDisposable {
   urls: string[];
 }
 
-/** Starts `count` receivers on loopback, port 0, in one child process. */
-export async function startReceivers(count: number): Promise<Receivers> {
+/**
+ * Runs `script` (which listens on `count` loopback ports and prints them as a
+ * JSON array line) in a child process, and reads its ports.
+ */
+export async function spawnReceivers(script: string, count: number): Promise<{
+  child: Deno.ChildProcess;
+  reader: ReadableStreamDefaultReader<string>;
+  ports: number[];
+}> {
   const child = new Deno.Command(Deno.execPath(), {
-    args: ["eval", RECEIVER_SCRIPT, String(count)],
+    args: ["eval", script, String(count)],
     stdin: "piped",
     stdout: "piped",
     stderr: "inherit",
@@ -93,7 +100,12 @@ export async function startReceivers(count: number): Promise<Receivers> {
     if (chunk.done) throw new Error("Receiver process exited before listening");
     text += chunk.value;
   }
-  const ports: number[] = JSON.parse(text.slice(0, text.indexOf("\n")));
+  return { child, reader, ports: JSON.parse(text.slice(0, text.indexOf("\n"))) };
+}
+
+/** Starts `count` receivers on loopback, port 0, in one child process. */
+export async function startReceivers(count: number): Promise<Receivers> {
+  const { child, reader, ports } = await spawnReceivers(RECEIVER_SCRIPT, count);
   return {
     urls: ports.map((port) => `http://127.0.0.1:${port}/hook`),
     async [Symbol.asyncDispose]() {
