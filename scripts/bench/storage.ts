@@ -21,7 +21,7 @@
  * @module
  */
 import postgres from "postgres";
-import { type AuditAppendInput, type AuditLog, createAuditLog } from "../../src/audit/mod.ts";
+import { type AuditLog, createAuditLog } from "../../src/audit/mod.ts";
 import { EventBus } from "../../src/events/mod.ts";
 import { newId } from "../../src/ids.ts";
 import { openKvStore } from "../../src/store/kv/kv_store.ts";
