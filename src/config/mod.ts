@@ -103,6 +103,19 @@ export const ConfigFileSchema = z.strictObject({
     retry_base_ms: z.number().int().positive().default(1000),
     timeout_ms: z.number().int().positive().default(10_000),
     poll_ms: z.number().int().positive().default(250),
+    /** Disable an endpoint whose last N events all went to the DLQ (0: never). */
+    auto_disable_after: z.number().int().min(0).default(5),
+    /** Upper bound on a receiver's `Retry-After` (429/503), in milliseconds. */
+    retry_after_max_ms: z.number().int().positive().default(60 * 60 * 1000),
+  }).prefault({}),
+  /** Where `http_request` and webhook deliveries may connect besides public addresses. */
+  egress: z.strictObject({
+    /** Hosts (`api.internal`, `*.corp.example`) and CIDRs (`10.1.0.0/16`, `127.0.0.1/32`). */
+    allow: z.array(z.string().min(1)).default([]),
+  }).prefault({}),
+  /** Value patterns (regular expressions) redacted from audit entries and events, beside the built-in ones. */
+  redact: z.strictObject({
+    patterns: z.array(z.string().min(1)).default([]),
   }).prefault({}),
   incoming: z.strictObject({
     body_limit_bytes: z.number().int().positive().default(1024 * 1024),
@@ -279,6 +292,12 @@ export async function loadConfig(options: LoadConfigOptions = {}): Promise<Confi
   if (timeout !== undefined) file.webhooks.timeout_ms = timeout;
   const poll = intEnv(env, "TOOLGATE_POLL_MS", 1);
   if (poll !== undefined) file.webhooks.poll_ms = poll;
+  if (env.TOOLGATE_EGRESS_ALLOW) {
+    file.egress.allow = [
+      ...file.egress.allow,
+      ...env.TOOLGATE_EGRESS_ALLOW.split(",").map((entry) => entry.trim()).filter(Boolean),
+    ];
+  }
   if (env.TOOLGATE_SLACK_API_URL) file.plugins.slack.api_base_url = env.TOOLGATE_SLACK_API_URL;
   if (env.TOOLGATE_DATABASE_URL) {
     if (!/^postgres(ql)?:\/\/\S+$/.test(env.TOOLGATE_DATABASE_URL)) {

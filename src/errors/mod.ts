@@ -26,6 +26,11 @@ export const ERROR_CODES = {
   },
   UNAUTHORIZED: { status: 401, exit: 1, doc: "Missing or wrong bearer token" },
   FORBIDDEN: { status: 403, exit: 1, doc: "Host or Origin header not allowed" },
+  EGRESS_DENIED: {
+    status: 403,
+    exit: 1,
+    doc: "The egress policy refused an outgoing connection's address",
+  },
   PAYLOAD_TOO_LARGE: { status: 413, exit: 1, doc: "Request body over the size limit" },
   UNSUPPORTED_MEDIA_TYPE: { status: 415, exit: 1, doc: "Request body is not JSON" },
   INVALID_JSON: { status: 400, exit: 2, doc: "Request body is not valid JSON" },

@@ -18,13 +18,42 @@ export const BytesSchema = z.custom<Uint8Array>(
 
 const encoder = new TextEncoder();
 
-/** A stored outgoing webhook. `events: "*"` means every enabled type, now and later. */
+/** Why an outgoing webhook stopped receiving deliveries. */
+export const DisabledReasonSchema = z.enum(["manual", "gone", "failing"]);
+
+/** Why an outgoing webhook is disabled: by hand, a `410 Gone`, or N events in a row dead-lettered. */
+export type DisabledReason = z.infer<typeof DisabledReasonSchema>;
+
+/** A signing secret replaced by a rotation, still signing `webhook-signature` until `expires_at`. */
+export const PreviousSecretSchema = z.strictObject({
+  secret: z.string().min(1),
+  expires_at: z.string(),
+});
+
+/**
+ * An outgoing webhook as the core sees it. `events: "*"` means every enabled
+ * type, now and later. Secrets are plain text here; adapters keep them sealed
+ * at rest.
+ */
 export const OutgoingWebhookSchema = z.strictObject({
   id: z.string().regex(/^wh_[0-9a-z]+$/),
   url: z.url({ protocol: /^https?$/ }),
   events: z.union([z.literal("*"), z.array(z.string()).min(1)]),
+  /** The current signing secret; absent: deliveries are unsigned. */
   secret: z.string().min(1).optional(),
+  /** Secrets replaced by `rotate-secret --overlap`, newest first. */
+  previous_secrets: z.array(PreviousSecretSchema).optional(),
+  description: z.string().max(1024).optional(),
+  /** Set while the endpoint receives no deliveries. */
+  disabled: z.strictObject({
+    at: z.string(),
+    reason: DisabledReasonSchema,
+    detail: z.string().optional(),
+  }).optional(),
+  /** The endpoint's own retry delays in ms (attempt 2 waits the first); absent: the default schedule. */
+  retry_schedule_ms: z.array(z.number().int().positive()).min(1).max(30).optional(),
   created_at: z.string(),
+  updated_at: z.string().optional(),
 });
 
 /** An outgoing webhook registration. */
@@ -58,7 +87,46 @@ export interface NewOutgoingWebhook {
   url: string;
   events: "*" | string[];
   secret?: string;
+  description?: string;
+  retry_schedule_ms?: number[];
 }
+
+/**
+ * Changes to an outgoing webhook: a field left out stays as it is, `null`
+ * removes an optional one.
+ */
+export interface OutgoingWebhookPatch {
+  url?: string;
+  events?: "*" | string[];
+  description?: string | null;
+  secret?: string | null;
+  previous_secrets?: { secret: string; expires_at: string }[] | null;
+  disabled?: { at: string; reason: DisabledReason; detail?: string } | null;
+  retry_schedule_ms?: number[] | null;
+}
+
+/**
+ * Applies `patch` to `webhook` (validated: a bad field throws a `ZodError`).
+ *
+ * @param now The `updated_at` time.
+ */
+export function patchOutgoingWebhook(
+  webhook: OutgoingWebhook,
+  patch: OutgoingWebhookPatch,
+  now: Date = new Date(),
+): OutgoingWebhook {
+  const next: Record<string, unknown> = { ...webhook };
+  for (const [field, value] of Object.entries(patch)) {
+    if (value === undefined) continue;
+    if (value === null) delete next[field];
+    else next[field] = value;
+  }
+  next.updated_at = now.toISOString();
+  return OutgoingWebhookSchema.parse(next);
+}
+
+/** The final outcome of one event at one outgoing webhook. */
+export type DeliveryOutcome = "delivered" | "dead_lettered";
 
 /** New incoming endpoint fields. */
 export interface NewIncomingWebhook {

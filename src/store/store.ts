@@ -22,6 +22,7 @@ import type {
   ClaimLeaseOptions,
   DeliveryLogEntry,
   DeliveryOp,
+  DeliveryOutcome,
   DlqRecord,
   IncomingClaim,
   IncomingJob,
@@ -36,6 +37,7 @@ import type {
   NewUpstream,
   OutboxEvent,
   OutgoingWebhook,
+  OutgoingWebhookPatch,
   ReadAuditRecordPagesOptions,
   ServerStatus,
   SetMemoryResult,
@@ -73,6 +75,20 @@ export interface WebhookStore {
   listOutgoing(): Promise<OutgoingWebhook[]>;
   /** One outgoing webhook, or `null`. */
   getOutgoing(id: string): Promise<OutgoingWebhook | null>;
+  /**
+   * Changes an outgoing webhook (and bumps the registration counter, so
+   * running servers see it).
+   *
+   * @returns The webhook as stored now, or `null` when there is none.
+   */
+  updateOutgoing(id: string, patch: OutgoingWebhookPatch): Promise<OutgoingWebhook | null>;
+  /**
+   * Records the final outcome of one event at an outgoing webhook, atomically
+   * across instances.
+   *
+   * @returns How many events in a row have now been dead-lettered there (0 after a delivery).
+   */
+  recordOutcome(id: string, outcome: DeliveryOutcome): Promise<number>;
   /**
    * Stores a new incoming endpoint; name and path are unique.
    *

@@ -70,7 +70,12 @@ export function retryDelayMs(retry: number, baseMs: number, random: number): num
 }
 
 /** The parts of {@linkcode Config} the dispatcher reads. */
-export type DispatcherConfig = Pick<Config, "dataDir" | "webhooks" | "events">;
+export interface DispatcherConfig extends Pick<Config, "dataDir" | "events"> {
+  /** `auto_disable_after` and `retry_after_max_ms` take their config defaults when left out. */
+  webhooks:
+    & Omit<Config["webhooks"], "auto_disable_after" | "retry_after_max_ms">
+    & Partial<Pick<Config["webhooks"], "auto_disable_after" | "retry_after_max_ms">>;
+}
 
 /** Options of {@linkcode createDispatcher}. */
 export interface DispatcherOptions {

@@ -24,6 +24,11 @@ export function outgoingWebhooksPrefix(): Deno.KvKey {
   return ["webhooks", "out"];
 }
 
+/** How many events in a row an outgoing webhook has dead-lettered (a `Deno.KvU64`). */
+export function deadLetterStreakKey(id: string): Deno.KvKey {
+  return ["webhooks", "out_streak", id];
+}
+
 /** An incoming webhook endpoint registration. */
 export function incomingWebhookKey(id: string): Deno.KvKey {
   return ["webhooks", "in", id];

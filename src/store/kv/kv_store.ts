@@ -89,7 +89,9 @@ import {
   listIncomingWebhooks,
   listOutgoingWebhooks,
   readIncomingStats,
+  recordWebhookOutcome,
   removeWebhook,
+  updateOutgoingWebhook,
 } from "./webhooks.ts";
 import { ReadBatcher } from "./_reads.ts";
 import { KV_CHANGE_FEED } from "./changes.ts";
@@ -187,6 +189,8 @@ export class KvStore implements Store {
     addOutgoing: (input) => addOutgoingWebhook(this, input),
     listOutgoing: () => listOutgoingWebhooks(this),
     getOutgoing: (id) => getOutgoingWebhook(this, id),
+    updateOutgoing: (id, patch) => updateOutgoingWebhook(this, id, patch),
+    recordOutcome: (id, outcome) => recordWebhookOutcome(this, id, outcome),
     addIncoming: (input) => addIncomingWebhook(this, input),
     listIncoming: () => listIncomingWebhooks(this),
     getIncoming: (id) => getIncomingWebhook(this, id),

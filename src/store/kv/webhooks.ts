@@ -6,6 +6,7 @@
 import { GatewayError } from "../../errors/mod.ts";
 import { newId } from "../../ids.ts";
 import {
+  deadLetterStreakKey,
   incomingNameIndexKey,
   incomingPathIndexKey,
   incomingStatsPrefix,
@@ -17,13 +18,16 @@ import {
 } from "./keys.ts";
 import type { KvStore } from "./kv_store.ts";
 import {
+  type DeliveryOutcome,
   type IncomingStats,
   type IncomingWebhook,
   IncomingWebhookSchema,
   type NewIncomingWebhook,
   type NewOutgoingWebhook,
   type OutgoingWebhook,
+  type OutgoingWebhookPatch,
   OutgoingWebhookSchema,
+  patchOutgoingWebhook,
 } from "../records.ts";
 import { parseRecord } from "../_records.ts";
 
@@ -41,6 +45,8 @@ export async function addOutgoingWebhook(
     url: input.url,
     events: input.events,
     ...(input.secret ? { secret: input.secret } : {}),
+    ...(input.description ? { description: input.description } : {}),
+    ...(input.retry_schedule_ms ? { retry_schedule_ms: input.retry_schedule_ms } : {}),
     created_at: new Date().toISOString(),
   });
   const key = outgoingWebhookKey(record.id);
@@ -70,6 +76,45 @@ export async function getOutgoingWebhook(
 ): Promise<OutgoingWebhook | null> {
   const entry = await store.retry(() => store.kv.get(outgoingWebhookKey(id)));
   return entry.value === null ? null : parseRecord(OutgoingWebhookSchema, entry.value, id);
+}
+
+/** Changes an outgoing webhook (read, patch, write if unchanged meanwhile). */
+export async function updateOutgoingWebhook(
+  store: KvStore,
+  id: string,
+  patch: OutgoingWebhookPatch,
+): Promise<OutgoingWebhook | null> {
+  const key = outgoingWebhookKey(id);
+  return await store.retry(async () => {
+    for (;;) {
+      const entry = await store.kv.get(key);
+      if (entry.value === null) return null;
+      const next = patchOutgoingWebhook(parseRecord(OutgoingWebhookSchema, entry.value, id), patch);
+      const result = await bump(store.kv.atomic().check(entry).set(key, next)).commit();
+      if (result.ok) return next;
+    }
+  });
+}
+
+/** Records an event's final outcome at an outgoing webhook; returns the dead-letter streak. */
+export async function recordWebhookOutcome(
+  store: KvStore,
+  id: string,
+  outcome: DeliveryOutcome,
+): Promise<number> {
+  const key = deadLetterStreakKey(id);
+  return await store.retry(async () => {
+    for (;;) {
+      const entry = await store.kv.get<Deno.KvU64>(key);
+      const streak = outcome === "delivered" ? 0n : (entry.value?.value ?? 0n) + 1n;
+      if (outcome === "delivered" && entry.value === null) return 0;
+      const atomic = store.kv.atomic().check(entry);
+      const result =
+        await (streak === 0n ? atomic.delete(key) : atomic.set(key, new Deno.KvU64(streak)))
+          .commit();
+      if (result.ok) return Number(streak);
+    }
+  });
 }
 
 /**
@@ -155,7 +200,10 @@ export async function removeWebhook(
     if (id.startsWith("wh_")) {
       const entry = await store.kv.get(outgoingWebhookKey(id));
       if (entry.value === null) return null;
-      const result = await bump(store.kv.atomic().check(entry).delete(entry.key)).commit();
+      const result = await bump(
+        store.kv.atomic().check(entry).delete(entry.key).delete(deadLetterStreakKey(id)),
+      )
+        .commit();
       if (!result.ok) throw new Error("database is locked (concurrent change)");
       return "outgoing";
     }

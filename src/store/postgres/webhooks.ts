@@ -18,13 +18,16 @@ import { GatewayError } from "../../errors/mod.ts";
 import { newId } from "../../ids.ts";
 import { parseRecord } from "../_records.ts";
 import {
+  type DeliveryOutcome,
   type IncomingStats,
   type IncomingWebhook,
   IncomingWebhookSchema,
   type NewIncomingWebhook,
   type NewOutgoingWebhook,
   type OutgoingWebhook,
+  type OutgoingWebhookPatch,
   OutgoingWebhookSchema,
+  patchOutgoingWebhook,
 } from "../records.ts";
 import type { WebhookStore } from "../store.ts";
 import { bumpCounter, type PgContext, type Tx } from "./_context.ts";
@@ -34,7 +37,8 @@ import type { Sql } from "./connection.ts";
 export const WEBHOOKS_SCHEMA = `
   create table toolgate_outgoing_webhooks (
     id text collate "C" primary key,
-    record jsonb not null
+    record jsonb not null,
+    dead_letter_streak integer not null default 0
   );
   create table toolgate_incoming_webhooks (
     id text collate "C" primary key,
@@ -127,6 +131,8 @@ class PgWebhookStore implements WebhookStore {
       url: input.url,
       events: input.events,
       ...(input.secret ? { secret: input.secret } : {}),
+      ...(input.description ? { description: input.description } : {}),
+      ...(input.retry_schedule_ms ? { retry_schedule_ms: input.retry_schedule_ms } : {}),
       created_at: new Date().toISOString(),
     });
     const stored = await this.#ctx.transaction(async (tx) => {
@@ -158,6 +164,30 @@ class PgWebhookStore implements WebhookStore {
       sql<{ record: unknown }[]>`select record from toolgate_outgoing_webhooks where id = ${id}`
     );
     return row ? parseRecord(OutgoingWebhookSchema, row.record, id) : null;
+  }
+
+  updateOutgoing(id: string, patch: OutgoingWebhookPatch): Promise<OutgoingWebhook | null> {
+    return this.#ctx.transaction(async (tx) => {
+      const [row] = await tx<{ record: unknown }[]>`
+        select record from toolgate_outgoing_webhooks where id = ${id} for update`;
+      if (!row) return null;
+      const next = patchOutgoingWebhook(parseRecord(OutgoingWebhookSchema, row.record, id), patch);
+      await tx`update toolgate_outgoing_webhooks set record = ${tx.json(next)} where id = ${id}`;
+      await bumpCounter(tx, "registrations");
+      return next;
+    });
+  }
+
+  async recordOutcome(id: string, outcome: DeliveryOutcome): Promise<number> {
+    const [row] = await this.#ctx.run((sql) =>
+      sql<{ streak: number }[]>`
+        update toolgate_outgoing_webhooks
+        set dead_letter_streak = case when ${outcome === "delivered"} then 0
+          else dead_letter_streak + 1 end
+        where id = ${id}
+        returning dead_letter_streak as streak`
+    );
+    return row ? Number(row.streak) : 0;
   }
 
   async addIncoming(input: NewIncomingWebhook): Promise<IncomingWebhook> {
