@@ -35,6 +35,7 @@ import {
   type StoredDelivery,
 } from "../store/mod.ts";
 import { appendDlqMirror, cleanDlqMirrorTemps, DLQ_FILE, dlqEntry, writeDlqMirror } from "./dlq.ts";
+import { OutcomeBatch } from "./_outcomes.ts";
 import { Schedule } from "./_schedule.ts";
 import { type FetchLike, postWebhook, type SendResult } from "./_send.ts";
 import { importSigningKey, type SigningKey, signPayload } from "./signer.ts";
@@ -50,9 +51,11 @@ export const MAX_RETRIES = 5;
 export const MAX_REGISTRATION_AGE_MS = 50;
 
 /**
- * How long the record of an attempt's outcome waits for others to share its
- * commit, in ms: at 20 deliveries per tool call this turns 20 commits into
- * one or two, which keeps the KV free for the tool calls themselves.
+ * Longest wait, in ms, of the record of an attempt's outcome for others to
+ * share its commit while other attempts still run (once every running attempt
+ * waits for its record, they are written at once): at 20 deliveries per tool
+ * call this turns 20 commits into one, written right after the burst instead
+ * of 10 ms later, which keeps the store free for the tool calls themselves.
  */
 export const OUTCOME_LINGER_MS = 10;
 
@@ -231,7 +234,7 @@ class WebhookDispatcher implements Dispatcher {
   #disabled: Set<string>;
   #writer: DeliveryWriter;
   /** Attempt outcomes: nobody waits on them, so they are committed in fewer, larger commits. */
-  #outcomes: DeliveryWriter;
+  #outcomes: OutcomeBatch;
   #recordOnly: boolean;
   /** Holds the delivery lease: the one process per data directory that sends. */
   #leader = false;
@@ -335,7 +338,11 @@ class WebhookDispatcher implements Dispatcher {
       config.webhooks.retry_base_ms / 2,
     );
     this.#writer = store.deliveries.writer();
-    this.#outcomes = store.deliveries.writer({ lingerMs: OUTCOME_LINGER_MS });
+    this.#outcomes = new OutcomeBatch({
+      writer: store.deliveries.writer(),
+      running: () => this.#attempts.size,
+      lingerMs: OUTCOME_LINGER_MS,
+    });
     this.#recordOnly = mode === "record";
     this.#leaseTtlMs = Math.max(LEASE_MIN_TTL_MS, config.webhooks.poll_ms * 10);
     this.#horizonMs = Math.max(config.webhooks.poll_ms * 4, 1000);
