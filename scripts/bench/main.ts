@@ -30,6 +30,7 @@ import { benchMcpUpstreamHttp } from "./mcp_upstream_http.ts";
 import { ROOT } from "./_proc.ts";
 import { benchStoreAudit, benchStoreDeliveries } from "./storage.ts";
 import { backlogFigures, benchStoreBacklog, benchStoreRest } from "./storage_server.ts";
+import { benchWebhookClients } from "./webhook_clients.ts";
 import { benchWebhooks } from "./webhooks.ts";
 import { VERSION } from "../../src/version.ts";
 
@@ -308,6 +309,51 @@ const SCENARIOS: Scenario[] = [
           )]
           : []),
       ]),
+  },
+  {
+    name: "webhook_clients",
+    run: (mode) => benchWebhookClients({ mode }),
+    figures: (r: Awaited<ReturnType<typeof benchWebhookClients>>) => {
+      const { http1, fetch_tuned, undici } = r.clients;
+      const kb = (bytes: number) => Math.round(bytes / 102.4) / 10;
+      return [fetch_tuned, undici].flatMap((peer) => {
+        const name = peer === fetch_tuned ? "fetch + tuned HttpClient" : "undici Agent";
+        return [
+          figure(
+            "webhook_clients",
+            "_http1.ts: signed POSTs/s",
+            http1.posts_per_s,
+            name,
+            peer.posts_per_s,
+            { min: 1 },
+          ),
+          figure(
+            "webhook_clients",
+            "_http1.ts: CPU µs per POST",
+            http1.cpu_us_per_post,
+            name,
+            peer.cpu_us_per_post,
+            { max: 1 },
+          ),
+          figure(
+            "webhook_clients",
+            "_http1.ts: KB allocated per POST",
+            kb(http1.bytes_per_post),
+            name,
+            kb(peer.bytes_per_post),
+            { max: 1 },
+          ),
+          figure(
+            "webhook_clients",
+            "_http1.ts: peak RSS MiB",
+            http1.peak_rss_mib,
+            name,
+            peer.peak_rss_mib,
+            { max: 1 },
+          ),
+        ];
+      });
+    },
   },
   {
     name: "audit",

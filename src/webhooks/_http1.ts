@@ -9,9 +9,16 @@
  *
  * Replies are read to their end when framed by `Content-Length` or chunked
  * encoding and at most 64 KiB long, so the socket can carry the next request;
- * anything else (a longer body, a body ended by closing the connection) is
- * left unread and the socket closed. Redirects are not followed: a 3xx is
- * just a status.
+ * anything else (a longer body, a body ended by closing the connection, both
+ * framings at once) is left unread and the socket closed. Redirects are not
+ * followed: a 3xx is just a status.
+ *
+ * A receiver cannot make it read or hold more than that: the head (status
+ * line and headers) is limited to 64 KiB and 8 interim replies, a chunk size
+ * line to 1 KiB, trailers to 64 KiB, and the read buffer never grows past
+ * twice the head limit. Once the head arrived its status is the answer: a
+ * malformed, cut or endless body only costs the socket. Time is bounded by
+ * the caller's signal (the attempt timeout), which closes the socket.
  *
  * @module
  */
@@ -21,6 +28,12 @@ const MAX_HEAD_BYTES = 64 * 1024;
 
 /** Longest reply body read to keep the socket (longer ones close it). */
 const MAX_DRAINED_BYTES = 64 * 1024;
+
+/** Longest chunk size line (size and extensions) accepted. */
+const MAX_CHUNK_LINE_BYTES = 1024;
+
+/** Most interim (1xx) replies skipped before the real one. */
+const MAX_INTERIM_REPLIES = 8;
 
 /** Idle sockets older than this are closed instead of reused (servers often drop them at 5 s). */
 const IDLE_MS = 4000;
@@ -78,9 +91,10 @@ class Reader {
 
   /**
    * The text up to the next CRLF (`blank` false) or CRLF CRLF (`blank`
-   * true), consumed with it.
+   * true), consumed with it; `tooLarge` is the error once more than `max`
+   * bytes came without it.
    */
-  async #upTo(blank: boolean, max: number): Promise<string> {
+  async #upTo(blank: boolean, max: number, tooLarge: string): Promise<string> {
     const size = blank ? 4 : 2;
     // Bytes after #pos already searched; relative, as #fill may move the data.
     let scanned = 0;
@@ -91,25 +105,35 @@ class Reader {
           buffer[i] === 13 && buffer[i + 1] === 10 &&
           (!blank || (buffer[i + 2] === 13 && buffer[i + 3] === 10))
         ) {
+          if (i - this.#pos > max) throw new Error(tooLarge);
           const text = decoder.decode(buffer.subarray(this.#pos, i));
           this.#pos = i + size;
           return text;
         }
       }
-      if (this.#end - this.#pos > max) throw new Error("Reply headers are too large");
+      if (this.#end - this.#pos > max) throw new Error(tooLarge);
       scanned = Math.max(0, this.#end - this.#pos - (size - 1));
       await this.#fill();
     }
   }
 
   /** The next line, without its CRLF. */
-  line(max: number): Promise<string> {
-    return this.#upTo(false, max);
+  line(max: number, tooLarge: string): Promise<string> {
+    return this.#upTo(false, max, tooLarge);
   }
 
   /** The next header block (status line and headers), without its final empty line. */
   head(max: number): Promise<string> {
-    return this.#upTo(true, max);
+    return this.#upTo(true, max, "Reply headers are too large");
+  }
+
+  /** Consumes the next two bytes; whether they were CRLF. */
+  async crlf(): Promise<boolean> {
+    while (this.#end - this.#pos < 2) await this.#fill();
+    const buffer = this.#socket.buffer;
+    const ok = buffer[this.#pos] === 13 && buffer[this.#pos + 1] === 10;
+    this.#pos += 2;
+    return ok;
   }
 
   /** Reads and drops `count` bytes. */
@@ -123,21 +147,31 @@ class Reader {
   }
 }
 
-interface Reply {
+/** A reply's status and how its body is framed. */
+interface Head {
   status: number;
-  /** The reply was read to its end and the socket may carry another request. */
-  reusable: boolean;
+  /** The server lets the socket carry another request. */
+  keepAlive: boolean;
+  /** How the body ends: no body, a length, chunks, or (unusable) the server closing. */
+  body: { kind: "none" } | { kind: "length"; length: number } | { kind: "chunked" } | {
+    kind: "unframed";
+  };
 }
 
-/** Reads a reply's head and, when cheap, its body. */
-async function readReply(reader: Reader): Promise<Reply> {
-  for (;;) {
+/** Reads a reply's status line and headers, skipping interim (1xx) replies. */
+async function readHead(reader: Reader): Promise<Head> {
+  for (let interim = 0;; interim++) {
     const lines = (await reader.head(MAX_HEAD_BYTES)).split("\r\n");
     const match = /^HTTP\/1\.([01]) (\d{3})(?: |$)/.exec(lines[0]);
     if (!match) throw new Error(`Malformed reply status line: ${lines[0].slice(0, 80)}`);
     const status = Number(match[2]);
     // Interim replies (100 Continue, 103 Early Hints) precede the real one.
-    if (status >= 100 && status < 200 && status !== 101) continue;
+    if (status >= 100 && status < 200 && status !== 101) {
+      if (interim >= MAX_INTERIM_REPLIES) {
+        throw new Error(`Reply has more than ${MAX_INTERIM_REPLIES} interim (1xx) responses`);
+      }
+      continue;
+    }
     // Only the headers that frame the body matter here.
     let connection = "";
     let transferEncoding: string | undefined;
@@ -158,44 +192,70 @@ async function readReply(reader: Reader): Promise<Reply> {
         contentLength = value;
       }
     }
+    // Both framings at once is how responses get smuggled: trust neither.
+    if (transferEncoding !== undefined && contentLength !== undefined) framingClear = false;
     const keepAlive = match[1] === "1"
       ? !/\bclose\b/.test(connection)
       : /\bkeep-alive\b/.test(connection);
-    if (status === 101 || !framingClear) return { status, reusable: false };
-    if (status === 204 || status === 304) return { status, reusable: keepAlive };
+    if (status === 101 || !framingClear) {
+      return { status, keepAlive: false, body: { kind: "unframed" } };
+    }
+    if (status === 204 || status === 304) return { status, keepAlive, body: { kind: "none" } };
     if (transferEncoding !== undefined) {
-      if (!/(^|,)\s*chunked\s*$/.test(transferEncoding)) return { status, reusable: false };
-      return { status, reusable: await drainChunked(reader) && keepAlive };
+      return /(^|,)\s*chunked\s*$/.test(transferEncoding)
+        ? { status, keepAlive, body: { kind: "chunked" } }
+        : { status, keepAlive: false, body: { kind: "unframed" } };
     }
     // Without a length the body ends when the server closes: not worth waiting for.
     if (contentLength === undefined || !/^\d+$/.test(contentLength)) {
-      return { status, reusable: false };
+      return { status, keepAlive: false, body: { kind: "unframed" } };
     }
-    const length = Number(contentLength);
-    if (length > MAX_DRAINED_BYTES) return { status, reusable: false };
-    await reader.skip(length);
-    return { status, reusable: keepAlive && reader.buffered === 0 };
+    return { status, keepAlive, body: { kind: "length", length: Number(contentLength) } };
   }
+}
+
+/**
+ * Reads the body of a reply to its end when it is short and well framed.
+ *
+ * @returns Whether the socket may carry another request.
+ * @throws On malformed chunked encoding or a connection closed mid-body.
+ */
+async function drainBody(reader: Reader, head: Head): Promise<boolean> {
+  const { body } = head;
+  if (!head.keepAlive || body.kind === "unframed") return false;
+  if (body.kind === "length") {
+    if (body.length > MAX_DRAINED_BYTES) return false;
+    await reader.skip(body.length);
+  } else if (body.kind === "chunked") {
+    if (!await drainChunked(reader)) return false;
+  }
+  return reader.buffered === 0;
 }
 
 /** Reads a chunked body to its end; false when it is too long to be worth reading. */
 async function drainChunked(reader: Reader): Promise<boolean> {
   let total = 0;
   for (;;) {
-    const sizeLine = await reader.line(1024);
-    const size = parseInt(sizeLine.split(";")[0].trim(), 16);
-    if (!Number.isInteger(size) || size < 0) {
+    const sizeLine = await reader.line(MAX_CHUNK_LINE_BYTES, "Chunk size line is too long");
+    const sizeText = sizeLine.split(";")[0].trim();
+    if (!/^[0-9a-fA-F]{1,16}$/.test(sizeText)) {
       throw new Error(`Malformed chunk size: ${sizeLine.slice(0, 40)}`);
     }
+    const size = parseInt(sizeText, 16);
     if (size === 0) break;
     total += size;
     if (total > MAX_DRAINED_BYTES) return false;
     await reader.skip(size);
-    if (await reader.line(2) !== "") throw new Error("Malformed chunk: no CRLF after its data");
+    if (!await reader.crlf()) throw new Error("Malformed chunk: no CRLF after its data");
   }
-  let trailers = 0;
-  while (await reader.line(MAX_HEAD_BYTES - trailers) !== "") trailers++;
-  return reader.buffered === 0;
+  // Trailers, bounded like the head.
+  let trailerBytes = 0;
+  for (;;) {
+    const line = await reader.line(MAX_HEAD_BYTES - trailerBytes, "Reply trailers are too large");
+    if (line === "") break;
+    trailerBytes += line.length + 2;
+  }
+  return true;
 }
 
 async function writeAll(conn: Deno.Conn, bytes: Uint8Array): Promise<void> {
@@ -227,6 +287,8 @@ export class Http1Client implements Disposable {
   #maxIdle: number;
   /** Sockets opened so far (for tests). */
   connections = 0;
+  /** Reply bytes read so far, over every socket (for tests). */
+  received = 0;
 
   constructor(options: Http1ClientOptions = {}) {
     this.#caCerts = options.caCerts;
@@ -256,11 +318,21 @@ export class Http1Client implements Disposable {
       const reader = new Reader(socket);
       try {
         await writeAll(socket.conn, request);
-        const reply = await readReply(reader);
-        if (reply.reusable) this.#release(origin, socket);
+        const head = await readHead(reader);
+        // The status is the answer: a body that is malformed, cut short or
+        // still arriving when the signal aborts only costs the socket.
+        let reusable = false;
+        try {
+          reusable = await drainBody(reader, head);
+        } catch {
+          reusable = false;
+        }
+        this.received += reader.received;
+        if (reusable && !signal?.aborted) this.#release(origin, socket);
         else closeQuietly(socket);
-        return reply.status;
+        return head.status;
       } catch (error) {
+        this.received += reader.received;
         closeQuietly(socket);
         signal?.throwIfAborted();
         // A kept-alive socket the server had already closed: send once more on a new one.

@@ -13,6 +13,7 @@ const SCENARIOS = [
   "mcp_stdio",
   "mcp_http",
   "webhooks",
+  "webhook_clients",
   "audit",
   "webhook_latency",
   "incoming",

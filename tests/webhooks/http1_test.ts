@@ -175,9 +175,13 @@ Deno.test("a kept-alive socket the server closed is replaced and the POST sent o
   assertEquals(client.connections, 2);
 });
 
-Deno.test("malformed replies, a reply cut short and a refused connection are errors", async () => {
+Deno.test("a malformed reply, a head cut short and a refused connection are errors; a body cut short only costs the socket", async () => {
   await using garbage = scriptedServer(() => ({ reply: "SMTP ready\r\n\r\n" }));
-  await using cut = scriptedServer(() => ({
+  await using cutHead = scriptedServer(() => ({
+    reply: "HTTP/1.1 200 OK\r\nContent-",
+    close: true,
+  }));
+  await using cutBody = scriptedServer(() => ({
     reply: "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc",
     close: true,
   }));
@@ -188,14 +192,46 @@ Deno.test("malformed replies, a reply cut short and a refused connection are err
     "Malformed reply status line: SMTP ready",
   );
   await assertRejects(
-    () => client.post(cut.url, headers, body),
+    () => client.post(cutHead.url, headers, body),
     Error,
     "Connection closed in the middle of the reply",
   );
+  assertEquals(await client.post(cutBody.url, headers, body), 200);
+  assertEquals(await client.post(cutBody.url, headers, body), 200);
+  assertEquals(client.connections, 4); // the cut body's socket was not reused
   const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
   const port = (listener.addr as Deno.NetAddr).port;
   listener.close();
   await assertRejects(() => client.post(new URL(`http://127.0.0.1:${port}/`), headers, body));
+});
+
+Deno.test("no receiver makes the client read without bound: a 1 MB header, an endless body, a huge one", async () => {
+  const replies = [
+    "HTTP/1.1 200 OK\r\nX-Big: " + "x".repeat(1024 * 1024) + "\r\n\r\n",
+    "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" +
+    ("4000\r\n" + "z".repeat(0x4000) + "\r\n").repeat(64),
+    "HTTP/1.1 200 OK\r\nContent-Length: 1048576\r\n\r\n" + "y".repeat(1024 * 1024),
+    "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n" +
+    "X-Trailer: t\r\n".repeat(10_000),
+    "HTTP/1.1 200 OK\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n",
+  ];
+  await using server = scriptedServer((_connection, _index, total) => ({ reply: replies[total] }));
+  using client = new Http1Client();
+  await assertRejects(
+    () => client.post(server.url, headers, body),
+    Error,
+    "Reply headers are too large",
+  );
+  // The head limit is 64 KiB; the read buffer stops at twice that.
+  assert(client.received <= 2 * 64 * 1024, `read ${client.received} bytes of a 1 MB header`);
+  for (let i = 1; i < replies.length; i++) {
+    const before = client.received;
+    assertEquals(await client.post(server.url, headers, body), 200);
+    const read = client.received - before;
+    assert(read <= 2 * 64 * 1024 + 4096, `reply ${i}: read ${read} of ${replies[i].length} bytes`);
+  }
+  // None of those sockets was kept: each reply needed a new one.
+  assertEquals(client.connections, replies.length);
 });
 
 Deno.test("aborting the signal ends a POST that gets no reply, with the signal's reason", async () => {
