@@ -173,17 +173,24 @@ export async function tempDir(prefix: string): Promise<{ path: string } & AsyncD
   };
 }
 
-/** Starts `toolgate mcp start --transport http --port 0` with `home` as data dir. */
+/**
+ * Starts `toolgate mcp start --transport http --port 0` with `home` as data
+ * dir; `main` is another checkout's `main.ts` (run with that checkout's
+ * `deno.json`), e.g. to measure code before a change beside it.
+ */
 export async function startToolgateHttp(
   home: string,
   env: Record<string, string> = {},
+  main: string = MAIN,
 ): Promise<ReadyProcess & { url: string }> {
+  const config = main === MAIN ? [] : ["--config", new URL("deno.json", `file://${main}`).pathname];
   const process = await spawnReady({
     args: [
       "run",
       "-A",
       "--cached-only",
-      MAIN,
+      ...config,
+      main,
       "mcp",
       "start",
       "--transport",

@@ -8,7 +8,10 @@
  *   log, then queued for its handler), against the same bare Hono route.
  * - Latency a tool call gains when 10 webhooks subscribe to every event:
  *   REST calls at a light, steady rate with 0 and with 10 registered
- *   webhooks (signed, receivers in a child process).
+ *   webhooks (signed, receivers in a child process). With
+ *   `TOOLGATE_BENCH_BEFORE=<another checkout>`, a third server runs that
+ *   checkout's code with the same 10 webhooks in the same rounds: before and
+ *   after a change, in one run.
  *
  * Run alone: `deno run -A scripts/bench/http_server.ts [--quick|--smoke]` prints JSON.
  *
@@ -83,6 +86,16 @@ export interface WebhookLatencyBenchResult {
   /** `ten_webhooks - no_webhooks`. */
   added_p50_ms: number;
   added_p99_ms: number;
+  /** The target for `added_p99_ms`: a quarter of `no_webhooks.p99_ms`. */
+  p99_budget_ms: number;
+  /** The same 10 webhooks on another checkout's code (`TOOLGATE_BENCH_BEFORE`), when set. */
+  before?: {
+    root: string;
+    p50_ms: number;
+    p99_ms: number;
+    added_p50_ms: number;
+    added_p99_ms: number;
+  };
 }
 
 /** The tool the REST scenario calls: a KV read of a missing key (no network, no write). */
@@ -241,8 +254,8 @@ export async function benchIncoming(
   };
 }
 
-/** A toolgate server with `webhooks` subscribed to every event. */
-async function latencyServer(webhooks: string[]) {
+/** A toolgate server with `webhooks` subscribed to every event (`main`: another checkout's). */
+async function latencyServer(webhooks: string[], main?: string) {
   const home = await tempDir("latency");
   if (webhooks.length) {
     const store = await openStore({ dataDir: home.path });
@@ -254,7 +267,7 @@ async function latencyServer(webhooks: string[]) {
       store.close();
     }
   }
-  const server = await startToolgateHttp(home.path);
+  const server = await startToolgateHttp(home.path, {}, main);
   return {
     url: server.url,
     async [Symbol.asyncDispose]() {
@@ -299,7 +312,9 @@ async function pacedCalls(
  * Tool-call latency with 10 webhooks subscribed to every event, against
  * none. Both servers run side by side and are measured in alternating
  * rounds (A B B A …), their latencies pooled per server, so that drift of
- * the shared machine during the run falls on both alike.
+ * the shared machine during the run falls on both alike. With
+ * `TOOLGATE_BENCH_BEFORE` set to another checkout, its code runs a third
+ * server with the same webhooks in the same rounds.
  */
 export async function benchWebhookLatency(
   { mode }: HttpServerBenchOptions,
@@ -307,29 +322,45 @@ export async function benchWebhookLatency(
   const callsPerS = 50;
   const rounds = mode === "full" ? 36 : mode === "quick" ? 6 : 2;
   const roundMs = mode === "full" ? 1000 : mode === "quick" ? 500 : 200;
+  const beforeRoot = Deno.env.get("TOOLGATE_BENCH_BEFORE")?.replace(/\/+$/, "");
   await using receivers = await startReceivers(10);
   await using none = await latencyServer([]);
   await using ten = await latencyServer(receivers.urls);
-  const pooled = { none: [] as number[], ten: [] as number[] };
+  await using before = beforeRoot
+    ? await latencyServer(receivers.urls, `${beforeRoot}/main.ts`)
+    : undefined;
+  const servers = { none, ten, ...(before ? { before } : {}) };
+  const names = Object.keys(servers) as (keyof typeof servers)[];
+  const pooled = Object.fromEntries(names.map((n) => [n, [] as number[]]));
   const warm = sizes(mode).warmupMs;
-  await pacedCalls(none.url, 200, warm, callsPerS);
-  await pacedCalls(ten.url, 200, warm, callsPerS);
+  for (const name of names) await pacedCalls(servers[name]!.url, 200, warm, callsPerS);
   for (let round = 0; round < rounds; round++) {
-    const order = round % 2 === 0 ? (["none", "ten"] as const) : (["ten", "none"] as const);
-    for (const which of order) {
-      const url = which === "none" ? none.url : ten.url;
-      pooled[which].push(...await pacedCalls(url, roundMs, 100, callsPerS));
+    const order = round % 2 === 0 ? names : [...names].reverse();
+    for (const name of order) {
+      pooled[name].push(...await pacedCalls(servers[name]!.url, roundMs, 100, callsPerS));
     }
   }
   const noWebhooks = latency(pooled.none);
   const tenWebhooks = latency(pooled.ten);
+  const beforeFigures = beforeRoot && latency(pooled.before);
   return {
     calls_per_s: callsPerS,
-    calls: Math.min(pooled.none.length, pooled.ten.length),
+    calls: Math.min(...names.map((n) => pooled[n].length)),
     no_webhooks: noWebhooks,
     ten_webhooks: tenWebhooks,
     added_p50_ms: round3(tenWebhooks.p50_ms - noWebhooks.p50_ms),
     added_p99_ms: round3(tenWebhooks.p99_ms - noWebhooks.p99_ms),
+    p99_budget_ms: round3(noWebhooks.p99_ms / 4),
+    ...(beforeFigures
+      ? {
+        before: {
+          root: beforeRoot,
+          ...beforeFigures,
+          added_p50_ms: round3(beforeFigures.p50_ms - noWebhooks.p50_ms),
+          added_p99_ms: round3(beforeFigures.p99_ms - noWebhooks.p99_ms),
+        },
+      }
+      : {}),
   };
 }
 

@@ -176,7 +176,6 @@ interface CachedEvent {
 interface BuiltEvent {
   outbox: OutboxEvent;
   fanout: FanoutRecord;
-  records: DeliveryRecord[];
   ops: DeliveryOp[];
 }
 
@@ -689,7 +688,7 @@ class WebhookDispatcher implements Dispatcher {
       { op: "put_event", event: outbox },
       { op: "put_fanout", event_id: event.id, fanout, ...(claim ? { claim } : {}) },
     ];
-    return { outbox, fanout, records: fanoutDeliveries(event.id, fanout), ops };
+    return { outbox, fanout, ops };
   }
 
   /** Schedules the deliveries of a stored event (`versionstamp(i)`: of op `i`). */
@@ -703,7 +702,10 @@ class WebhookDispatcher implements Dispatcher {
       fanout: { record, ids: new Set(webhook_ids) },
     };
     this.#events.set(built.outbox.id, cached);
-    for (const delivery of built.records) this.#adopt(delivery, versionstamp(1), true, cached);
+    // Built here, off the call's path: stage() runs before the call's commit.
+    for (const delivery of fanoutDeliveries(built.outbox.id, built.fanout)) {
+      this.#adopt(delivery, versionstamp(1), true, cached);
+    }
   }
 
   async #persistEvent(event: EventEnvelope<EventType>, targets: Hook[]): Promise<void> {
