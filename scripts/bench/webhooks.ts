@@ -215,6 +215,9 @@ async function throughDispatcher(
       await dispatcher.whenIdle();
     });
     const ms = performance.now() - start;
+    // whenIdle() must mean delivered: nothing may be left waiting in the store.
+    const left = (await store.deliveries.listPending()).length;
+    if (left) throw new Error(`${left} deliveries were still pending when the dispatcher was idle`);
     const dead = await store.deliveries.listDlq();
     if (dead.length) throw new Error(`${dead.length} benchmark deliveries were dead-lettered`);
     return { per_s: rate(events * urls.length, ms), emits: emits.sort((a, b) => a - b) };

@@ -650,6 +650,8 @@ class WebhookDispatcher implements Dispatcher {
       bumpVersion: !this.#sending,
       committed: (versionstamp) => {
         for (const b of built) this.#staged.add(b.outbox.id);
+        // Unclaimed (the window was full): claimed from the store once there is room.
+        if (!claim && this.#sending) this.#drained = false;
         // Scheduled on the next turn, so the reply to the call that committed
         // them goes out before their first attempts start.
         if (!claim) return;
@@ -716,8 +718,9 @@ class WebhookDispatcher implements Dispatcher {
       await this.#store.deliveries.bumpVersion();
       return;
     }
-    // Unclaimed (the window was full): claimed from the store once there is room.
     if (claim) this.#adoptEvent(built, (i) => result.versionstamps[i]);
+    // Unclaimed (the window was full): claimed from the store once there is room.
+    else this.#drained = false;
   }
 
   #adopt(record: DeliveryRecord, versionstamp: string, fanout: boolean, event: CachedEvent): void {

@@ -646,3 +646,33 @@ Deno.test("a failing webhook's retries leave the window: another webhook's deliv
   assertEquals(stored.length, 3 * windowSize);
   assert(stored.every((d) => d.record.attempt_count === 1));
 });
+
+Deno.test("events stored while the window is full are claimed as room frees, not at the next poll; whenIdle() waits for them", async () => {
+  // A poll an hour away: only claiming as deliveries finish can pick the later events up.
+  await using env = await setup({ pollMs: 3_600_000 });
+  let open = () => {};
+  const gate = new Promise<void>((resolve) => open = resolve);
+  let received = 0;
+  await using receiver = Deno.serve(
+    { hostname: "127.0.0.1", port: 0, onListen: () => {} },
+    async (request) => {
+      await request.arrayBuffer();
+      received++;
+      await gate;
+      return new Response(null, { status: 204 });
+    },
+  );
+  await env.store.webhooks.addOutgoing({
+    url: `http://127.0.0.1:${receiver.addr.port}/hook`,
+    events: "*",
+  });
+  const dispatcher = env.dispatcher({ windowSize: 2 });
+  await dispatcher.start();
+  const total = 12;
+  // The first two fill the window (their attempts wait at the gate); the rest are stored unclaimed.
+  for (let i = 0; i < total; i++) await env.bus.emit("tool.called", toolCalled());
+  open();
+  await dispatcher.whenIdle();
+  assertEquals(received, total);
+  assertEquals(await env.store.deliveries.listPending(), []);
+});
