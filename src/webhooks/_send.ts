@@ -34,6 +34,10 @@ export interface PostWebhookOptions {
   deliveryId: string;
   /** `sha256=<hex>`, or `undefined` when the webhook has no secret. */
   signature?: string;
+  /** `webhook-timestamp`: unix seconds of this attempt. @default now */
+  timestamp?: number;
+  /** `webhook-signature` (`v1,<base64>`, space-separated), or `undefined` when unsigned. */
+  standardSignature?: string;
   timeoutMs: number;
   /** Aborts the attempt (dispatcher shutdown); the result is then `aborted`. */
   signal?: AbortSignal;
@@ -72,11 +76,19 @@ const PROXIED = ["HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_
     }
   });
 
-/** The delivery headers, exactly as in spec §4. */
+/**
+ * The delivery headers: the spec's (§4) exactly, then Standard Webhooks'
+ * `webhook-id` (the delivery id), `webhook-timestamp` and, when signed,
+ * `webhook-signature`.
+ *
+ * @param timestamp Unix seconds of this attempt. @default now
+ */
 export function deliveryHeaders(
   eventType: string,
   deliveryId: string,
   signature?: string,
+  timestamp: number = Math.floor(Date.now() / 1000),
+  standardSignature?: string,
 ): Record<string, string> {
   const headers: Record<string, string> = { "Content-Type": "application/json" };
   if (signature !== undefined) headers["X-Service-Signature"] = signature;
@@ -84,6 +96,9 @@ export function deliveryHeaders(
   headers["X-Service-Delivery"] = deliveryId;
   headers["X-Service-Version"] = VERSION;
   headers["User-Agent"] = `Service-Webhooks/${VERSION}`;
+  headers["webhook-id"] = deliveryId;
+  headers["webhook-timestamp"] = String(timestamp);
+  if (standardSignature !== undefined) headers["webhook-signature"] = standardSignature;
   return headers;
 }
 
@@ -120,6 +135,7 @@ function describe(error: unknown): string {
  */
 export async function postWebhook(options: PostWebhookOptions): Promise<SendResult> {
   const { fetch, url, body, eventType, deliveryId, signature, timeoutMs, signal } = options;
+  const timestamp = options.timestamp ?? Math.floor(Date.now() / 1000);
   const now = options.now ?? performance.now.bind(performance);
   const controller = new AbortController();
   let timedOut = false;
@@ -135,13 +151,25 @@ export async function postWebhook(options: PostWebhookOptions): Promise<SendResu
     if (signal?.aborted) return { ok: false, aborted: true, duration_ms: 0 };
     const direct = fetch === globalThis.fetch && !PROXIED ? directUrl(url) : null;
     if (direct) {
-      const headers = deliveryHeaders(eventType, deliveryId, signature);
+      const headers = deliveryHeaders(
+        eventType,
+        deliveryId,
+        signature,
+        timestamp,
+        options.standardSignature,
+      );
       const status = await http1.post(direct, headers, body, controller.signal);
       return { ok: status >= 200 && status < 300, status, duration_ms: elapsed() };
     }
     const response = await fetch(url, {
       method: "POST",
-      headers: deliveryHeaders(eventType, deliveryId, signature),
+      headers: deliveryHeaders(
+        eventType,
+        deliveryId,
+        signature,
+        timestamp,
+        options.standardSignature,
+      ),
       body: body.buffer instanceof ArrayBuffer
         ? body as Uint8Array<ArrayBuffer>
         : new Uint8Array(body) as Uint8Array<ArrayBuffer>,

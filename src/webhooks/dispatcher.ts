@@ -38,7 +38,7 @@ import { appendDlqMirror, cleanDlqMirrorTemps, DLQ_FILE, dlqEntry, writeDlqMirro
 import { OutcomeBatch } from "./_outcomes.ts";
 import { Schedule } from "./_schedule.ts";
 import { type FetchLike, postWebhook, type SendResult } from "./_send.ts";
-import { importSigningKey, type SigningKey, signPayload } from "./signer.ts";
+import { WebhookSigner } from "./signer.ts";
 
 /** Retries after the first attempt; the attempt after the last retry goes to the DLQ. */
 export const MAX_RETRIES = 5;
@@ -153,7 +153,16 @@ export interface StagedDeliveries {
 
 interface Hook {
   record: OutgoingWebhook;
-  key?: SigningKey;
+  /** Its keys, imported on first use after each registration load that changed its secrets. */
+  signer?: WebhookSigner;
+}
+
+/** Whether two registrations sign with the same secrets (a loaded signer can be kept). */
+function sameSecrets(a: OutgoingWebhook, b: OutgoingWebhook): boolean {
+  const pa = a.previous_secrets ?? [];
+  const pb = b.previous_secrets ?? [];
+  return a.secret === b.secret && pa.length === pb.length &&
+    pa.every((p, i) => p.secret === pb[i].secret && p.expires_at === pb[i].expires_at);
 }
 
 /** What this process knows of an event's fan-out record (it alone rewrites it). */
@@ -555,7 +564,7 @@ class WebhookDispatcher implements Dispatcher {
       const old = this.#hooks.get(record.id);
       hooks.set(
         record.id,
-        old && old.record.secret === record.secret ? { ...old, record } : { record },
+        old && sameSecrets(old.record, record) ? { ...old, record } : { record },
       );
     }
     if (this.#registrationsVersion !== null && this.#state === "running") {
@@ -944,19 +953,22 @@ class WebhookDispatcher implements Dispatcher {
       return;
     }
     const body = pending.event.event.body;
-    let signature: string | undefined;
-    if (hook.record.secret !== undefined) {
-      hook.key ??= importSigningKey(hook.record.secret);
-      signature = signPayload(hook.key, body);
-    }
     const startedAt = this.#now();
+    const timestamp = Math.floor(startedAt / 1000);
+    const secret = hook.record.secret;
+    if (secret !== undefined) {
+      hook.signer ??= new WebhookSigner(secret, hook.record.previous_secrets);
+    }
+    const signed = hook.signer?.sign(record.event_id, timestamp, body, startedAt);
     const result = await postWebhook({
       fetch: this.#fetch,
       url: hook.record.url,
       body,
       eventType: record.event_type,
       deliveryId: record.event_id,
-      signature,
+      signature: signed?.signature,
+      timestamp,
+      standardSignature: signed?.standardSignature,
       timeoutMs: this.#config.webhooks.timeout_ms,
       signal: this.#abort.signal,
     });

@@ -19,8 +19,18 @@
  *
  * @module
  */
-export { importSigningKey, SIGNATURE_PREFIX, signPayload, verifySignature } from "./signer.ts";
-export type { SigningKey } from "./signer.ts";
+export {
+  importSigningKey,
+  importStandardKey,
+  SIGNATURE_PREFIX,
+  signPayload,
+  signStandard,
+  STANDARD_SECRET_PREFIX,
+  standardKeyBytes,
+  verifySignature,
+  WebhookSigner,
+} from "./signer.ts";
+export type { AttemptSignatures, SigningKey } from "./signer.ts";
 export { createDispatcher, MAX_RETRIES, RETRY_JITTER, retryDelayMs } from "./dispatcher.ts";
 export type {
   Dispatcher,

@@ -73,3 +73,123 @@ export function verifySignature(
   const expected = createHmac("sha256", keyOf(secret)).update(body).digest();
   return timingSafeEqual(expected, Buffer.from(hex, "hex"));
 }
+
+/** Prefix of a Standard Webhooks secret: the rest is the key, base64-encoded. */
+export const STANDARD_SECRET_PREFIX = "whsec_";
+
+const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
+
+/**
+ * The key bytes of a secret under Standard Webhooks: the base64-decoded part
+ * after `whsec_`, else (no prefix, or not base64 after it) the secret's UTF-8
+ * bytes.
+ *
+ * @param secret The webhook's signing secret.
+ * @returns The HMAC key bytes, or `undefined` for a `whsec_` secret whose rest is not base64.
+ */
+export function standardKeyBytes(secret: string): Uint8Array | undefined {
+  if (!secret.startsWith(STANDARD_SECRET_PREFIX)) return encoder.encode(secret);
+  const encoded = secret.slice(STANDARD_SECRET_PREFIX.length);
+  if (!encoded.length || !BASE64.test(encoded)) return undefined;
+  return new Uint8Array(Buffer.from(encoded, "base64"));
+}
+
+/**
+ * Prepares a secret as the key of `webhook-signature` (import once, sign
+ * many): see {@linkcode standardKeyBytes}; a `whsec_` secret that is not
+ * base64 after the prefix is keyed with its whole UTF-8 bytes.
+ *
+ * @param secret The webhook's signing secret.
+ */
+export function importStandardKey(secret: string): SigningKey {
+  return createSecretKey(standardKeyBytes(secret) ?? encoder.encode(secret));
+}
+
+/**
+ * Signs a delivery the Standard Webhooks way: `v1,` and the base64
+ * HMAC-SHA256 of `<id>.<timestamp>.<body>`, one signature per key,
+ * space-separated (a rotation's new secret first, then the previous ones).
+ *
+ * @param keys Keys from {@linkcode importStandardKey}.
+ * @param id The `webhook-id` header (the event id).
+ * @param timestamp The `webhook-timestamp` header (unix seconds).
+ * @param body The raw body bytes exactly as sent.
+ * @returns The `webhook-signature` header value.
+ *
+ * @example
+ * ```ts
+ * const key = importStandardKey("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw");
+ * signStandard([key], "msg_p5jXN8AQM9LWM0D4loKWxJek", 1614265330, body); // "v1,…"
+ * ```
+ */
+export function signStandard(
+  keys: readonly SigningKey[],
+  id: string,
+  timestamp: number,
+  body: Uint8Array,
+): string {
+  const prefix = `${id}.${timestamp}.`;
+  let header = "";
+  for (const key of keys) {
+    const digest = createHmac("sha256", key).update(prefix).update(body).digest("base64");
+    header += header ? ` v1,${digest}` : `v1,${digest}`;
+  }
+  return header;
+}
+
+/** The signature headers of one attempt (see {@linkcode WebhookSigner}). */
+export interface AttemptSignatures {
+  /** `X-Service-Signature`: `sha256=<hex>` keyed with the current secret. */
+  signature: string;
+  /** `webhook-signature`: the current secret's, then each unexpired previous one's. */
+  standardSignature: string;
+}
+
+/**
+ * A webhook's signing keys, imported once when its registration is loaded:
+ * the current secret signs `X-Service-Signature` and `webhook-signature`;
+ * secrets replaced by a rotation add their own `webhook-signature` until
+ * they expire.
+ */
+export class WebhookSigner {
+  #spec: SigningKey;
+  #current: SigningKey;
+  #previous: { key: SigningKey; expiresAt: number }[];
+  /** When the last previous secret expires (epoch ms), `-Infinity` without any. */
+  #lastExpiry: number;
+
+  /**
+   * @param secret The current secret.
+   * @param previous Secrets replaced by rotations, with their expiry (ISO 8601).
+   */
+  constructor(
+    secret: string,
+    previous: readonly { secret: string; expires_at: string }[] = [],
+  ) {
+    this.#spec = importSigningKey(secret);
+    this.#current = importStandardKey(secret);
+    this.#previous = previous.map((p) => ({
+      key: importStandardKey(p.secret),
+      expiresAt: Date.parse(p.expires_at),
+    }));
+    this.#lastExpiry = Math.max(-Infinity, ...this.#previous.map((p) => p.expiresAt));
+  }
+
+  /**
+   * Signs one attempt.
+   *
+   * @param id The delivery id (`webhook-id`).
+   * @param timestamp Unix seconds of the attempt (`webhook-timestamp`).
+   * @param body The raw body bytes exactly as sent.
+   * @param now Epoch ms deciding which previous secrets still sign.
+   */
+  sign(id: string, timestamp: number, body: Uint8Array, now: number): AttemptSignatures {
+    const signature = signPayload(this.#spec, body);
+    if (now >= this.#lastExpiry) {
+      return { signature, standardSignature: signStandard([this.#current], id, timestamp, body) };
+    }
+    const keys = [this.#current];
+    for (const previous of this.#previous) if (now < previous.expiresAt) keys.push(previous.key);
+    return { signature, standardSignature: signStandard(keys, id, timestamp, body) };
+  }
+}

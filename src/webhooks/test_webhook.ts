@@ -8,7 +8,7 @@ import { TEST_EVENT_TYPE } from "../events/mod.ts";
 import { newId } from "../ids.ts";
 import type { Store } from "../store/mod.ts";
 import { type FetchLike, postWebhook } from "./_send.ts";
-import { signPayload } from "./signer.ts";
+import { WebhookSigner } from "./signer.ts";
 
 /** Options of {@linkcode testWebhook}. */
 export interface TestWebhookOptions {
@@ -34,7 +34,7 @@ export interface TestWebhookResult {
   error?: string;
   /** Milliseconds until the response (or the failure). */
   latency_ms: number;
-  /** Whether an `X-Service-Signature` header was sent. */
+  /** Whether `X-Service-Signature` and `webhook-signature` headers were sent. */
   signed: boolean;
   /** Envelope id, also sent as `X-Service-Delivery`. */
   event_id: string;
@@ -42,7 +42,8 @@ export interface TestWebhookResult {
 
 /**
  * Sends one envelope of type `webhook.test` (`data: {webhook_id, message}`)
- * to a registered webhook, signed when it has a secret, without retries.
+ * to a registered webhook, with the same headers as a delivery (signed when
+ * it has a secret, also with unexpired previous secrets), without retries.
  *
  * @throws {GatewayError} `NOT_FOUND` when no outgoing webhook has that id.
  *
@@ -74,14 +75,20 @@ export async function testWebhook(
     data: { webhook_id: hook.id, message },
   };
   const body = new TextEncoder().encode(JSON.stringify(envelope));
-  const signature = hook.secret === undefined ? undefined : signPayload(hook.secret, body);
+  const timestamp = Math.floor(startedAt / 1000);
+  const signed = hook.secret === undefined
+    ? undefined
+    : new WebhookSigner(hook.secret, hook.previous_secrets)
+      .sign(envelope.id, timestamp, body, startedAt);
   const result = await postWebhook({
     fetch,
     url: hook.url,
     body,
     eventType: TEST_EVENT_TYPE,
     deliveryId: envelope.id,
-    signature,
+    signature: signed?.signature,
+    timestamp,
+    standardSignature: signed?.standardSignature,
     timeoutMs,
   });
   if (record) {
@@ -101,7 +108,7 @@ export async function testWebhook(
     ...(result.status !== undefined ? { status: result.status } : {}),
     ...(result.error !== undefined ? { error: result.error } : {}),
     latency_ms: result.duration_ms,
-    signed: signature !== undefined,
+    signed: signed !== undefined,
     event_id: envelope.id,
   };
 }

@@ -1,4 +1,5 @@
-import { assert, assertEquals, assertMatch } from "../_asserts.ts";
+import { Webhook } from "standardwebhooks";
+import { assert, assertEquals, assertMatch, assertThrows } from "../_asserts.ts";
 import { GatewayError } from "../../src/errors/mod.ts";
 import { VERSION } from "../../src/version.ts";
 import {
@@ -14,11 +15,23 @@ import { Receiver } from "./_receiver.ts";
 import { circuitOpened, setup, toolCalled } from "./_setup.ts";
 
 const decoder = new TextDecoder();
+const encoder = new TextEncoder();
 
 function headerNames(headers: Headers): string[] {
   return [...headers.keys()].filter((name) =>
-    name.startsWith("x-") || name === "user-agent" || name === "content-type"
+    name.startsWith("x-") || name.startsWith("webhook-") || name === "user-agent" ||
+    name === "content-type"
   ).sort();
+}
+
+/** The Standard Webhooks headers of a request, as the npm verifier takes them. */
+function standardHeaders(headers: Headers): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const name of ["webhook-id", "webhook-timestamp", "webhook-signature"]) {
+    const value = headers.get(name);
+    if (value !== null) out[name] = value;
+  }
+  return out;
 }
 
 async function readMirror(dir: string): Promise<unknown[]> {
@@ -37,7 +50,7 @@ Deno.test("retryDelayMs() doubles from the base and adds at most 10 % jitter", (
   assertEquals(MAX_RETRIES, 5);
 });
 
-Deno.test("a delivery carries exactly the spec headers and a signature over the raw bytes", async () => {
+Deno.test("a delivery carries exactly the spec headers, the Standard Webhooks ones, and signatures over the raw bytes", async () => {
   await using env = await setup();
   await using receiver = new Receiver();
   const hook = await env.store.webhooks.addOutgoing({
@@ -54,6 +67,9 @@ Deno.test("a delivery carries exactly the spec headers and a signature over the 
   assertEquals(headerNames(request.headers), [
     "content-type",
     "user-agent",
+    "webhook-id",
+    "webhook-signature",
+    "webhook-timestamp",
     "x-service-delivery",
     "x-service-event",
     "x-service-signature",
@@ -68,6 +84,13 @@ Deno.test("a delivery carries exactly the spec headers and a signature over the 
   assertMatch(request.headers.get("x-service-signature")!, /^sha256=[0-9a-f]{64}$/);
   assert(verifySignature("s3cret", request.body, request.headers.get("x-service-signature")));
   assertEquals(JSON.parse(decoder.decode(request.body)), envelope);
+  assertEquals(request.headers.get("webhook-id"), envelope.id);
+  assertMatch(request.headers.get("webhook-timestamp")!, /^\d{10}$/);
+  assertMatch(request.headers.get("webhook-signature")!, /^v1,[A-Za-z0-9+/]{43}=$/);
+  // A secret without whsec_ is keyed with its UTF-8 bytes (format "raw" in the npm library).
+  const verified = new Webhook(encoder.encode("s3cret"), { format: "raw" })
+    .verify(decoder.decode(request.body), standardHeaders(request.headers));
+  assertEquals(verified, envelope);
   await dispatcher.whenIdle();
   assertEquals(env.errors, []);
   const log = await recentAttempts(env.store, hook.id);
@@ -77,15 +100,93 @@ Deno.test("a delivery carries exactly the spec headers and a signature over the 
   assertEquals(log[0].event_id, envelope.id);
 });
 
-Deno.test("no signature header is sent for a webhook without secret", async () => {
+Deno.test("no signature header is sent for a webhook without secret; webhook-id and -timestamp are", async () => {
   await using env = await setup();
   await using receiver = new Receiver();
   await env.store.webhooks.addOutgoing({ url: receiver.url, events: "*" });
-  await env.dispatcher().start();
-  await env.bus.emit("tool.called", toolCalled());
+  const now = () => Date.parse("2026-03-04T05:06:07.890Z");
+  await env.dispatcher({ now }).start();
+  const envelope = await env.bus.emit("tool.called", toolCalled());
   await receiver.waitFor(1);
-  assertEquals(receiver.requests[0].headers.has("x-service-signature"), false);
-  assertEquals(receiver.requests[0].headers.get("x-service-event"), "tool.called");
+  const { headers } = receiver.requests[0];
+  assertEquals(headers.has("x-service-signature"), false);
+  assertEquals(headers.has("webhook-signature"), false);
+  assertEquals(headers.get("x-service-event"), "tool.called");
+  assertEquals(headers.get("webhook-id"), envelope!.id);
+  assertEquals(headers.get("webhook-timestamp"), String(Math.floor(now() / 1000)));
+});
+
+Deno.test("a whsec_ secret's deliveries verify with the npm standardwebhooks Webhook class", async () => {
+  await using env = await setup();
+  await using receiver = new Receiver();
+  const secret = "whsec_" +
+    btoa(String.fromCharCode(...crypto.getRandomValues(new Uint8Array(32))));
+  await env.store.webhooks.addOutgoing({ url: receiver.url, events: "*", secret });
+  await env.dispatcher().start();
+  const envelope = await env.bus.emit("tool.called", toolCalled());
+  await receiver.waitFor(1);
+  const [request] = receiver.requests;
+  const text = decoder.decode(request.body);
+  assertEquals(new Webhook(secret).verify(text, standardHeaders(request.headers)), envelope);
+  assert(verifySignature(secret, request.body, request.headers.get("x-service-signature")));
+  const tampered = { ...standardHeaders(request.headers), "webhook-id": "evt_other" };
+  assertThrows(() => new Webhook(secret).verify(text, tampered), "No matching signature");
+});
+
+Deno.test("during a rotation overlap both secrets verify; after expiry only the new one signs", async () => {
+  await using env = await setup();
+  await using receiver = new Receiver();
+  const key = () =>
+    "whsec_" + btoa(String.fromCharCode(...crypto.getRandomValues(new Uint8Array(24))));
+  const [oldSecret, newSecret] = [key(), key()];
+  const hook = await env.store.webhooks.addOutgoing({
+    url: receiver.url,
+    events: "*",
+    secret: oldSecret,
+  });
+  // The verifier checks webhook-timestamp against its own clock (5 minutes either way),
+  // so the injected clock starts at the real time and moves by less than that.
+  const start = Date.now();
+  let offset = 0;
+  const now = () => start + offset;
+  await env.store.webhooks.updateOutgoing(hook.id, {
+    secret: newSecret,
+    previous_secrets: [{ secret: oldSecret, expires_at: new Date(start + 60_000).toISOString() }],
+  });
+  const dispatcher = env.dispatcher({ now });
+  await dispatcher.start();
+  const first = await env.bus.emit("tool.called", toolCalled());
+  await receiver.waitFor(1);
+  const during = receiver.requests[0];
+  const text = decoder.decode(during.body);
+  assertEquals(during.headers.get("webhook-signature")!.split(" ").length, 2);
+  for (const secret of [newSecret, oldSecret]) {
+    assertEquals(new Webhook(secret).verify(text, standardHeaders(during.headers)), first);
+  }
+  // The spec header carries the new secret only.
+  assert(verifySignature(newSecret, during.body, during.headers.get("x-service-signature")));
+  assertEquals(
+    verifySignature(oldSecret, during.body, during.headers.get("x-service-signature")),
+    false,
+  );
+
+  offset = 120_000; // past expires_at
+  const second = await env.bus.emit("tool.called", toolCalled());
+  await receiver.waitFor(2);
+  const after = receiver.requests[1];
+  const afterText = decoder.decode(after.body);
+  assertEquals(after.headers.get("webhook-signature")!.split(" ").length, 1);
+  assertEquals(new Webhook(newSecret).verify(afterText, standardHeaders(after.headers)), second);
+  assertThrows(
+    () => new Webhook(oldSecret).verify(afterText, standardHeaders(after.headers)),
+    "No matching signature",
+  );
+  assertEquals(
+    after.headers.get("webhook-timestamp"),
+    String(Math.floor((start + 120_000) / 1000)),
+  );
+  await dispatcher.whenIdle();
+  assertEquals(env.errors, []);
 });
 
 Deno.test("the event and its delivery are in KV when emit() resolves, and a slow receiver never delays it", async () => {

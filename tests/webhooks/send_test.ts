@@ -22,6 +22,8 @@ function post(url: string, extra: Partial<PostWebhookOptions> = {}) {
     eventType: "tool.called",
     deliveryId: "evt_1",
     signature: "sha256=abc",
+    timestamp: 1700000000,
+    standardSignature: "v1,abc=",
     timeoutMs: 2000,
     ...extra,
   });
@@ -62,6 +64,9 @@ Deno.test("postWebhook() sends the spec's headers exactly, follows no redirect a
       "X-Service-Delivery: evt_1",
       `X-Service-Version: ${VERSION}`,
       `User-Agent: Service-Webhooks/${VERSION}`,
+      "webhook-id: evt_1",
+      "webhook-timestamp: 1700000000",
+      "webhook-signature: v1,abc=",
       `Content-Length: ${body.byteLength}`,
     ]
   ) {

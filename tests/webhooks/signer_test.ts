@@ -1,6 +1,15 @@
 import { createHmac } from "node:crypto";
-import { assert, assertEquals, assertMatch } from "../_asserts.ts";
-import { importSigningKey, signPayload, verifySignature } from "../../src/webhooks/mod.ts";
+import { Webhook } from "standardwebhooks";
+import { assert, assertEquals, assertMatch, assertThrows } from "../_asserts.ts";
+import {
+  importSigningKey,
+  importStandardKey,
+  signPayload,
+  signStandard,
+  standardKeyBytes,
+  verifySignature,
+  WebhookSigner,
+} from "../../src/webhooks/mod.ts";
 
 const encoder = new TextEncoder();
 const SECRET = "whsec_test_secret";
@@ -65,4 +74,85 @@ Deno.test("verifySignature() rejects malformed headers", () => {
   ) {
     assertEquals(verifySignature(SECRET, BODY, header), false, String(header));
   }
+});
+
+// Standard Webhooks (`webhook-signature`) -------------------------------------
+
+/** The Standard Webhooks specification's own example. */
+const SPEC_VECTOR = {
+  secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+  id: "msg_p5jXN8AQM9LWM0D4loKWxJek",
+  timestamp: 1614265330,
+  body: encoder.encode('{"test": 2432232314}'),
+  signature: "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=",
+};
+
+Deno.test("signStandard() matches the Standard Webhooks known-answer vector", () => {
+  const { secret, id, timestamp, body, signature } = SPEC_VECTOR;
+  assertEquals(signStandard([importStandardKey(secret)], id, timestamp, body), signature);
+});
+
+Deno.test("signStandard() equals an independent HMAC over id.timestamp.body with the decoded whsec_ key", () => {
+  const key = crypto.getRandomValues(new Uint8Array(24));
+  const secret = "whsec_" + btoa(String.fromCharCode(...key));
+  const expected = createHmac("sha256", key)
+    .update(`evt_1.1700000000.${new TextDecoder().decode(BODY)}`).digest("base64");
+  assertEquals(
+    signStandard([importStandardKey(secret)], "evt_1", 1700000000, BODY),
+    `v1,${expected}`,
+  );
+  assertEquals(standardKeyBytes(secret), key);
+});
+
+Deno.test("a secret without whsec_ (or not base64 after it) is keyed with its UTF-8 bytes", () => {
+  for (const secret of ["s3cret", "whsec_not base64!", "whsec_"]) {
+    const expected = createHmac("sha256", encoder.encode(secret))
+      .update("evt_1.5.").update(BODY).digest("base64");
+    assertEquals(signStandard([importStandardKey(secret)], "evt_1", 5, BODY), `v1,${expected}`);
+  }
+  assertEquals(standardKeyBytes("whsec_not base64!"), undefined);
+  assertEquals(standardKeyBytes("plain"), encoder.encode("plain"));
+});
+
+Deno.test("WebhookSigner signs with the current secret, adds previous ones until they expire", () => {
+  const current = "whsec_" + btoa("current-key-current-key-");
+  const previous = "whsec_" + btoa("previous-key-previous-ke");
+  const older = "whsec_" + btoa("older-key-older-key-olde");
+  const signer = new WebhookSigner(current, [
+    { secret: previous, expires_at: "2026-01-01T01:00:00.000Z" },
+    { secret: older, expires_at: "2026-01-01T00:30:00.000Z" },
+  ]);
+  const one = (secret: string) => signStandard([importStandardKey(secret)], "evt_1", 9, BODY);
+  const at = (iso: string) => signer.sign("evt_1", 9, BODY, Date.parse(iso));
+  const early = at("2026-01-01T00:00:00.000Z");
+  assertEquals(early.standardSignature, [one(current), one(previous), one(older)].join(" "));
+  assertEquals(early.signature, signPayload(current, BODY)); // the spec header: current only
+  assertEquals(
+    at("2026-01-01T00:30:00.000Z").standardSignature,
+    `${one(current)} ${one(previous)}`,
+  );
+  assertEquals(at("2026-01-01T01:00:00.000Z").standardSignature, one(current));
+  assertEquals(
+    new WebhookSigner(current).sign("evt_1", 9, BODY, 0).standardSignature,
+    one(current),
+  );
+});
+
+Deno.test("the npm standardwebhooks verifier accepts signStandard() and each signature of a rotation", () => {
+  const secrets = ["whsec_" + btoa("a".repeat(32)), "whsec_" + btoa("b".repeat(32))];
+  const timestamp = Math.floor(Date.now() / 1000); // the library checks it against its own clock
+  const signer = new WebhookSigner(secrets[0], [
+    { secret: secrets[1], expires_at: new Date(Date.now() + 60_000).toISOString() },
+  ]);
+  const { standardSignature } = signer.sign("evt_2", timestamp, BODY, Date.now());
+  const headers = {
+    "webhook-id": "evt_2",
+    "webhook-timestamp": String(timestamp),
+    "webhook-signature": standardSignature,
+  };
+  const text = new TextDecoder().decode(BODY);
+  for (const secret of secrets) {
+    assertEquals(new Webhook(secret).verify(text, headers), JSON.parse(text));
+  }
+  assertThrows(() => new Webhook("whsec_" + btoa("c".repeat(32))).verify(text, headers));
 });

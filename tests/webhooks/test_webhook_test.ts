@@ -1,3 +1,4 @@
+import { Webhook } from "standardwebhooks";
 import { assert, assertEquals, assertMatch, assertRejects } from "../_asserts.ts";
 import { GatewayError } from "../../src/errors/mod.ts";
 import { VERSION } from "../../src/version.ts";
@@ -24,6 +25,13 @@ Deno.test("testWebhook() sends one signed webhook.test envelope and reports stat
   assertEquals(request.headers.get("x-service-delivery"), result.event_id);
   assertEquals(request.headers.get("user-agent"), `Service-Webhooks/${VERSION}`);
   assert(verifySignature("t", request.body, request.headers.get("x-service-signature")));
+  assertEquals(request.headers.get("webhook-id"), result.event_id);
+  const standard = new Webhook(new TextEncoder().encode("t"), { format: "raw" });
+  standard.verify(new TextDecoder().decode(request.body), {
+    "webhook-id": request.headers.get("webhook-id")!,
+    "webhook-timestamp": request.headers.get("webhook-timestamp")!,
+    "webhook-signature": request.headers.get("webhook-signature")!,
+  });
   const envelope = JSON.parse(new TextDecoder().decode(request.body));
   assertEquals(envelope.type, "webhook.test");
   assertEquals(envelope.data.webhook_id, hook.id);
@@ -39,6 +47,8 @@ Deno.test("testWebhook() sends no signature without secret and never retries a f
   const result = await testWebhook(env.store, hook.id);
   assertEquals([result.ok, result.status, result.signed], [false, 500, false]);
   assertEquals(receiver.requests[0].headers.has("x-service-signature"), false);
+  assertEquals(receiver.requests[0].headers.has("webhook-signature"), false);
+  assertEquals(receiver.requests[0].headers.get("webhook-id"), result.event_id);
   assertEquals(receiver.requests.length, 1);
 });
 
