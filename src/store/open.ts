@@ -12,7 +12,10 @@ import type { Store } from "./store.ts";
 
 /** Options of {@linkcode openStore}. */
 export interface OpenStoreOptions {
-  /** Data directory; created with mode 0700 when missing. */
+  /**
+   * Data directory; created with mode 0700 when missing, made private again
+   * (0700, its files 0600) when it exists.
+   */
   dataDir: string;
   /** Open an in-memory KV database instead of the file (unit tests). @default false */
   memory?: boolean;

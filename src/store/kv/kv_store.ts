@@ -95,7 +95,7 @@ import {
 } from "./webhooks.ts";
 import { ReadBatcher } from "./_reads.ts";
 import { KV_CHANGE_FEED } from "./changes.ts";
-import { ensureDataDir } from "../_data_dir.ts";
+import { createPrivateFile, ensureDataDir } from "../_data_dir.ts";
 
 /**
  * The schema version this release writes and reads. 2: pending deliveries
@@ -108,7 +108,10 @@ export const KV_FILE = "toolgate.kv";
 
 /** Options of {@linkcode openKvStore}. */
 export interface OpenKvStoreOptions {
-  /** Data directory; created with mode 0700 when missing. */
+  /**
+   * Data directory; created with mode 0700 when missing, made private again
+   * (0700, its files 0600) when it exists.
+   */
   dataDir: string;
   /** Open an in-memory database instead of the file (unit tests). @default false */
   memory?: boolean;
@@ -366,6 +369,8 @@ export async function openKvStore(options: OpenKvStoreOptions): Promise<KvStore>
     kv = await Deno.openKv(":memory:");
   } else {
     await ensureDataDir(dataDir);
+    // Created 0600 before SQLite opens it: the -wal and -shm files take its mode.
+    await createPrivateFile(path);
     try {
       kv = await withLockRetry(() => Deno.openKv(path));
     } catch (error) {

@@ -41,7 +41,10 @@ import { createWebhookStore } from "./webhooks.ts";
 export interface OpenPostgresStoreOptions {
   /** `postgres://user:password@host:port/database`. */
   url: string;
-  /** Data directory (for `dlq.json`); created with mode 0700 when missing. */
+  /**
+   * Data directory (for `dlq.json`); created with mode 0700 when missing,
+   * made private again (0700, its files 0600) when it exists.
+   */
   dataDir: string;
   /** Apply pending migrations on open. @default true */
   migrate?: boolean;

@@ -33,7 +33,8 @@ Deno.test("openStore() refuses a KV file that is not a database and leaves it un
 Deno.test("the CLI reports a corrupt data dir in one line, exit 1, and never repairs it", async () => {
   await using tmp = await tempHome();
   const garbage = new TextEncoder().encode("garbage".repeat(1000));
-  await Deno.writeFile(`${tmp.home}/${KV_FILE}`, garbage);
+  // 0600, so that the only line is the refusal (not a fixed mode).
+  await Deno.writeFile(`${tmp.home}/${KV_FILE}`, garbage, { mode: 0o600 });
   const run = await runCli(["webhooks", "list"], { home: tmp.home });
   assertEquals(run.code, 1);
   assertMatch(run.stderr, /^toolgate: Cannot open .*toolgate\.kv.*left untouched\n$/);
