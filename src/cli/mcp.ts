@@ -143,6 +143,7 @@ async function startHttp(context: CliContext): Promise<void> {
       routes: [auditRoutes(runtime.audit), eventsRoutes(), incomingRoutes(incoming)],
       isPublicPath: (path) => incoming.match(path) !== undefined,
       log,
+      disabledWebhooks: () => runtime.dispatcher.disabledWebhooks(),
       onListen: ({ url }) => {
         context.print(`toolgate ${VERSION} listening on ${url} (REST, MCP at ${url}/mcp)`);
       },

@@ -9,7 +9,12 @@ import { EVENT_TYPES, isEventType } from "../events/mod.ts";
 import { GatewayError } from "../errors/mod.ts";
 import type { IncomingWebhook, OutgoingWebhook } from "../store/mod.ts";
 import { builtinPlugins } from "../plugins/mod.ts";
-import { type DeliveryLogEntry, recentAttempts, testWebhook } from "../webhooks/mod.ts";
+import {
+  type DeliveryLogEntry,
+  parseRetrySchedule,
+  recentAttempts,
+  testWebhook,
+} from "../webhooks/mod.ts";
 import { type CliContext, table, usage } from "./context.ts";
 
 /** Paths served by the HTTP transport itself; incoming endpoints may not shadow them. */
@@ -191,10 +196,23 @@ export function registerWebhooks(program: Command, context: CliContext): void {
       `comma-separated event types (default: all): ${EVENT_TYPES.join(",")}`,
     )
     .option("--secret <secret>", "HMAC-SHA256 signing secret; - reads it from stdin")
+    .option(
+      "--retry-schedule <delays>",
+      "this webhook's waits before each retry, e.g. 5s,5m,30m,2h,5h,10h,10h (default: 1s,2s,4s,8s,16s)",
+    )
     .option("--json", "print the registration as JSON")
-    .action(async (options: { url: string; events?: string; secret?: string; json?: boolean }) => {
+    .action(async (options: {
+      url: string;
+      events?: string;
+      secret?: string;
+      retrySchedule?: string;
+      json?: boolean;
+    }) => {
       const url = parseWebhookUrl(options.url);
       const events = options.events === undefined ? "*" : parseEventList(options.events);
+      const retrySchedule = options.retrySchedule === undefined
+        ? undefined
+        : parseRetrySchedule(options.retrySchedule);
       const secret = await readSecret(context, options.secret);
       const config = await context.config();
       if (events !== "*") {
@@ -207,7 +225,12 @@ export function registerWebhooks(program: Command, context: CliContext): void {
           );
         }
       }
-      const webhook = await (await context.store()).webhooks.addOutgoing({ url, events, secret });
+      const webhook = await (await context.store()).webhooks.addOutgoing({
+        url,
+        events,
+        secret,
+        ...(retrySchedule ? { retry_schedule_ms: retrySchedule } : {}),
+      });
       if (options.json) context.printJson(publicOutgoing(webhook));
       else context.print(webhook.id);
     });

@@ -15,7 +15,7 @@ import { bearerAuth } from "./bearer_auth.ts";
 import { bodyLimit } from "./body_limit.ts";
 import { dnsRebindingProtection, isLoopback } from "./dns_rebinding.ts";
 import { errorHandler, errorResponse } from "./errors.ts";
-import { registerHealthRoute } from "./health.ts";
+import { type DisabledWebhookStatus, registerHealthRoute } from "./health.ts";
 import { ServerLifecycle } from "./lifecycle.ts";
 import { registerOpenApi } from "./openapi.ts";
 import { registerToolRoutes } from "./tools.ts";
@@ -49,6 +49,8 @@ export interface AppOptions {
   isPublicPath?: (path: string) => boolean;
   /** Where unknown errors are logged. @default stderr */
   log?: (message: string) => void;
+  /** Disabled outgoing webhooks, shown by `/health`. @default none */
+  disabledWebhooks?: () => readonly DisabledWebhookStatus[];
 }
 
 /** Headers browsers may send and read cross-origin (when `cors_origins` is set). */
@@ -125,7 +127,12 @@ export function createApp(options: AppOptions): ToolgateApp {
   app.use(bodyLimit({
     maxBytes: (path) => isPublicPath(path) ? undefined : server.body_limit_bytes,
   }));
-  registerHealthRoute(app, { gateway, lifecycle, mcpSessions: () => mcp.size });
+  registerHealthRoute(app, {
+    gateway,
+    lifecycle,
+    mcpSessions: () => mcp.size,
+    disabledWebhooks: options.disabledWebhooks,
+  });
   registerToolRoutes(app, gateway);
   registerOpenApi(app, { tokenRequired: config.apiToken !== undefined });
   app.all("/mcp", (c) => mcp.handle(c.req.raw));

@@ -52,6 +52,20 @@ export const OpenCircuitSchema = z.object({
   closes_at: z.string().openapi({ description: "ISO 8601 UTC time the circuit closes" }),
 }).openapi("OpenCircuit");
 
+/** An outgoing webhook that receives no deliveries (its events go to the DLQ). */
+export const DisabledWebhookSchema = z.object({
+  id: z.string(),
+  reason: z.enum(["manual", "gone", "failing"]).openapi({
+    description: "`manual`: `webhooks disable`; `gone`: the receiver answered 410; " +
+      "`failing`: its last events all went to the dead-letter queue",
+  }),
+  at: z.string().openapi({ description: "ISO 8601 UTC time it was disabled" }),
+  detail: z.string().optional(),
+}).openapi("DisabledWebhook");
+
+/** A disabled outgoing webhook as `/health` shows it (no URL: `/health` needs no token). */
+export type DisabledWebhookStatus = z.infer<typeof DisabledWebhookSchema>;
+
 /** Body of `GET /health`. */
 export const HealthSchema = z.object({
   status: z.enum(["ok", "draining"]).openapi({
@@ -63,6 +77,10 @@ export const HealthSchema = z.object({
   mcp_sessions: z.number().int().min(0).openapi({ description: "Open MCP HTTP sessions" }),
   plugins: z.array(PluginStatusSchema),
   open_circuits: z.array(OpenCircuitSchema),
+  disabled_webhooks: z.array(DisabledWebhookSchema).openapi({
+    description: "Outgoing webhooks disabled by hand, by a 410 Gone or after repeated dead " +
+      "letters; `toolgate webhooks enable <id>` brings one back",
+  }),
 }).openapi("Health");
 
 /** What the health route reads. */
@@ -71,6 +89,8 @@ export interface HealthRouteOptions {
   lifecycle: ServerLifecycle;
   /** Number of open MCP sessions. */
   mcpSessions: () => number;
+  /** Disabled outgoing webhooks. @default none */
+  disabledWebhooks?: () => readonly DisabledWebhookStatus[];
 }
 
 const healthRoute = createRoute({
@@ -92,7 +112,7 @@ const healthRoute = createRoute({
 
 /** Registers `GET /health`. */
 export function registerHealthRoute(app: ToolgateApp, options: HealthRouteOptions): void {
-  const { gateway, lifecycle, mcpSessions } = options;
+  const { gateway, lifecycle, mcpSessions, disabledWebhooks = () => [] } = options;
   app.openapi(healthRoute, (c) => {
     const draining = lifecycle.draining;
     const body = {
@@ -103,6 +123,7 @@ export function registerHealthRoute(app: ToolgateApp, options: HealthRouteOption
       mcp_sessions: mcpSessions(),
       plugins: gateway.listPlugins(),
       open_circuits: gateway.openCircuits(),
+      disabled_webhooks: [...disabledWebhooks()],
     };
     return draining ? c.json(body, 503) : c.json(body, 200);
   });

@@ -29,6 +29,8 @@ export interface ServeHttpOptions {
   log?: (message: string) => void;
   /** Longest wait for in-flight requests on shutdown, in ms. @default 10000 */
   drainTimeoutMs?: number;
+  /** Disabled outgoing webhooks, shown by `/health`; see {@linkcode AppOptions.disabledWebhooks}. */
+  disabledWebhooks?: AppOptions["disabledWebhooks"];
 }
 
 /** A running HTTP server. */
@@ -79,7 +81,16 @@ export function serveHttp(options: ServeHttpOptions): HttpServer {
   }
   const lifecycle = new ServerLifecycle();
   const mcp = new McpHttpSessions(gateway, mcpHttpOptions(config.server));
-  const app = createApp({ gateway, config, lifecycle, mcp, routes, isPublicPath, log });
+  const app = createApp({
+    gateway,
+    config,
+    lifecycle,
+    mcp,
+    routes,
+    isPublicPath,
+    log,
+    disabledWebhooks: options.disabledWebhooks,
+  });
   let url = "";
   const server = listenOrExplain(host, port, () =>
     Deno.serve({

@@ -221,6 +221,8 @@ export const DlqRecordSchema = z.strictObject({
   event_id: z.string(),
   event_type: z.string(),
   attempts: z.array(AttemptRecordSchema),
+  /** Why it went to the DLQ when not (only) for its attempts: a disabled webhook, a 410 Gone. */
+  reason: z.string().optional(),
   failed_at: z.string(),
   size: z.number().int().min(0),
   body: BytesSchema.optional(),

@@ -77,7 +77,8 @@ export interface WebhookStore {
   getOutgoing(id: string): Promise<OutgoingWebhook | null>;
   /**
    * Changes an outgoing webhook (and bumps the registration counter, so
-   * running servers see it).
+   * running servers see it). Enabling it (`disabled: null`) also resets its
+   * dead-letter streak ({@linkcode WebhookStore.recordOutcome}).
    *
    * @returns The webhook as stored now, or `null` when there is none.
    */

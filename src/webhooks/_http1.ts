@@ -147,9 +147,18 @@ class Reader {
   }
 }
 
+/** What a reply tells the sender. */
+export interface Http1Reply {
+  status: number;
+  /** The `Retry-After` header, when present. */
+  retryAfter?: string;
+}
+
 /** A reply's status and how its body is framed. */
 interface Head {
   status: number;
+  /** The reply's `Retry-After` header, when it had one. */
+  retryAfter?: string;
   /** The server lets the socket carry another request. */
   keepAlive: boolean;
   /** How the body ends: no body, a length, chunks, or (unusable) the server closing. */
@@ -177,6 +186,7 @@ async function readHead(reader: Reader): Promise<Head> {
     let transferEncoding: string | undefined;
     let contentLength: string | undefined;
     let framingClear = true;
+    let retryAfter: string | undefined;
     for (let i = 1; i < lines.length; i++) {
       const line = lines[i];
       const colon = line.indexOf(":");
@@ -190,6 +200,8 @@ async function readHead(reader: Reader): Promise<Head> {
         const value = line.slice(colon + 1).trim();
         if (contentLength !== undefined && contentLength !== value) framingClear = false;
         contentLength = value;
+      } else if (name === "retry-after") {
+        retryAfter = line.slice(colon + 1).trim();
       }
     }
     // Both framings at once is how responses get smuggled: trust neither.
@@ -198,19 +210,26 @@ async function readHead(reader: Reader): Promise<Head> {
       ? !/\bclose\b/.test(connection)
       : /\bkeep-alive\b/.test(connection);
     if (status === 101 || !framingClear) {
-      return { status, keepAlive: false, body: { kind: "unframed" } };
+      return { status, retryAfter, keepAlive: false, body: { kind: "unframed" } };
     }
-    if (status === 204 || status === 304) return { status, keepAlive, body: { kind: "none" } };
+    if (status === 204 || status === 304) {
+      return { status, retryAfter, keepAlive, body: { kind: "none" } };
+    }
     if (transferEncoding !== undefined) {
       return /(^|,)\s*chunked\s*$/.test(transferEncoding)
-        ? { status, keepAlive, body: { kind: "chunked" } }
-        : { status, keepAlive: false, body: { kind: "unframed" } };
+        ? { status, retryAfter, keepAlive, body: { kind: "chunked" } }
+        : { status, retryAfter, keepAlive: false, body: { kind: "unframed" } };
     }
     // Without a length the body ends when the server closes: not worth waiting for.
     if (contentLength === undefined || !/^\d+$/.test(contentLength)) {
-      return { status, keepAlive: false, body: { kind: "unframed" } };
+      return { status, retryAfter, keepAlive: false, body: { kind: "unframed" } };
     }
-    return { status, keepAlive, body: { kind: "length", length: Number(contentLength) } };
+    return {
+      status,
+      retryAfter,
+      keepAlive,
+      body: { kind: "length", length: Number(contentLength) },
+    };
   }
 }
 
@@ -307,6 +326,21 @@ export class Http1Client implements Disposable {
     body: Uint8Array,
     signal?: AbortSignal,
   ): Promise<number> {
+    return (await this.send(url, headers, body, signal)).status;
+  }
+
+  /**
+   * POSTs like {@linkcode Http1Client.post}, and tells the reply's
+   * `Retry-After` too.
+   *
+   * @throws The connection or protocol error; the signal's reason when aborted.
+   */
+  async send(
+    url: URL,
+    headers: Record<string, string>,
+    body: Uint8Array,
+    signal?: AbortSignal,
+  ): Promise<Http1Reply> {
     const request = encodeRequest(url, headers, body);
     const origin = `${url.protocol}//${url.host}`;
     for (let attempt = 0;; attempt++) {
@@ -330,7 +364,9 @@ export class Http1Client implements Disposable {
         this.received += reader.received;
         if (reusable && !signal?.aborted) this.#release(origin, socket);
         else closeQuietly(socket);
-        return head.status;
+        return head.retryAfter === undefined
+          ? { status: head.status }
+          : { status: head.status, retryAfter: head.retryAfter };
       } catch (error) {
         this.received += reader.received;
         closeQuietly(socket);

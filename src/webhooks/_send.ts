@@ -23,6 +23,16 @@ export interface SendResult {
   duration_ms: number;
   /** Aborted by the caller (dispatcher stopping): the outcome is unknown. */
   aborted?: boolean;
+  /** The `Retry-After` header of a 429 or 503 reply, as sent. */
+  retry_after?: string;
+}
+
+/** Statuses whose `Retry-After` the dispatcher honours. */
+const RETRY_AFTER_STATUSES = new Set([429, 503]);
+
+function withRetryAfter(result: SendResult, retryAfter: string | null | undefined): SendResult {
+  if (retryAfter == null || !RETRY_AFTER_STATUSES.has(result.status ?? 0)) return result;
+  return { ...result, retry_after: retryAfter.slice(0, 64) };
 }
 
 /** Options of {@linkcode postWebhook}. */
@@ -158,8 +168,11 @@ export async function postWebhook(options: PostWebhookOptions): Promise<SendResu
         timestamp,
         options.standardSignature,
       );
-      const status = await http1.post(direct, headers, body, controller.signal);
-      return { ok: status >= 200 && status < 300, status, duration_ms: elapsed() };
+      const { status, retryAfter } = await http1.send(direct, headers, body, controller.signal);
+      return withRetryAfter(
+        { ok: status >= 200 && status < 300, status, duration_ms: elapsed() },
+        retryAfter,
+      );
     }
     const response = await fetch(url, {
       method: "POST",
@@ -183,7 +196,10 @@ export async function postWebhook(options: PostWebhookOptions): Promise<SendResu
       // The verdict rests on the status; an unreadable reply body changes nothing.
     }
     const ok = response.status >= 200 && response.status < 300;
-    return { ok, status: response.status, duration_ms };
+    return withRetryAfter(
+      { ok, status: response.status, duration_ms },
+      response.headers.get("retry-after"),
+    );
   } catch (error) {
     const duration_ms = elapsed();
     if (timedOut) return { ok: false, error: `Timed out after ${timeoutMs} ms`, duration_ms };

@@ -22,8 +22,10 @@ import {
   DELIVERY_LOG_SIZE,
   type DeliveryLogEntry,
   type DeliveryOp,
+  type DeliveryOutcome,
   type DeliveryRecord,
   type DeliveryWriter,
+  type DisabledReason,
   type DlqRecord,
   fanoutDeliveries,
   type FanoutRecord,
@@ -39,9 +41,7 @@ import { OutcomeBatch } from "./_outcomes.ts";
 import { Schedule } from "./_schedule.ts";
 import { type FetchLike, postWebhook, type SendResult } from "./_send.ts";
 import { WebhookSigner } from "./signer.ts";
-
-/** Retries after the first attempt; the attempt after the last retry goes to the DLQ. */
-export const MAX_RETRIES = 5;
+import { nextRetryDelayMs, parseRetryAfter } from "./retry_policy.ts";
 
 /**
  * Largest age, in ms, of the registrations read an attempt relies on (also
@@ -58,19 +58,6 @@ export const MAX_REGISTRATION_AGE_MS = 50;
  * of 10 ms later, which keeps the store free for the tool calls themselves.
  */
 export const OUTCOME_LINGER_MS = 10;
-
-/** Largest jitter added to a retry delay, as a fraction of it. */
-export const RETRY_JITTER = 0.1;
-
-/**
- * The delay before retry `retry` (1..5): `2^(retry-1) × baseMs`, plus up to 10 % jitter.
- *
- * @param random A number in [0, 1) choosing the jitter.
- */
-export function retryDelayMs(retry: number, baseMs: number, random: number): number {
-  const delay = baseMs * 2 ** (retry - 1);
-  return Math.round(delay * (1 + RETRY_JITTER * random));
-}
 
 /** The parts of {@linkcode Config} the dispatcher reads. */
 export interface DispatcherConfig extends Pick<Config, "dataDir" | "events"> {
@@ -129,6 +116,11 @@ export interface Dispatcher {
   /** Deliveries pending in memory (scheduled, running or being recorded). */
   readonly pending: number;
   /**
+   * The registered webhooks that are disabled, as of the last registrations
+   * read (at most `poll_ms` old while running).
+   */
+  disabledWebhooks(): DisabledWebhook[];
+  /**
    * Prepares the outbox records of events another writer commits (the audit
    * log puts `tool.called` and `audit.written` deliveries in the commit of
    * the entry), so an event costs no commit of its own. Call
@@ -139,6 +131,15 @@ export interface Dispatcher {
    * @returns `undefined` when no registered webhook wants any of the events.
    */
   stage(events: readonly EventEnvelope<EventType>[]): StagedDeliveries | undefined;
+}
+
+/** A disabled outgoing webhook: which, why and since when. */
+export interface DisabledWebhook {
+  id: string;
+  reason: DisabledReason;
+  /** ISO-8601 time it was disabled. */
+  at: string;
+  detail?: string;
 }
 
 /** Outbox records of events, to be written in someone else's commit. */
@@ -155,6 +156,10 @@ interface Hook {
   record: OutgoingWebhook;
   /** Its keys, imported on first use after each registration load that changed its secrets. */
   signer?: WebhookSigner;
+  /** Its dead-letter streak as last stored, when known (a delivery resets a non-zero one). */
+  streak?: number;
+  /** Being disabled by this process (a 410 or the streak): no second update. */
+  disabling?: boolean;
 }
 
 /** Whether two registrations sign with the same secrets (a loaded signer can be kept). */
@@ -222,6 +227,23 @@ function attemptRecord(attempt: number, at: number, result: SendResult): Attempt
     ...(result.error !== undefined ? { error: result.error } : {}),
     duration_ms: result.duration_ms,
   };
+}
+
+/** Default of `webhooks.auto_disable_after` when the config leaves it out. */
+const DEFAULT_AUTO_DISABLE_AFTER = 5;
+
+/** Default of `webhooks.retry_after_max_ms` when the config leaves it out: 1 hour. */
+const DEFAULT_RETRY_AFTER_MAX_MS = 60 * 60 * 1000;
+
+/** Why an event to a disabled webhook went to the DLQ without an attempt. */
+function disabledReason(webhook: OutgoingWebhook): string {
+  const disabled = webhook.disabled!;
+  const why = disabled.reason === "manual"
+    ? "disabled by hand"
+    : disabled.reason === "gone"
+    ? "disabled after a 410 Gone"
+    : "disabled after repeated dead letters";
+  return `Not sent: the webhook was ${why} at ${disabled.at}`;
 }
 
 function describeFailure(attempt: AttemptRecord): string {
@@ -355,6 +377,14 @@ class WebhookDispatcher implements Dispatcher {
     this.#leaseTtlMs = Math.max(LEASE_MIN_TTL_MS, config.webhooks.poll_ms * 10);
     this.#horizonMs = Math.max(config.webhooks.poll_ms * 4, 1000);
     this.#schedule = new Schedule((due) => this.#enqueueReady(due), now);
+  }
+
+  disabledWebhooks(): DisabledWebhook[] {
+    const disabled: DisabledWebhook[] = [];
+    for (const { record } of this.#hooks.values()) {
+      if (record.disabled) disabled.push({ id: record.id, ...record.disabled });
+    }
+    return disabled;
   }
 
   get pending(): number {
@@ -952,6 +982,12 @@ class WebhookDispatcher implements Dispatcher {
       await this.#finish(pending, "dropped");
       return;
     }
+    if (hook.record.disabled) {
+      // Kept for `dlq replay --webhook` once the endpoint is enabled again.
+      release();
+      await this.#finish(pending, "dead", undefined, hook, disabledReason(hook.record));
+      return;
+    }
     const body = pending.event.event.body;
     const startedAt = this.#now();
     const timestamp = Math.floor(startedAt / 1000);
@@ -977,11 +1013,29 @@ class WebhookDispatcher implements Dispatcher {
     const attempt = attemptRecord(record.attempt_count + 1, startedAt, result);
     if (result.ok) {
       await this.#finish(pending, "delivered", attempt, hook);
-    } else if (attempt.attempt > MAX_RETRIES) {
+      if (hook.streak !== 0) this.#background(this.#recordOutcome(hook, "delivered"));
+      return;
+    }
+    if (result.status === 410) {
+      // The receiver says the endpoint is gone for good: stop sending to it now.
+      const reason = "the receiver answered 410 Gone";
+      await this.#finish(pending, "dead", attempt, hook, `${reason}: endpoint disabled`);
+      this.#background(this.#disable(hook, "gone", reason));
+      return;
+    }
+    const delay = nextRetryDelayMs({
+      attempt: attempt.attempt,
+      schedule: hook.record.retry_schedule_ms,
+      baseMs: this.#config.webhooks.retry_base_ms,
+      random: this.#random(),
+      retryAfterMs: parseRetryAfter(result.retry_after, this.#now()),
+      retryAfterMaxMs: this.#config.webhooks.retry_after_max_ms ?? DEFAULT_RETRY_AFTER_MAX_MS,
+    });
+    if (delay === null) {
       await this.#finish(pending, "dead", attempt, hook);
+      this.#background(this.#recordOutcome(hook, "dead_lettered"));
     } else {
-      const next = this.#now() +
-        retryDelayMs(attempt.attempt, this.#config.webhooks.retry_base_ms, this.#random());
+      const next = this.#now() + delay;
       const updated: DeliveryRecord = {
         ...record,
         attempt_count: attempt.attempt,
@@ -1036,6 +1090,50 @@ class WebhookDispatcher implements Dispatcher {
     this.#checkIdle();
   }
 
+  /**
+   * Counts an event's final outcome at a webhook (a delivery resets the
+   * streak of events dead-lettered in a row) and disables the webhook once
+   * `webhooks.auto_disable_after` events in a row went to the DLQ.
+   */
+  async #recordOutcome(hook: Hook, outcome: DeliveryOutcome): Promise<void> {
+    const streak = await this.#store.webhooks.recordOutcome(hook.record.id, outcome);
+    hook.streak = streak;
+    const limit = this.#config.webhooks.auto_disable_after ?? DEFAULT_AUTO_DISABLE_AFTER;
+    if (outcome === "dead_lettered" && limit > 0 && streak >= limit) {
+      await this.#disable(
+        hook,
+        "failing",
+        `the last ${streak} events all went to the dead-letter queue`,
+      );
+    }
+  }
+
+  /** Disables a webhook (unless it already is) and says so in the log. */
+  async #disable(hook: Hook, reason: DisabledReason, detail: string): Promise<void> {
+    if (hook.record.disabled || hook.disabling) return;
+    hook.disabling = true;
+    try {
+      const current = await this.#store.webhooks.getOutgoing(hook.record.id);
+      if (!current || current.disabled) return;
+      const updated = await this.#store.webhooks.updateOutgoing(hook.record.id, {
+        disabled: { at: new Date(this.#now()).toISOString(), reason, detail },
+      });
+      if (!updated) return;
+      hook.record = updated;
+      this.#onError(
+        new GatewayError(
+          "DELIVERY_FAILED",
+          `Webhook ${updated.id} (${updated.url}) disabled: ${detail}. Its events go to the ` +
+            `dead-letter queue until \`toolgate webhooks enable ${updated.id}\`; then ` +
+            `\`toolgate dlq replay --webhook ${updated.id}\` sends what it missed`,
+          { details: { webhook_id: updated.id, reason } },
+        ),
+      );
+    } finally {
+      hook.disabling = false;
+    }
+  }
+
   /** Ops appending an attempt to the webhook's delivery log, dropping entries past 20. */
   async #logOps(
     record: DeliveryRecord,
@@ -1074,6 +1172,7 @@ class WebhookDispatcher implements Dispatcher {
     outcome: "delivered" | "dead" | "dropped",
     attempt?: AttemptRecord,
     hook?: Hook,
+    reason?: string,
   ): Promise<void> {
     const { record, event } = pending;
     const ops: DeliveryOp[] = [];
@@ -1090,7 +1189,7 @@ class WebhookDispatcher implements Dispatcher {
     let dead: Omit<DlqRecord, "size" | "body"> | undefined;
     if (outcome === "delivered" && record.dlq_id) {
       ops.push({ op: "delete_dlq", dlq_id: record.dlq_id, size });
-    } else if (outcome === "dead" && attempt && hook) {
+    } else if (outcome === "dead" && hook) {
       dlqId = record.dlq_id ?? newDlqId();
       dead = {
         dlq_id: dlqId,
@@ -1098,7 +1197,8 @@ class WebhookDispatcher implements Dispatcher {
         url: hook.record.url,
         event_id: record.event_id,
         event_type: record.event_type,
-        attempts: [...record.attempts, attempt],
+        attempts: attempt ? [...record.attempts, attempt] : record.attempts,
+        ...(reason !== undefined ? { reason } : {}),
         failed_at: new Date(this.#now()).toISOString(),
       };
       ops.push({ op: "put_dlq", record: dead, body: event.event.body });

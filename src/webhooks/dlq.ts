@@ -24,7 +24,7 @@ import {
   repairMirror,
 } from "./_dlq_mirror.ts";
 import type { EventEnvelope } from "../events/mod.ts";
-import type { AttemptRecord, DlqRecord, Store } from "../store/mod.ts";
+import type { AttemptRecord, DlqRecord, OutgoingWebhook, Store } from "../store/mod.ts";
 
 export { DLQ_FILE } from "./_dlq_mirror.ts";
 export type { AppendOutcome } from "./_dlq_mirror.ts";
@@ -42,8 +42,10 @@ export interface DlqEntry {
   url: string;
   /** The event envelope, parsed from the exact bytes that were sent. */
   event: EventEnvelope;
-  /** Every attempt of the last delivery run. */
+  /** Every attempt of the last delivery run (none when the webhook was disabled). */
   attempts: AttemptRecord[];
+  /** Why it is here besides its attempts: the webhook was disabled, or answered 410 Gone. */
+  reason?: string;
   /** ISO-8601 time the last retry failed. */
   failed_at: string;
 }
@@ -53,7 +55,7 @@ const decoder = new TextDecoder();
 /** The fields of a dead-letter record that a {@linkcode DlqEntry} shows. */
 export type DlqEntryRecord = Pick<
   DlqRecord,
-  "dlq_id" | "webhook_id" | "url" | "attempts" | "failed_at"
+  "dlq_id" | "webhook_id" | "url" | "attempts" | "failed_at" | "reason"
 >;
 
 /**
@@ -79,6 +81,7 @@ export function dlqEntry(record: DlqEntryRecord, body: Uint8Array): DlqEntry {
     url: record.url,
     event,
     attempts: record.attempts,
+    ...(record.reason !== undefined ? { reason: record.reason } : {}),
     failed_at: record.failed_at,
   };
 }
@@ -215,34 +218,78 @@ export interface ReplayDlqOptions {
   onProgress?: (done: number, total: number) => void;
 }
 
+/** Which records {@linkcode replayDlq} queues again. */
+export type ReplayTarget =
+  | string
+  | "all"
+  | {
+    /** Every record of this webhook. */
+    webhook: string;
+    /** Only records that failed at or after this time. @default every record */
+    since?: Date | string;
+  };
+
 /** Outcome of {@linkcode replayDlq}. */
 export interface ReplayDlqResult {
   /** Records queued for a fresh delivery. */
   queued: string[];
   /** Records whose replay was already pending. */
   already_queued: string[];
-  /** Records left alone (with `"all"`): their webhook was removed. */
+  /** Records left alone (with `"all"`): their webhook was removed or is disabled. */
   skipped: { dlq_id: string; reason: string }[];
+}
+
+function parseSince(since: Date | string | undefined): number {
+  if (since === undefined) return -Infinity;
+  const at = since instanceof Date ? since.getTime() : Date.parse(since);
+  if (Number.isNaN(at)) {
+    throw new GatewayError(
+      "USAGE",
+      `Invalid --since "${String(since)}": expected an ISO time, e.g. 2026-11-01T00:00:00Z`,
+    );
+  }
+  return at;
 }
 
 /**
  * Queues dead-lettered deliveries again, with the same event id and body and
  * a fresh retry schedule. A running dispatcher picks them up within its poll
  * interval; each record is removed once its delivery succeeds (and updated
- * with the new attempts if it fails again).
+ * with the new attempts if it fails again). Records of a disabled webhook
+ * are not queued: enable it first (`webhooks enable`).
  *
- * @param target A `dlq_id`, or `"all"`.
- * @throws {GatewayError} `NOT_FOUND` when the record, or its webhook, does not exist.
+ * @param target A `dlq_id`, `"all"`, or `{ webhook, since? }`: every record
+ * of one webhook, e.g. to catch up after it was disabled.
+ * @throws {GatewayError} `NOT_FOUND` when the record, or its webhook, does
+ * not exist; `CONFLICT` when the one record's webhook is disabled; `USAGE`
+ * for a bad `since`.
  */
 export async function replayDlq(
   store: Store,
-  target: string,
+  target: ReplayTarget,
   options: ReplayDlqOptions = {},
 ): Promise<ReplayDlqResult> {
   const { now = Date.now, onProgress } = options;
+  const single = typeof target === "string" && target !== "all";
   let records: DlqRecord[];
-  if (target === "all") {
-    records = await store.deliveries.listDlq();
+  if (typeof target === "object") {
+    const since = parseSince(target.since);
+    const webhook = await store.webhooks.getOutgoing(target.webhook);
+    if (!webhook) {
+      throw new GatewayError("NOT_FOUND", `Cannot replay: no webhook with id ${target.webhook}`);
+    }
+    if (webhook.disabled) {
+      throw new GatewayError(
+        "CONFLICT",
+        `Cannot replay the dead letters of ${webhook.id}: it is disabled ` +
+          `(${webhook.disabled.reason}); enable it first with \`toolgate webhooks enable ${webhook.id}\``,
+      );
+    }
+    records = byFailure(await store.deliveries.listDlq()).filter((record) =>
+      record.webhook_id === webhook.id && Date.parse(record.failed_at) >= since
+    );
+  } else if (target === "all") {
+    records = byFailure(await store.deliveries.listDlq());
   } else {
     const record = await store.deliveries.getDlq(target);
     if (!record) {
@@ -251,12 +298,26 @@ export async function replayDlq(
     records = [record];
   }
   const result: ReplayDlqResult = { queued: [], already_queued: [], skipped: [] };
+  const webhooks = new Map<string, OutgoingWebhook | null>();
   let done = 0;
   for (const record of records) {
-    if (!await store.webhooks.getOutgoing(record.webhook_id)) {
-      const reason = `webhook ${record.webhook_id} was removed`;
-      if (target !== "all") {
-        throw new GatewayError("NOT_FOUND", `Cannot replay ${record.dlq_id}: ${reason}`);
+    let webhook = webhooks.get(record.webhook_id);
+    if (webhook === undefined) {
+      webhook = await store.webhooks.getOutgoing(record.webhook_id);
+      webhooks.set(record.webhook_id, webhook);
+    }
+    const reason = !webhook
+      ? `webhook ${record.webhook_id} was removed`
+      : webhook.disabled
+      ? `webhook ${record.webhook_id} is disabled (${webhook.disabled.reason}): ` +
+        `enable it first with \`toolgate webhooks enable ${record.webhook_id}\``
+      : undefined;
+    if (reason !== undefined) {
+      if (single) {
+        throw new GatewayError(
+          webhook ? "CONFLICT" : "NOT_FOUND",
+          `Cannot replay ${record.dlq_id}: ${reason}`,
+        );
       }
       result.skipped.push({ dlq_id: record.dlq_id, reason });
     } else {

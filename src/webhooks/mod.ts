@@ -31,8 +31,22 @@ export {
   WebhookSigner,
 } from "./signer.ts";
 export type { AttemptSignatures, SigningKey } from "./signer.ts";
-export { createDispatcher, MAX_RETRIES, RETRY_JITTER, retryDelayMs } from "./dispatcher.ts";
+export { createDispatcher } from "./dispatcher.ts";
+export {
+  formatDurationMs,
+  formatRetrySchedule,
+  MAX_RETRIES,
+  nextRetryDelayMs,
+  parseDurationMs,
+  parseRetryAfter,
+  parseRetrySchedule,
+  RETRY_JITTER,
+  retryDelayMs,
+  totalAttempts,
+} from "./retry_policy.ts";
+export type { RetryInput } from "./retry_policy.ts";
 export type {
+  DisabledWebhook,
   Dispatcher,
   DispatcherConfig,
   DispatcherOptions,
@@ -44,7 +58,13 @@ export { testWebhook } from "./test_webhook.ts";
 export type { TestWebhookOptions, TestWebhookResult } from "./test_webhook.ts";
 export { recentAttempts } from "./delivery_log.ts";
 export { DLQ_FILE, listDlq, purgeDlq, replayDlq, writeDlqMirror } from "./dlq.ts";
-export type { DlqEntry, PurgeDlqOptions, ReplayDlqOptions, ReplayDlqResult } from "./dlq.ts";
+export type {
+  DlqEntry,
+  PurgeDlqOptions,
+  ReplayDlqOptions,
+  ReplayDlqResult,
+  ReplayTarget,
+} from "./dlq.ts";
 export type { AttemptRecord, DeliveryLogEntry } from "../store/mod.ts";
 export { IncomingRouter } from "./incoming.ts";
 export type { IncomingAuditLog, IncomingRouterOptions } from "./incoming.ts";

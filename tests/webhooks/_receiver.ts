@@ -15,8 +15,17 @@ export interface ReceivedRequest {
   body: Uint8Array;
 }
 
-/** How to answer request number `index` (0-based): a status, or `"hang"` until the client gives up. */
-export type Behaviour = (request: ReceivedRequest, index: number) => number | "hang";
+/** A reply with headers of its own (e.g. `Retry-After`). */
+export interface Reply {
+  status: number;
+  headers?: Record<string, string>;
+}
+
+/**
+ * How to answer request number `index` (0-based): a status, a status with
+ * headers, or `"hang"` until the client gives up.
+ */
+export type Behaviour = (request: ReceivedRequest, index: number) => number | Reply | "hang";
 
 /** A running receiver; `await using` closes it. */
 export class Receiver implements AsyncDisposable {
@@ -60,6 +69,12 @@ export class Receiver implements AsyncDisposable {
       // Held until the receiver closes; the client gives up long before.
       await new Promise<void>((resolve) => this.#hanging.add(resolve));
       return new Response(null, { status: 504 });
+    }
+    if (typeof answer === "object") {
+      return new Response(`status ${answer.status}`, {
+        status: answer.status,
+        headers: answer.headers,
+      });
     }
     if (answer >= 300 && answer < 400) {
       return new Response(null, { status: answer, headers: { Location: `${this.origin}/moved` } });

@@ -90,7 +90,10 @@ export async function updateOutgoingWebhook(
       const entry = await store.kv.get(key);
       if (entry.value === null) return null;
       const next = patchOutgoingWebhook(parseRecord(OutgoingWebhookSchema, entry.value, id), patch);
-      const result = await bump(store.kv.atomic().check(entry).set(key, next)).commit();
+      const atomic = store.kv.atomic().check(entry).set(key, next);
+      // Enabled again: the dead letters that disabled it no longer count.
+      if (patch.disabled === null) atomic.delete(deadLetterStreakKey(id));
+      const result = await bump(atomic).commit();
       if (result.ok) return next;
     }
   });
@@ -103,12 +106,15 @@ export async function recordWebhookOutcome(
   outcome: DeliveryOutcome,
 ): Promise<number> {
   const key = deadLetterStreakKey(id);
+  const webhookKey = outgoingWebhookKey(id);
   return await store.retry(async () => {
     for (;;) {
-      const entry = await store.kv.get<Deno.KvU64>(key);
+      const [entry, webhook] = await store.kv.getMany<[Deno.KvU64, unknown]>([key, webhookKey]);
+      // A removed webhook keeps no streak (it would outlive it).
+      if (webhook.value === null) return 0;
       const streak = outcome === "delivered" ? 0n : (entry.value?.value ?? 0n) + 1n;
       if (outcome === "delivered" && entry.value === null) return 0;
-      const atomic = store.kv.atomic().check(entry);
+      const atomic = store.kv.atomic().check(entry, webhook);
       const result =
         await (streak === 0n ? atomic.delete(key) : atomic.set(key, new Deno.KvU64(streak)))
           .commit();

@@ -172,7 +172,12 @@ class PgWebhookStore implements WebhookStore {
         select record from toolgate_outgoing_webhooks where id = ${id} for update`;
       if (!row) return null;
       const next = patchOutgoingWebhook(parseRecord(OutgoingWebhookSchema, row.record, id), patch);
-      await tx`update toolgate_outgoing_webhooks set record = ${tx.json(next)} where id = ${id}`;
+      // Enabled again: the dead letters that disabled it no longer count.
+      await tx`
+        update toolgate_outgoing_webhooks set record = ${tx.json(next)},
+          dead_letter_streak = case when ${patch.disabled === null} then 0
+            else dead_letter_streak end
+        where id = ${id}`;
       await bumpCounter(tx, "registrations");
       return next;
     });

@@ -13,6 +13,7 @@ import { INCOMING_CLAIMS_CONTRACT } from "./incoming_claims_contract.ts";
 import { KEYCHAIN_CONTRACT } from "./keychain_contract.ts";
 import { LEASES_CONTRACT } from "./leases_contract.ts";
 import { MEMORY_CONTRACT } from "./memory_contract.ts";
+import { OUTCOMES_CONTRACT } from "./outcomes_contract.ts";
 import { UPSTREAMS_CONTRACT } from "./upstreams_contract.ts";
 import { WEBHOOKS_CONTRACT } from "./webhooks_contract.ts";
 
@@ -31,4 +32,5 @@ export const CONTRACT: readonly ContractCase[] = [
   ...MEMORY_CONTRACT,
   ...LEASES_CONTRACT,
   ...CLAIMS_CONTRACT,
+  ...OUTCOMES_CONTRACT,
 ];
