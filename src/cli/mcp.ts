@@ -111,7 +111,9 @@ export async function startStdio(context: CliContext): Promise<void> {
 
 async function startHttp(context: CliContext): Promise<void> {
   // Loaded here, not at the top: the stdio transport never needs it.
-  const { auditRoutes, eventsRoutes, incomingRoutes, serveHttp } = await import("../http/mod.ts");
+  const { auditRoutes, dlqRoutes, eventsRoutes, incomingRoutes, serveHttp } = await import(
+    "../http/mod.ts"
+  );
   const runtime = await createRuntime(context, { role: "server", transport: "http" });
   const log = (message: string) => context.io.stderr(`toolgate: ${message}\n`);
   const incoming = new IncomingRouter({
@@ -140,7 +142,12 @@ async function startHttp(context: CliContext): Promise<void> {
     server = serveHttp({
       gateway: runtime.gateway,
       config: runtime.config,
-      routes: [auditRoutes(runtime.audit), eventsRoutes(), incomingRoutes(incoming)],
+      routes: [
+        auditRoutes(runtime.audit),
+        eventsRoutes(),
+        dlqRoutes(runtime.store),
+        incomingRoutes(incoming),
+      ],
       isPublicPath: (path) => incoming.match(path) !== undefined,
       log,
       disabledWebhooks: () => runtime.dispatcher.disabledWebhooks(),

@@ -18,7 +18,16 @@ import {
 import { type CliContext, table, usage } from "./context.ts";
 
 /** Paths served by the HTTP transport itself; incoming endpoints may not shadow them. */
-export const RESERVED_PATHS = ["/tools", "/health", "/audit", "/openapi.json", "/mcp", "/events"];
+export const RESERVED_PATHS = [
+  "/tools",
+  "/health",
+  "/audit",
+  "/openapi.json",
+  "/mcp",
+  "/events",
+  "/webhooks",
+  "/dlq",
+];
 
 const PATH_PATTERN = /^\/[A-Za-z0-9._~!$&'()*+,;=:@%-]+(\/[A-Za-z0-9._~!$&'()*+,;=:@%-]+)*$/;
 

@@ -54,5 +54,6 @@ export { ToolInfoSchema, ToolListSchema, ToolResultSchema } from "./tools.ts";
 export { HealthSchema } from "./health.ts";
 export { AuditPageSchema, auditRoutes } from "./audit.ts";
 export { incomingRoutes } from "./incoming.ts";
+export { DlqEntrySchema, dlqRoutes } from "./dlq.ts";
 export { eventsRoutes } from "./events.ts";
 export type { EventsRoutesOptions } from "./events.ts";

@@ -24,8 +24,9 @@ export function issueFields(error: z.ZodError): { path: string; message: string 
 }
 
 /**
- * `defaultHook` of the app: a bad JSON body → 400 `TOOL_INPUT_INVALID`; a bad
- * path, query or header → 400 `USAGE`; `details.fields` names each field.
+ * `defaultHook` of the app: bad tool arguments → 400 `TOOL_INPUT_INVALID`; a
+ * bad body of another route, path, query or header → 400 `USAGE`;
+ * `details.fields` names each field.
  *
  * @throws {GatewayError} when validation failed.
  */
@@ -33,15 +34,14 @@ export function validationHook(result: ValidationResult, c: Context): undefined 
   if (result.success || !result.error) return undefined;
   const fields = issueFields(result.error);
   const summary = fields.map((f) => `${f.path}: ${f.message}`).join("; ");
-  if (result.target === "json") {
-    const tool = c.req.param("name");
-    throw new GatewayError(
-      "TOOL_INPUT_INVALID",
-      `Invalid arguments${tool ? ` for ${tool}` : ""}: ${summary}`,
-      { details: tool ? { tool, fields } : { fields } },
-    );
+  const tool = result.target === "json" ? c.req.param("name") : undefined;
+  if (tool) {
+    throw new GatewayError("TOOL_INPUT_INVALID", `Invalid arguments for ${tool}: ${summary}`, {
+      details: { tool, fields },
+    });
   }
-  throw new GatewayError("USAGE", `Invalid request ${result.target}: ${summary}`, {
+  const target = result.target === "json" ? "body" : result.target;
+  throw new GatewayError("USAGE", `Invalid request ${target}: ${summary}`, {
     details: { target: result.target, fields },
   });
 }

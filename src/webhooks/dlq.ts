@@ -109,9 +109,54 @@ function byFailure(records: DlqRecord[]): DlqRecord[] {
  * for (const entry of await listDlq(store)) console.log(entry.dlq_id, entry.event.type);
  * ```
  */
-export async function listDlq(store: Store): Promise<DlqEntry[]> {
-  const records = byFailure(await store.deliveries.listDlq());
+export async function listDlq(store: Store, options: ListDlqOptions = {}): Promise<DlqEntry[]> {
+  const { webhook, after, limit = Infinity } = options;
+  let records = byFailure(await store.deliveries.listDlq());
+  if (webhook !== undefined) records = records.filter((record) => record.webhook_id === webhook);
+  if (after !== undefined) {
+    const at = records.findIndex((record) => record.dlq_id === after);
+    records = at === -1 ? records.filter((record) => record.dlq_id > after) : records.slice(at + 1);
+  }
+  records = records.slice(0, limit);
   return await Promise.all(records.map((record) => toEntry(store, record)));
+}
+
+/** Options of {@linkcode listDlq}. */
+export interface ListDlqOptions {
+  /** Only records of this webhook. @default every webhook */
+  webhook?: string;
+  /** Only records listed after this one (a page's last `dlq_id`). @default from the oldest */
+  after?: string;
+  /** At most this many. @default all */
+  limit?: number;
+}
+
+/**
+ * One dead-lettered delivery.
+ *
+ * @throws {GatewayError} `NOT_FOUND` when there is no such record.
+ */
+export async function getDlqEntry(store: Store, dlqId: string): Promise<DlqEntry> {
+  const record = await store.deliveries.getDlq(dlqId);
+  if (!record) throw new GatewayError("NOT_FOUND", `No DLQ record ${dlqId}: see toolgate dlq list`);
+  return await toEntry(store, record);
+}
+
+/**
+ * Deletes one dead-letter record and rewrites `dlq.json`.
+ *
+ * @param dataDir Directory of `dlq.json`. @default store.dataDir
+ * @throws {GatewayError} `NOT_FOUND` when there is no such record.
+ */
+export async function deleteDlqEntry(
+  store: Store,
+  dlqId: string,
+  dataDir: string = store.dataDir,
+): Promise<void> {
+  const record = await store.deliveries.getDlq(dlqId);
+  if (!record) throw new GatewayError("NOT_FOUND", `No DLQ record ${dlqId}: see toolgate dlq list`);
+  await store.deliveries.deleteDlq([record]);
+  await writeDlqMirror(store, dataDir);
 }
 
 /** The store's DLQ as mirror pages, oldest failure first, bodies read a page at a time. */

@@ -57,9 +57,18 @@ export type { FetchLike } from "./_send.ts";
 export { testWebhook } from "./test_webhook.ts";
 export type { TestWebhookOptions, TestWebhookResult } from "./test_webhook.ts";
 export { recentAttempts } from "./delivery_log.ts";
-export { DLQ_FILE, listDlq, purgeDlq, replayDlq, writeDlqMirror } from "./dlq.ts";
+export {
+  deleteDlqEntry,
+  DLQ_FILE,
+  getDlqEntry,
+  listDlq,
+  purgeDlq,
+  replayDlq,
+  writeDlqMirror,
+} from "./dlq.ts";
 export type {
   DlqEntry,
+  ListDlqOptions,
   PurgeDlqOptions,
   ReplayDlqOptions,
   ReplayDlqResult,
