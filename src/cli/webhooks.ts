@@ -1,19 +1,32 @@
 /**
- * `toolgate webhooks …`: register, list, remove and test outgoing webhooks,
- * and create incoming endpoints.
+ * `toolgate webhooks …`: register, update, disable, enable, rotate, list,
+ * remove and test outgoing webhooks (the logic is in
+ * `src/webhooks/endpoints.ts`), and create incoming endpoints.
  *
  * @module
  */
 import type { Command } from "commander";
-import { EVENT_TYPES, isEventType } from "../events/mod.ts";
+import { EVENT_TYPES } from "../events/mod.ts";
 import { GatewayError } from "../errors/mod.ts";
 import type { IncomingWebhook, OutgoingWebhook } from "../store/mod.ts";
 import { builtinPlugins } from "../plugins/mod.ts";
 import {
+  addWebhook,
   type DeliveryLogEntry,
+  disableWebhook,
+  enableWebhook,
+  formatRetrySchedule,
+  parseDuration,
+  parseEventList as parseEvents,
   parseRetrySchedule,
+  parseWebhookUrl as parseUrl,
   recentAttempts,
+  rotateWebhookSecret,
   testWebhook,
+  updateWebhook,
+  validateSecret,
+  type WebhookView,
+  webhookView,
 } from "../webhooks/mod.ts";
 import { type CliContext, table, usage } from "./context.ts";
 
@@ -62,6 +75,11 @@ async function missingHandler(context: CliContext, handler: string): Promise<str
     `until one does`;
 }
 
+/** The EVENTS cell of an outgoing webhook. */
+function describeEvents(webhook: WebhookView): string {
+  return webhook.events === "*" ? "* (all)" : webhook.events.join(",");
+}
+
 /** Summary of an outgoing webhook's latest delivery attempts (its delivery log). */
 interface RecentDeliveries {
   /** Attempts in the log (it keeps the last 20). */
@@ -99,46 +117,14 @@ function describeRecent(recent: RecentDeliveries): string {
   return `${recent.ok} of last ${recent.attempts} ok; last ${result} at ${last.at}`;
 }
 
-/** Validates an outgoing webhook URL: http or https only. */
+/** Validates `--url` of an outgoing webhook: http or https only. */
 export function parseWebhookUrl(raw: string): string {
-  let url: URL;
-  try {
-    url = new URL(raw);
-  } catch {
-    throw usage(`Invalid --url "${raw}": not a URL; expected http://… or https://…`);
-  }
-  if (url.protocol !== "http:" && url.protocol !== "https:") {
-    throw usage(
-      `Invalid --url "${raw}": scheme ${
-        url.protocol.slice(0, -1)
-      } is not supported; use http or https`,
-    );
-  }
-  if (url.username || url.password) {
-    throw usage(`Invalid --url "${raw}": credentials in the URL are not allowed; use --secret`);
-  }
-  return url.href;
+  return parseUrl(raw, "--url");
 }
 
 /** Parses `--events a,b`: known types only, at least one. */
 export function parseEventList(raw: string): string[] {
-  const names = raw.split(",").map((s) => s.trim()).filter(Boolean);
-  if (names.length === 0) {
-    throw usage(
-      `Invalid --events "${raw}": empty; omit --events for all, or list some of: ${
-        EVENT_TYPES.join(", ")
-      }`,
-    );
-  }
-  const unknown = names.filter((name) => !isEventType(name));
-  if (unknown.length) {
-    throw usage(
-      `Invalid --events: unknown event type ${unknown.map((u) => `"${u}"`).join(", ")}; valid: ${
-        EVENT_TYPES.join(", ")
-      }`,
-    );
-  }
-  return [...new Set(names)];
+  return parseEvents(raw, "--events");
 }
 
 /** Validates an incoming endpoint path. */
@@ -180,10 +166,42 @@ async function readSecret(
   return secret;
 }
 
-/** The public view of an outgoing webhook: the secret is never shown. */
-export function publicOutgoing(webhook: OutgoingWebhook) {
-  const { secret, ...rest } = webhook;
-  return { ...rest, kind: "outgoing" as const, has_secret: secret !== undefined };
+/** The public view of an outgoing webhook: no secret, not even a previous one. */
+export function publicOutgoing(webhook: OutgoingWebhook): WebhookView {
+  return webhookView(webhook);
+}
+
+/** The SECRET cell of an outgoing webhook: whether signed, and previous secrets still signing. */
+function describeSecret(webhook: WebhookView): string {
+  if (!webhook.has_secret) return "no";
+  const previous = webhook.previous_secrets.length;
+  return previous ? `yes (+${previous} previous)` : "yes";
+}
+
+/** The STATE cell of an outgoing webhook: enabled, or disabled with its reason. */
+function describeState(webhook: WebhookView): string {
+  const { disabled } = webhook;
+  if (!disabled) return "enabled";
+  return `disabled (${disabled.reason}${disabled.detail ? `: ${disabled.detail}` : ""})`;
+}
+
+/** Warns about subscribed event types switched off in config. */
+async function warnDisabledEvents(context: CliContext, events: "*" | string[]): Promise<void> {
+  if (events === "*") return;
+  const config = await context.config();
+  const off = events.filter((e) => (config.events.disabled as readonly string[]).includes(e));
+  if (off.length) {
+    context.warn(
+      `event type ${
+        off.join(", ")
+      } is disabled in config (events.disabled); it will not be delivered until enabled`,
+    );
+  }
+}
+
+/** Prints a secret shown once: on stdout for `rotate-secret`, on stderr beside `add`'s id. */
+function secretNotice(secret: string): string {
+  return `Signing secret (shown only now; give it to the receiver): ${secret}`;
 }
 
 /** The public view of an incoming endpoint: the secret is never shown. */
@@ -198,50 +216,172 @@ export function registerWebhooks(program: Command, context: CliContext): void {
     .description("manage outgoing webhooks and incoming webhook endpoints");
 
   webhooks.command("add")
-    .description("register an outgoing webhook; prints its id")
+    .description(
+      "register an outgoing webhook; prints its id (and, on stderr, the generated secret)",
+    )
     .requiredOption("--url <url>", "http(s) endpoint that receives the signed events")
     .option(
       "--events <types>",
       `comma-separated event types (default: all): ${EVENT_TYPES.join(",")}`,
     )
-    .option("--secret <secret>", "HMAC-SHA256 signing secret; - reads it from stdin")
+    .option(
+      "--secret <secret>",
+      "signing secret; - reads it from stdin (default: a generated whsec_… secret)",
+    )
+    .option("--no-secret", "send deliveries unsigned (not recommended)")
+    .option("--description <text>", "a note for operators")
     .option(
       "--retry-schedule <delays>",
       "this webhook's waits before each retry, e.g. 5s,5m,30m,2h,5h,10h,10h (default: 1s,2s,4s,8s,16s)",
     )
-    .option("--json", "print the registration as JSON")
-    .action(async (options: {
-      url: string;
-      events?: string;
-      secret?: string;
-      retrySchedule?: string;
-      json?: boolean;
-    }) => {
-      const url = parseWebhookUrl(options.url);
-      const events = options.events === undefined ? "*" : parseEventList(options.events);
-      const retrySchedule = options.retrySchedule === undefined
-        ? undefined
-        : parseRetrySchedule(options.retrySchedule);
-      const secret = await readSecret(context, options.secret);
-      const config = await context.config();
-      if (events !== "*") {
-        const off = events.filter((e) => (config.events.disabled as readonly string[]).includes(e));
-        if (off.length) {
+    .option("--json", "print the registration as JSON (with the generated secret)")
+    .action(
+      async (options: {
+        url: string;
+        events?: string;
+        secret?: string | false;
+        description?: string;
+        retrySchedule?: string;
+        json?: boolean;
+      }) => {
+        const url = parseWebhookUrl(options.url);
+        const events = options.events === undefined ? "*" : parseEventList(options.events);
+        const retrySchedule = options.retrySchedule === undefined
+          ? undefined
+          : parseRetrySchedule(options.retrySchedule);
+        const secret = options.secret === false ? null : await readSecret(context, options.secret);
+        if (secret) validateSecret(secret, "--secret");
+        await warnDisabledEvents(context, events);
+        const added = await addWebhook(await context.store(), {
+          url,
+          events,
+          secret,
+          ...(options.description ? { description: options.description } : {}),
+          ...(retrySchedule ? { retry_schedule_ms: retrySchedule } : {}),
+        });
+        if (secret === null) {
           context.warn(
-            `event type ${
-              off.join(", ")
-            } is disabled in config (events.disabled); it will not be delivered until enabled`,
+            `webhook ${added.webhook.id} is unsigned (--no-secret): receivers cannot tell its ` +
+              `deliveries from forged ones; add a secret with toolgate webhooks rotate-secret ` +
+              added.webhook.id,
           );
         }
-      }
-      const webhook = await (await context.store()).webhooks.addOutgoing({
-        url,
-        events,
-        secret,
-        ...(retrySchedule ? { retry_schedule_ms: retrySchedule } : {}),
+        if (options.json) {
+          context.printJson({
+            ...added.webhook,
+            ...(added.secret ? { secret: added.secret } : {}),
+          });
+          return;
+        }
+        context.print(added.webhook.id);
+        if (added.secret) context.io.stderr(secretNotice(added.secret) + "\n");
+      },
+    );
+
+  webhooks.command("update")
+    .description("change an outgoing webhook's URL, events, description or retry schedule")
+    .argument("<id>", "the outgoing webhook id (wh_…)")
+    .option("--url <url>", "new http(s) endpoint")
+    .option("--events <types>", `comma-separated event types, or * for all`)
+    .option("--description <text>", `a note for operators ("" removes it)`)
+    .option(
+      "--retry-schedule <delays>",
+      "waits before each retry, e.g. 5s,5m,30m,2h; default goes back to the default schedule",
+    )
+    .option("--json", "print the webhook as JSON")
+    .action(
+      async (
+        id: string,
+        options: {
+          url?: string;
+          events?: string;
+          description?: string;
+          retrySchedule?: string;
+          json?: boolean;
+        },
+      ) => {
+        const url = options.url === undefined ? undefined : parseWebhookUrl(options.url);
+        const events = options.events === undefined
+          ? undefined
+          : options.events.trim() === "*"
+          ? "*"
+          : parseEventList(options.events);
+        const retrySchedule = options.retrySchedule === undefined
+          ? undefined
+          : options.retrySchedule.trim() === "default"
+          ? null
+          : parseRetrySchedule(options.retrySchedule);
+        if (
+          url === undefined && events === undefined && options.description === undefined &&
+          retrySchedule === undefined
+        ) {
+          throw usage(
+            `Nothing to update on ${id}: give --url, --events, --description or --retry-schedule`,
+          );
+        }
+        if (events !== undefined) await warnDisabledEvents(context, events);
+        const webhook = await updateWebhook(await context.store(), id, {
+          ...(url !== undefined ? { url } : {}),
+          ...(events !== undefined ? { events } : {}),
+          ...(options.description !== undefined ? { description: options.description } : {}),
+          ...(retrySchedule !== undefined ? { retry_schedule_ms: retrySchedule } : {}),
+        });
+        if (options.json) context.printJson(webhook);
+        else {context.print(
+            `Updated ${webhook.id}: ${webhook.url}, events ${describeEvents(webhook)}`,
+          );}
+      },
+    );
+
+  webhooks.command("disable")
+    .description("stop deliveries to an outgoing webhook until it is enabled again")
+    .argument("<id>", "the outgoing webhook id (wh_…)")
+    .option("--reason <text>", "why (shown by list and show)")
+    .option("--json", "print the webhook as JSON")
+    .action(async (id: string, options: { reason?: string; json?: boolean }) => {
+      const webhook = await disableWebhook(await context.store(), id, options.reason);
+      if (options.json) context.printJson(webhook);
+      else context.print(`Disabled ${webhook.id}: it gets no deliveries until enabled`);
+    });
+
+  webhooks.command("enable")
+    .description("let a disabled outgoing webhook receive deliveries again")
+    .argument("<id>", "the outgoing webhook id (wh_…)")
+    .option("--json", "print the webhook as JSON")
+    .action(async (id: string, options: { json?: boolean }) => {
+      const { webhook, was_disabled } = await enableWebhook(await context.store(), id);
+      if (options.json) context.printJson(webhook);
+      else {context.print(
+          was_disabled ? `Enabled ${webhook.id}` : `${webhook.id} was already enabled`,
+        );}
+    });
+
+  webhooks.command("rotate-secret")
+    .description("replace an outgoing webhook's signing secret; prints the new one once")
+    .argument("<id>", "the outgoing webhook id (wh_…)")
+    .option(
+      "--overlap <duration>",
+      "how long the old secret also signs webhook-signature, e.g. 24h, 30m, 0",
+      "24h",
+    )
+    .option("--json", "print {webhook, secret} as JSON")
+    .action(async (id: string, options: { overlap: string; json?: boolean }) => {
+      const overlapMs = parseDuration(options.overlap, "--overlap");
+      const { webhook, secret } = await rotateWebhookSecret(await context.store(), id, {
+        overlapMs,
       });
-      if (options.json) context.printJson(publicOutgoing(webhook));
-      else context.print(webhook.id);
+      if (options.json) {
+        context.printJson({ webhook, secret });
+        return;
+      }
+      context.print(secret);
+      const until = webhook.previous_secrets[0]?.expires_at;
+      context.io.stderr(
+        `Rotated the secret of ${webhook.id}: the line above is the new secret, shown only now; ` +
+          (overlapMs > 0 && until
+            ? `the old one also signs webhook-signature until ${until}\n`
+            : `the old one no longer signs\n`),
+      );
     });
 
   webhooks.command("list")
@@ -258,9 +398,10 @@ export function registerWebhooks(program: Command, context: CliContext): void {
       const recent = await Promise.all(
         outgoing.map(async (w) => recentDeliveries(await recentAttempts(store, w.id))),
       );
+      const views = outgoing.map((w) => webhookView(w));
       if (options.json) {
         context.printJson({
-          outgoing: outgoing.map((w, i) => ({ ...publicOutgoing(w), recent: recent[i] })),
+          outgoing: views.map((w, i) => ({ ...w, recent: recent[i] })),
           incoming: incoming.map((w, i) => ({ ...publicIncoming(w), stats: stats[i] })),
         });
         return;
@@ -270,12 +411,13 @@ export function registerWebhooks(program: Command, context: CliContext): void {
         return;
       }
       const rows = [
-        ...outgoing.map((w, i) => [
+        ...views.map((w, i) => [
           w.id,
           "outgoing",
           w.url,
-          w.events === "*" ? "* (all)" : w.events.join(","),
-          w.secret ? "yes" : "no",
+          describeEvents(w),
+          describeSecret(w),
+          describeState(w),
           describeRecent(recent[i]),
         ]),
         ...incoming.map((w, i) => [
@@ -284,13 +426,14 @@ export function registerWebhooks(program: Command, context: CliContext): void {
           w.path,
           `→ ${w.handler}`,
           w.secret ? "yes" : "no",
+          "enabled",
           `${stats[i].received} received, ${stats[i].rejected} rejected, ${stats[i].failed} failed${
             stats[i].last_received_at ? `, last ${stats[i].last_received_at}` : ""
           }`,
         ]),
       ];
       context.print(
-        table(["ID", "KIND", "URL / PATH", "EVENTS / HANDLER", "SECRET", "STATS"], rows),
+        table(["ID", "KIND", "URL / PATH", "EVENTS / HANDLER", "SECRET", "STATE", "STATS"], rows),
       );
     });
 
@@ -402,7 +545,11 @@ export function registerWebhooks(program: Command, context: CliContext): void {
           `${
             result.ok ? "Delivered" : "Failed"
           }: ${outcome} from ${webhook.url} in ${result.latency_ms} ms; ` +
-            `signature ${result.signed ? "sent (X-Service-Signature)" : "not sent (no secret)"}; ` +
+            `${
+              result.signed
+                ? "signed (X-Service-Signature, webhook-signature)"
+                : "unsigned (no secret)"
+            }; ` +
             `delivery ${result.event_id}`,
         );
       }
@@ -449,20 +596,38 @@ export function registerWebhooks(program: Command, context: CliContext): void {
         }
         return;
       }
-      const webhook = await store.webhooks.getOutgoing(id);
-      if (!webhook) {
+      const record = await store.webhooks.getOutgoing(id);
+      if (!record) {
         throw new GatewayError("NOT_FOUND", `No webhook with id ${id}: see toolgate webhooks list`);
       }
+      const webhook = webhookView(record);
       const attempts = await recentAttempts(store, id);
       if (options.json) {
-        context.printJson({ ...publicOutgoing(webhook), recent_attempts: attempts });
+        context.printJson({ ...webhook, recent_attempts: attempts });
         return;
       }
       context.print(`${webhook.id}  outgoing  ${webhook.url}`);
+      if (webhook.description) context.print(`description: ${webhook.description}`);
+      const previous = webhook.previous_secrets.map((p) => `until ${p.expires_at}`);
       context.print(
-        `events: ${webhook.events === "*" ? "* (all)" : webhook.events.join(",")}; secret: ${
-          webhook.secret ? "yes" : "no"
+        `events: ${describeEvents(webhook)}; secret: ${webhook.has_secret ? "yes" : "no"}${
+          previous.length
+            ? ` (+${previous.length} previous secret${
+              previous.length > 1 ? "s" : ""
+            } also signing webhook-signature, ${previous.join(", ")})`
+            : ""
         }`,
+      );
+      if (webhook.retry_schedule_ms) {
+        context.print(`retry schedule: ${formatRetrySchedule(webhook.retry_schedule_ms)}`);
+      }
+      const { disabled } = webhook;
+      context.print(
+        disabled
+          ? `state: disabled since ${disabled.at} (${disabled.reason}${
+            disabled.detail ? `: ${disabled.detail}` : ""
+          }); enable with toolgate webhooks enable ${webhook.id}`
+          : "state: enabled",
       );
       if (attempts.length === 0) {
         context.print("No delivery attempts yet.");

@@ -54,6 +54,35 @@ export type {
 } from "./dispatcher.ts";
 export { deliveryHeaders } from "./_send.ts";
 export type { FetchLike } from "./_send.ts";
+export {
+  addWebhook,
+  DEFAULT_ROTATION_OVERLAP_MS,
+  disableWebhook,
+  enableWebhook,
+  GENERATED_SECRET_BYTES,
+  generateSecret,
+  getWebhook,
+  listWebhooks,
+  MAX_PREVIOUS_SECRETS,
+  MAX_ROTATION_OVERLAP_MS,
+  parseDuration,
+  parseEventList,
+  parseWebhookUrl,
+  removeWebhook,
+  rotateWebhookSecret,
+  updateWebhook,
+  validateSecret,
+  webhookView,
+} from "./endpoints.ts";
+export type {
+  AddWebhookInput,
+  AddWebhookResult,
+  EndpointOptions,
+  RotateSecretOptions,
+  RotateSecretResult,
+  UpdateWebhookInput,
+  WebhookView,
+} from "./endpoints.ts";
 export { testWebhook } from "./test_webhook.ts";
 export type { TestWebhookOptions, TestWebhookResult } from "./test_webhook.ts";
 export { recentAttempts } from "./delivery_log.ts";

@@ -1,4 +1,12 @@
-import { assert, assertEquals, assertMatch, assertStringIncludes } from "../_asserts.ts";
+import { Webhook } from "standardwebhooks";
+import {
+  assert,
+  assertEquals,
+  assertMatch,
+  assertNotEquals,
+  assertStringIncludes,
+  assertThrows,
+} from "../_asserts.ts";
 import { runCli, tempHome } from "../_helpers.ts";
 
 Deno.test("webhooks add prints a wh_ id and list shows it without the secret", async () => {
@@ -42,7 +50,219 @@ Deno.test("webhooks add without --events stores all types as '*'", async () => {
     (await runCli(["webhooks", "list", "--json"], { home: tmp.home })).stdout,
   );
   assertEquals(list.outgoing[0].events, "*");
-  assertEquals(list.outgoing[0].has_secret, false);
+});
+
+Deno.test("webhooks add without --secret generates a whsec_ secret and prints it once", async () => {
+  await using tmp = await tempHome();
+  const add = await runCli(["webhooks", "add", "--url", "http://127.0.0.1:9/x"], {
+    home: tmp.home,
+  });
+  assertEquals(add.code, 0, add.stderr);
+  const id = add.stdout.trim(); // stdout stays the id alone: ID=$(toolgate webhooks add …)
+  assertMatch(id, /^wh_[0-9a-z]{26}$/);
+  const secret = /Signing secret \(shown only now; give it to the receiver\): (whsec_\S+)/
+    .exec(add.stderr)?.[1];
+  assert(secret, add.stderr);
+  assertEquals(atob(secret.slice("whsec_".length)).length, 32);
+  const json = await runCli(["webhooks", "add", "--url", "http://127.0.0.1:9/y", "--json"], {
+    home: tmp.home,
+  });
+  const added = JSON.parse(json.stdout);
+  assertMatch(added.secret, /^whsec_[A-Za-z0-9+/]{43}=$/);
+  assertEquals(added.has_secret, true);
+  assertEquals(json.stderr, "");
+  assertNotEquals(added.secret, secret);
+  for (const args of [["list"], ["list", "--json"], ["show", id], ["show", id, "--json"]]) {
+    const run = await runCli(["webhooks", ...args], { home: tmp.home });
+    assertEquals(run.code, 0, run.stderr);
+    assert(!run.stdout.includes(secret.slice(6)) && !run.stdout.includes(added.secret.slice(6)));
+  }
+  const list = JSON.parse(
+    (await runCli(["webhooks", "list", "--json"], { home: tmp.home })).stdout,
+  );
+  assertEquals(list.outgoing.map((w: { has_secret: boolean }) => w.has_secret), [true, true]);
+});
+
+Deno.test("webhooks add --no-secret registers an unsigned webhook with a warning", async () => {
+  await using tmp = await tempHome();
+  const add = await runCli(["webhooks", "add", "--url", "http://127.0.0.1:9/x", "--no-secret"], {
+    home: tmp.home,
+  });
+  assertEquals(add.code, 0, add.stderr);
+  const id = add.stdout.trim();
+  assertMatch(add.stderr, /warning: webhook wh_\w+ is unsigned \(--no-secret\)/);
+  assert(!add.stderr.includes("whsec_"));
+  const shown = JSON.parse(
+    (await runCli(["webhooks", "show", id, "--json"], { home: tmp.home })).stdout,
+  );
+  assertEquals(shown.has_secret, false);
+});
+
+Deno.test("webhooks update changes url, events and description; nothing to change or an unknown id fails", async () => {
+  await using tmp = await tempHome();
+  const id = (await runCli(
+    ["webhooks", "add", "--url", "http://127.0.0.1:9/x", "--description", "old note"],
+    { home: tmp.home },
+  )).stdout.trim();
+  const show = async () =>
+    JSON.parse((await runCli(["webhooks", "show", id, "--json"], { home: tmp.home })).stdout);
+  assertEquals((await show()).description, "old note");
+  const update = await runCli([
+    "webhooks",
+    "update",
+    id,
+    "--url",
+    "https://example.com/new",
+    "--events",
+    "tool.failed,circuit.opened",
+    "--description",
+    "new note",
+  ], { home: tmp.home });
+  assertEquals(update.code, 0, update.stderr);
+  assertStringIncludes(update.stdout, `Updated ${id}: https://example.com/new`);
+  const after = await show();
+  assertEquals(
+    [after.url, after.events, after.description, after.has_secret],
+    ["https://example.com/new", ["tool.failed", "circuit.opened"], "new note", true],
+  );
+  assert(after.updated_at >= after.created_at);
+  const cleared = await runCli(
+    ["webhooks", "update", id, "--events", "*", "--description", "", "--json"],
+    { home: tmp.home },
+  );
+  assertEquals(cleared.code, 0, cleared.stderr);
+  const view = JSON.parse(cleared.stdout);
+  assertEquals([view.events, view.description], ["*", undefined]);
+  const scheduled = await runCli(
+    ["webhooks", "update", id, "--retry-schedule", "5s,5m", "--json"],
+    { home: tmp.home },
+  );
+  assertEquals(JSON.parse(scheduled.stdout).retry_schedule_ms, [5000, 300_000]);
+  const unscheduled = await runCli(
+    ["webhooks", "update", id, "--retry-schedule", "default", "--json"],
+    { home: tmp.home },
+  );
+  assertEquals(JSON.parse(unscheduled.stdout).retry_schedule_ms, undefined);
+
+  const nothing = await runCli(["webhooks", "update", id], { home: tmp.home });
+  assertEquals(nothing.code, 2);
+  assertMatch(
+    nothing.stderr,
+    /Nothing to update on wh_\w+: give --url, --events, --description or --retry-schedule/,
+  );
+  const badUrl = await runCli(["webhooks", "update", id, "--url", "ftp://x/"], { home: tmp.home });
+  assertEquals(badUrl.code, 2);
+  assertMatch(badUrl.stderr, /Invalid --url "ftp:\/\/x\/": scheme ftp/);
+  const missing = await runCli(["webhooks", "update", "wh_nope", "--url", "https://x.test/"], {
+    home: tmp.home,
+  });
+  assertEquals(missing.code, 1);
+  assertMatch(missing.stderr, /No outgoing webhook with id wh_nope/);
+  assertEquals((await show()).url, "https://example.com/new");
+});
+
+Deno.test("webhooks disable and enable: list and show say so, with the reason", async () => {
+  await using tmp = await tempHome();
+  const id = (await runCli(["webhooks", "add", "--url", "http://127.0.0.1:9/x"], {
+    home: tmp.home,
+  })).stdout.trim();
+  const disable = await runCli(["webhooks", "disable", id, "--reason", "receiver migrating"], {
+    home: tmp.home,
+  });
+  assertEquals(disable.code, 0, disable.stderr);
+  const list = JSON.parse(
+    (await runCli(["webhooks", "list", "--json"], { home: tmp.home })).stdout,
+  );
+  assertEquals(list.outgoing[0].disabled.reason, "manual");
+  assertEquals(list.outgoing[0].disabled.detail, "receiver migrating");
+  assertMatch(list.outgoing[0].disabled.at, /^\d{4}-\d{2}-\d{2}T/);
+  const human = await runCli(["webhooks", "list"], { home: tmp.home });
+  assertStringIncludes(human.stdout, "disabled (manual: receiver migrating)");
+  const show = await runCli(["webhooks", "show", id], { home: tmp.home });
+  assertMatch(show.stdout, /state: disabled since \S+ \(manual: receiver migrating\)/);
+
+  const enable = await runCli(["webhooks", "enable", id], { home: tmp.home });
+  assertEquals([enable.code, enable.stdout.trim()], [0, `Enabled ${id}`]);
+  const again = await runCli(["webhooks", "enable", id], { home: tmp.home });
+  assertEquals([again.code, again.stdout.trim()], [0, `${id} was already enabled`]);
+  const shown = JSON.parse(
+    (await runCli(["webhooks", "show", id, "--json"], { home: tmp.home })).stdout,
+  );
+  assertEquals(shown.disabled, undefined);
+  assertStringIncludes((await runCli(["webhooks", "list"], { home: tmp.home })).stdout, "enabled");
+  const missing = await runCli(["webhooks", "disable", "wh_nope"], { home: tmp.home });
+  assertEquals(missing.code, 1);
+});
+
+Deno.test("webhooks rotate-secret prints the new secret once; during the overlap test deliveries verify with both", async () => {
+  await using tmp = await tempHome();
+  const received: Headers[] = [];
+  const bodies: string[] = [];
+  await using receiver = Deno.serve(
+    { hostname: "127.0.0.1", port: 0, onListen: () => {} },
+    async (request) => {
+      received.push(request.headers);
+      bodies.push(await request.text());
+      return new Response(null, { status: 204 });
+    },
+  );
+  const added = JSON.parse(
+    (await runCli(
+      ["webhooks", "add", "--url", `http://127.0.0.1:${receiver.addr.port}/`, "--json"],
+      { home: tmp.home },
+    )).stdout,
+  );
+  const rotate = await runCli(["webhooks", "rotate-secret", added.id, "--overlap", "1h"], {
+    home: tmp.home,
+  });
+  assertEquals(rotate.code, 0, rotate.stderr);
+  const secret = rotate.stdout.trim();
+  assertMatch(secret, /^whsec_[A-Za-z0-9+/]{43}=$/);
+  assertNotEquals(secret, added.secret);
+  assertMatch(rotate.stderr, /the old one also signs webhook-signature until \d{4}-/);
+  const shown = JSON.parse(
+    (await runCli(["webhooks", "show", added.id, "--json"], { home: tmp.home })).stdout,
+  );
+  assertEquals(shown.previous_secrets.length, 1);
+  const expires = Date.parse(shown.previous_secrets[0].expires_at) - Date.now();
+  assert(expires > 50 * 60_000 && expires <= 60 * 60_000, `expires in ${expires} ms`);
+  assert(!JSON.stringify(shown).includes(secret.slice(6)));
+  assert(!JSON.stringify(shown).includes(added.secret.slice(6)));
+
+  const test = await runCli(["webhooks", "test", added.id], { home: tmp.home });
+  assertEquals(test.code, 0, test.stderr);
+  const headers = Object.fromEntries(
+    ["webhook-id", "webhook-timestamp", "webhook-signature"].map((h) => [h, received[0].get(h)!]),
+  );
+  assertEquals(headers["webhook-signature"].split(" ").length, 2);
+  for (const key of [secret, added.secret]) new Webhook(key).verify(bodies[0], headers);
+
+  const json = await runCli(["webhooks", "rotate-secret", added.id, "--overlap", "0", "--json"], {
+    home: tmp.home,
+  });
+  assertEquals(json.code, 0, json.stderr);
+  const rotated = JSON.parse(json.stdout);
+  assertMatch(rotated.secret, /^whsec_/);
+  // No overlap for the secret just replaced; the one before keeps its hour.
+  assertEquals(rotated.webhook.previous_secrets.length, 1);
+  await runCli(["webhooks", "test", added.id], { home: tmp.home });
+  const last = Object.fromEntries(
+    ["webhook-id", "webhook-timestamp", "webhook-signature"].map((h) => [h, received[1].get(h)!]),
+  );
+  new Webhook(rotated.secret).verify(bodies[1], last);
+  new Webhook(added.secret).verify(bodies[1], last);
+  assertThrows(() => new Webhook(secret).verify(bodies[1], last), "No matching signature");
+
+  const bad = await runCli(["webhooks", "rotate-secret", added.id, "--overlap", "soon"], {
+    home: tmp.home,
+  });
+  assertEquals(bad.code, 2);
+  assertMatch(bad.stderr, /Invalid --overlap "soon"/);
+  const tooLong = await runCli(["webhooks", "rotate-secret", added.id, "--overlap", "31d"], {
+    home: tmp.home,
+  });
+  assertEquals(tooLong.code, 2);
+  assertMatch(tooLong.stderr, /Invalid overlap: \d+ ms; expected 0 to/);
 });
 
 Deno.test("webhooks add --secret - reads the secret from stdin", async () => {
@@ -162,6 +382,12 @@ const BAD_INPUT: { name: string; args: string[]; code: number; message: RegExp }
     message: /--events.*empty/,
   },
   { name: "missing --url", args: ["webhooks", "add"], code: 2, message: /--url/ },
+  {
+    name: "whsec_ secret that is not base64",
+    args: ["webhooks", "add", "--url", "http://x.test/", "--secret", "whsec_not-base64!"],
+    code: 2,
+    message: /Invalid --secret: a whsec_ secret must be base64 after the prefix/,
+  },
   {
     name: "missing --handler",
     args: ["webhooks", "create", "--name", "a", "--url", "/hooks/a"],

@@ -23,7 +23,7 @@ for (const receiver of RECEIVERS) {
     const port = freePort();
     const child = new Deno.Command(receiver.command, {
       args: [...receiver.args, String(port)],
-      env: { WEBHOOK_SECRET: "whsec_example" },
+      env: { WEBHOOK_SECRET: "example-s3cret" },
       stdout: "piped",
       stderr: "piped",
     }).spawn();
@@ -37,7 +37,7 @@ for (const receiver of RECEIVERS) {
         }
       }
       const url = `http://127.0.0.1:${port}/`;
-      const good = (await runCli(["webhooks", "add", "--url", url, "--secret", "whsec_example"], {
+      const good = (await runCli(["webhooks", "add", "--url", url, "--secret", "example-s3cret"], {
         home: tmp.home,
       })).stdout.trim();
       const bad = (await runCli(["webhooks", "add", "--url", url, "--secret", "other"], {

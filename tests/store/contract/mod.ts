@@ -16,6 +16,7 @@ import { MEMORY_CONTRACT } from "./memory_contract.ts";
 import { OUTCOMES_CONTRACT } from "./outcomes_contract.ts";
 import { UPSTREAMS_CONTRACT } from "./upstreams_contract.ts";
 import { WEBHOOKS_CONTRACT } from "./webhooks_contract.ts";
+import { WEBHOOK_UPDATES_CONTRACT } from "./webhook_updates_contract.ts";
 
 export type { ContractCase, ContractEnv } from "./_contract.ts";
 
@@ -27,6 +28,7 @@ export const CONTRACT: readonly ContractCase[] = [
   ...INCOMING_CLAIMS_CONTRACT,
   ...DELIVERIES_CONTRACT,
   ...WEBHOOKS_CONTRACT,
+  ...WEBHOOK_UPDATES_CONTRACT,
   ...UPSTREAMS_CONTRACT,
   ...KEYCHAIN_CONTRACT,
   ...MEMORY_CONTRACT,
