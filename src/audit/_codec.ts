@@ -7,7 +7,7 @@
  */
 import { Buffer } from "node:buffer";
 import { GatewayError } from "../errors/mod.ts";
-import { redact } from "../redact.ts";
+import { redact as builtinRedact, type Redactor } from "../redact.ts";
 import { canonicalJson, type JsonValue } from "./canonical_json.ts";
 import {
   AUDIT_OUTCOME_SCHEMAS,
@@ -82,7 +82,10 @@ export interface PreparedEntry {
  * @throws {GatewayError} `INTERNAL` when the input is malformed (a bug in the
  * caller, not a user error).
  */
-export function prepareEntry(input: AuditAppendInput): PreparedEntry {
+export function prepareEntry(
+  input: AuditAppendInput,
+  redact: Redactor = builtinRedact,
+): PreparedEntry {
   const parsed = AuditAppendInputSchema.safeParse(input);
   if (!parsed.success) {
     const issue = parsed.error.issues[0];

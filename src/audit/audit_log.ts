@@ -6,6 +6,7 @@
  */
 import { DeadlineQueue } from "../deadlines.ts";
 import { GatewayError } from "../errors/mod.ts";
+import { redact as builtinRedact, type Redactor } from "../redact.ts";
 import {
   createEnvelope,
   type EventBus,
@@ -115,6 +116,12 @@ export interface AuditLogOptions {
   outbox?: AuditOutbox;
   /** Clock, in milliseconds since the epoch. @default Date.now */
   now?: () => number;
+  /**
+   * Redacts each entry's input and outcome before it is written.
+   * @default the built-in rules (see {@linkcode redact}); pass the
+   * gateway's redactor to add `config.redact.patterns`
+   */
+  redact?: Redactor;
 }
 
 /** The head of the chain. */
@@ -244,6 +251,7 @@ export class AuditLog {
   #bus: EventBus | undefined;
   #outbox: AuditOutbox | undefined;
   #now: () => number;
+  #redact: Redactor;
   #queue: Pending[] = [];
   #draining: Promise<void> | null = null;
   #emitting = new Set<Promise<void>>();
@@ -258,11 +266,12 @@ export class AuditLog {
 
   /** @param options Store, bus and clock. */
   constructor(options: AuditLogOptions) {
-    const { store, bus, outbox, now = Date.now } = options;
+    const { store, bus, outbox, now = Date.now, redact = builtinRedact } = options;
     this.#store = store;
     this.#bus = bus;
     this.#outbox = bus ? outbox : undefined;
     this.#now = now;
+    this.#redact = redact;
   }
 
   /**
@@ -304,7 +313,7 @@ export class AuditLog {
     }
     let prepared: PreparedEntry;
     try {
-      prepared = prepareEntry(input);
+      prepared = prepareEntry(input, this.#redact);
     } catch (error) {
       for (const event of options.events ?? []) this.#track(this.#emitAttached(event));
       return Promise.reject(error);

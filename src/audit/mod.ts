@@ -84,4 +84,5 @@ export type {
   AuditVerifyResult,
   VerifyAuditChainOptions,
 } from "./verify.ts";
-export { isSecretKey, redact, REDACTED } from "../redact.ts";
+export { compileRedactPatterns, createRedactor, isSecretKey, redact, REDACTED } from "../redact.ts";
+export type { Redactor, RedactorOptions } from "../redact.ts";

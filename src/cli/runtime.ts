@@ -4,7 +4,7 @@
  *
  * @module
  */
-import { type AuditLog, createAuditLog } from "../audit/mod.ts";
+import { type AuditLog, createAuditLog, createRedactor } from "../audit/mod.ts";
 import type { Config } from "../config/mod.ts";
 import { EventBus, relayEvents } from "../events/mod.ts";
 import { Gateway } from "../gateway/mod.ts";
@@ -92,7 +92,9 @@ export async function createRuntime(
     onError: (error) => log(`webhooks: ${(error as Error).message}`),
   });
   // The deliveries of `tool.called` and `audit.written` ride in the entry's commit.
-  const audit = createAuditLog({ store, bus, outbox: dispatcher });
+  // One redactor (built-in rules and config redact.patterns) for entries and events.
+  const redact = createRedactor({ patterns: config.redact.patterns });
+  const audit = createAuditLog({ store, bus, outbox: dispatcher, redact });
   const keychain = createKeychain({ store, dataDir: config.dataDir, env: config.env });
   // MCP upstreams: config.json, then `toolgate plugins add` registrations.
   const builtins = builtinPlugins();
@@ -123,6 +125,7 @@ export async function createRuntime(
     audit,
     log,
     secrets: (plugin) => secretReaderFor(keychain, plugin),
+    redact,
   });
   // Other instances on the same database stream this one's events on /events.
   const relay = relayEvents(bus, store.changes, {

@@ -115,7 +115,21 @@ export const ConfigFileSchema = z.strictObject({
   }).prefault({}),
   /** Value patterns (regular expressions) redacted from audit entries and events, beside the built-in ones. */
   redact: z.strictObject({
-    patterns: z.array(z.string().min(1)).default([]),
+    /** JavaScript regular expression sources, matched globally; the whole match is replaced. */
+    patterns: z.array(
+      z.string().min(1).superRefine((source, context) => {
+        try {
+          new RegExp(source, "g");
+        } catch (error) {
+          context.addIssue({
+            code: "custom",
+            message: `${JSON.stringify(source)} is not a valid regular expression (${
+              (error as Error).message
+            }): fix it or escape the special characters (\\. \\( \\[ …)`,
+          });
+        }
+      }),
+    ).default([]),
   }).prefault({}),
   incoming: z.strictObject({
     body_limit_bytes: z.number().int().positive().default(1024 * 1024),

@@ -9,7 +9,7 @@
  */
 import { GatewayError } from "../errors/mod.ts";
 import { newId } from "../ids.ts";
-import { redact } from "../redact.ts";
+import { redact as builtinRedact, type Redactor } from "../redact.ts";
 import type { AuditSink, CallerInput } from "./types.ts";
 
 /** A prompt as a plugin offers it. */
@@ -77,6 +77,8 @@ export interface CatalogOptions {
   timeoutMs: number;
   /** Clock for latencies. @default performance.now */
   now?: () => number;
+  /** Redacts the inputs recorded in the audit log. @default the built-in rules */
+  redact?: Redactor;
 }
 
 interface Registered extends CatalogSource {
@@ -106,14 +108,16 @@ export class Catalog {
   #audit: AuditSink | undefined;
   #timeoutMs: number;
   #now: () => number;
+  #redact: Redactor;
 
-  /** @param options Audit sink, upstream timeout and clock. */
+  /** @param options Audit sink, upstream timeout, clock and redactor. */
   constructor(options: CatalogOptions) {
-    const { audit, timeoutMs, now = () => performance.now() } = options;
+    const { audit, timeoutMs, now = () => performance.now(), redact = builtinRedact } = options;
     if (!(timeoutMs > 0)) throw new RangeError(`Invalid timeoutMs: ${timeoutMs} is not positive`);
     this.#audit = audit;
     this.#timeoutMs = timeoutMs;
     this.#now = now;
+    this.#redact = redact;
   }
 
   /** Replaces what `plugin` offers (`undefined`: nothing) and tells the listeners what changed. */
@@ -371,7 +375,7 @@ export class Catalog {
       kind: what.kind,
       tool: what.subject,
       session_id: sessionId,
-      input: redact(what.input),
+      input: this.#redact(what.input),
       outcome: { ...outcome, latency_ms: latency(), source },
     });
     let result: Record<string, unknown>;

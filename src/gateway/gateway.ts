@@ -12,7 +12,7 @@ import type { ErrorCode } from "../errors/mod.ts";
 import type { EventBus } from "../events/mod.ts";
 import { DeadlineQueue } from "../deadlines.ts";
 import { newId } from "../ids.ts";
-import { redact } from "../redact.ts";
+import { createRedactor, type Redactor } from "../redact.ts";
 import type { Store } from "../store/mod.ts";
 import { VERSION } from "../version.ts";
 import { Catalog, pausingWhileAsking } from "./catalog.ts";
@@ -48,6 +48,11 @@ export interface GatewayOptions {
   log?: (message: string) => void;
   /** Clock. @default performance.now for latency, Date.now for time */
   now?: () => number;
+  /**
+   * Redacts tool inputs, outputs and errors for the audit log and events.
+   * @default the built-in rules and `config.redact.patterns`
+   */
+  redact?: Redactor;
 }
 
 /** Codes that count as a tool failure for the circuit breaker. */
@@ -96,6 +101,7 @@ export class Gateway {
   #secrets: (plugin: string) => SecretReader;
   #log: (message: string) => void;
   #now: () => number;
+  #redact: Redactor;
   #plugins: HostedPlugin[] = [];
   #tools = new Map<string, RegisteredTool>();
   #toolListeners = new Set<() => void>();
@@ -115,6 +121,7 @@ export class Gateway {
       secrets = () => NO_SECRETS,
       log = (message) => console.error(message),
       now = () => performance.now(),
+      redact = createRedactor({ patterns: config.redact.patterns }),
     } = options;
     const names = new Set<string>();
     for (const plugin of plugins) {
@@ -126,7 +133,8 @@ export class Gateway {
     this.bus = bus;
     this.#definitions = plugins;
     this.#audit = audit;
-    this.catalog = new Catalog({ audit, timeoutMs: config.tools.timeout_ms, now });
+    this.#redact = redact;
+    this.catalog = new Catalog({ audit, timeoutMs: config.tools.timeout_ms, now, redact });
     this.#secrets = secrets;
     this.#log = log;
     this.#now = now;
@@ -650,7 +658,7 @@ export class Gateway {
         const output = await this.#execute(tool, input, sessionId, options);
         tool.breaker.recordSuccess();
         const latency_ms = Math.max(0, Math.round(this.#now() - started));
-        const redactedInput = redact(input);
+        const redactedInput = this.#redact(input);
         const entry = {
           kind: "tool.call",
           tool: name,
@@ -662,7 +670,7 @@ export class Gateway {
           tool_name: name,
           plugin,
           input: redactedInput,
-          output: redact(output),
+          output: this.#redact(output),
           latency_ms,
           session_id: sessionId,
         };
@@ -756,7 +764,7 @@ export class Gateway {
     return this.bus.emit("tool.failed", {
       tool_name: tool.definition.name,
       plugin: tool.plugin.definition.name,
-      error: error.message,
+      error: this.#redact(error.message),
       error_code: error.code,
       circuit_state: tool.breaker.state,
       attempt,
@@ -779,7 +787,7 @@ export class Gateway {
         kind: "tool.call",
         tool: tool.definition.name,
         session_id: sessionId,
-        input: redact(input),
+        input: this.#redact(input),
         outcome: {
           ok: false,
           error_code: error.code,

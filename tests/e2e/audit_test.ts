@@ -1,5 +1,5 @@
-import { assert, assertEquals, assertMatch } from "../_asserts.ts";
-import { runCli, tempHome } from "../_helpers.ts";
+import { assert, assertEquals, assertMatch, assertStringIncludes } from "../_asserts.ts";
+import { runCli, tempHome, until } from "../_helpers.ts";
 import { startHttpServer } from "./_http_server.ts";
 
 interface Entry {
@@ -93,6 +93,91 @@ Deno.test("a token never shows in the audit log, in /audit or in any delivered e
     await server.stop();
     const exported = await runCli(["audit", "export"], { home: tmp.home });
     assert(!exported.stdout.includes("s3cret"));
+  } finally {
+    await hook.shutdown();
+  }
+});
+
+Deno.test("secrets inside argument values are redacted in /audit, the CLI, /events and webhooks, not for the tool", async () => {
+  await using tmp = await tempHome();
+  const url = "https://ci:pa55word@build.example.com/hook?access_token=tok-abc123&page=2";
+  const note = "sent with Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.e30.c2lnbmF0dXJl";
+  const employee = "emp-123456";
+  const secrets = ["pa55word", "tok-abc123", "eyJhbGciOiJIUzI1NiJ9", employee];
+  const bodies: string[] = [];
+  const hook = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen: () => {} }, async (r) => {
+    bodies.push(await r.text());
+    return new Response(null, { status: 204 });
+  });
+  try {
+    const added = await runCli(
+      [
+        "webhooks",
+        "add",
+        "--url",
+        `http://127.0.0.1:${hook.addr.port}/`,
+        "--events",
+        "tool.called",
+      ],
+      { home: tmp.home },
+    );
+    assertEquals(added.code, 0, added.stderr);
+    await using server = await startHttpServer({
+      home: tmp.home,
+      config: { redact: { patterns: ["emp-\\d{6}"] }, egress: { allow: ["127.0.0.1/32"] } },
+    });
+    const stream = await fetch(`${server.url}/events?types=tool.called`);
+    const reader = stream.body!.pipeThrough(new TextDecoderStream()).getReader();
+    let streamed = "";
+    // Ends when the reader is cancelled, or with an error when the server stops first.
+    const reading = (async () => {
+      for (;;) {
+        const { done, value } = await reader.read();
+        if (done) return;
+        streamed += value;
+      }
+    })().catch(() => {});
+    const call = async (tool: string, args: unknown) => {
+      const response = await fetch(`${server.url}/tools/${tool}`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify(args),
+      });
+      assertEquals(response.status, 200);
+      return await response.json();
+    };
+    await call("memory_set", { key: "build", value: { url, note, owner: employee } });
+    // The tool stored the real values: reading them back returns them unredacted.
+    const read = await call("memory_get", { key: "build" });
+    assertEquals(read.structuredContent.value, { url, note, owner: employee });
+
+    const audit = await (await fetch(`${server.url}/audit`)).json();
+    const input = audit.entries.find((e: { tool: string }) => e.tool === "memory_set").input;
+    assertEquals(input.value, {
+      url: "https://ci:[REDACTED]@build.example.com/hook?access_token=[REDACTED]&page=2",
+      note: "sent with Authorization: Bearer [REDACTED]",
+      owner: "[REDACTED]",
+    });
+    await until(() => bodies.length >= 2, "two tool.called deliveries");
+    await until(
+      () => (streamed.match(/event: tool\.called/g) ?? []).length >= 2,
+      "two tool.called on /events",
+    );
+    await reader.cancel();
+    await reading;
+    const exported = await runCli(["audit", "export"], { home: tmp.home });
+    assertEquals(exported.code, 0, exported.stderr);
+    for (
+      const [where, text] of [
+        ["/audit", JSON.stringify(audit)],
+        ["webhook deliveries", bodies.join("\n")],
+        ["/events", streamed],
+        ["audit export", exported.stdout],
+      ]
+    ) {
+      for (const secret of secrets) assert(!text.includes(secret), `${secret} in ${where}`);
+      assertStringIncludes(text, "https://ci:[REDACTED]@build.example.com", where);
+    }
   } finally {
     await hook.shutdown();
   }

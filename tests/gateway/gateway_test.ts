@@ -190,6 +190,40 @@ Deno.test("secret-looking input and output fields are redacted in events", async
   assertEquals(t.events[0].data.input, { token: "[REDACTED]", user: "ada" });
 });
 
+Deno.test("values are redacted in events and errors with config redact.patterns, the tool gets them whole", async () => {
+  const seen: unknown[] = [];
+  const plugin: PluginDefinition = {
+    name: "fetcher",
+    version: "1.0.0",
+    zeroConfig: true,
+    tools: [{
+      name: "fetch_url",
+      description: "Fetches a URL, or fails naming it",
+      input: z.object({ url: z.string(), fail: z.boolean().optional() }),
+      execute: (args) => {
+        seen.push(args);
+        if (args.fail) return Promise.reject(new Error(`Cannot reach ${args.url}: refused`));
+        return Promise.resolve({ fetched: args.url });
+      },
+    }],
+  };
+  await using t = await testGateway({
+    plugins: [plugin],
+    file: { redact: { patterns: ["emp-\\d{6}"] } },
+  });
+  t.events.length = 0;
+  const url = "https://bob:hunter2@api.example.com/x?api_key=k-9&who=emp-123456";
+  await t.gateway.call("fetch_url", { url });
+  await assertRejects(() => t.gateway.call("fetch_url", { url, fail: true }), GatewayError);
+  assertEquals(seen, [{ url }, { url, fail: true }], "the tool saw the real values");
+  const shown = "https://bob:[REDACTED]@api.example.com/x?api_key=[REDACTED]&who=[REDACTED]";
+  const called = t.events.find((e) => e.type === "tool.called")!;
+  assertEquals(called.data.input, { url: shown });
+  assertEquals(called.data.output, { fetched: shown });
+  const failed = t.events.find((e) => e.type === "tool.failed")!;
+  assertEquals(failed.data.error, `Tool fetch_url failed: Cannot reach ${shown}: refused`);
+});
+
 Deno.test("every call is appended to the audit sink before it is answered", async () => {
   const entries: { kind: string; tool: string; outcome: Record<string, unknown> }[] = [];
   await using t = await testGateway({
