@@ -336,12 +336,14 @@ export class Gateway {
     status.state = outcome.state;
     if (outcome.state === "disabled") return;
     if (outcome.state !== "ready") {
-      status.error = outcome.error;
+      // An upstream's error may name its URL, credentials included.
+      const error = outcome.error === undefined ? undefined : this.#redact(outcome.error);
+      status.error = error;
       status.error_code = outcome.code;
-      this.#log(`plugin ${definition.name}: ${outcome.state}: ${outcome.error}`);
+      this.#log(`plugin ${definition.name}: ${outcome.state}: ${error}`);
       await this.bus.emit("plugin.error", {
         plugin_name: definition.name,
-        error: outcome.error ?? "unknown",
+        error: error ?? "unknown",
         error_code: outcome.code ?? "PLUGIN_INIT_FAILED",
         state: outcome.state,
       });

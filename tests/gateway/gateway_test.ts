@@ -224,6 +224,23 @@ Deno.test("values are redacted in events and errors with config redact.patterns,
   assertEquals(failed.data.error, `Tool fetch_url failed: Cannot reach ${shown}: refused`);
 });
 
+Deno.test("a plugin's start-up error is redacted in plugin.error and its status", async () => {
+  const plugin: PluginDefinition = {
+    name: "remote",
+    version: "1.0.0",
+    zeroConfig: true,
+    initialize: () => {
+      throw new Error("Cannot reach https://svc:pa55@mcp.example.com/sse?token=t-1");
+    },
+    tools: [],
+  };
+  await using t = await testGateway({ plugins: [plugin] });
+  const shown = "Cannot reach https://svc:[REDACTED]@mcp.example.com/sse?token=[REDACTED]";
+  const failed = t.events.find((e) => e.type === "plugin.error")!;
+  assertEquals(failed.data.error, `Plugin remote failed to initialize: ${shown}`);
+  assert(!JSON.stringify(t.gateway.listPlugins()).includes("pa55"));
+});
+
 Deno.test("every call is appended to the audit sink before it is answered", async () => {
   const entries: { kind: string; tool: string; outcome: Record<string, unknown> }[] = [];
   await using t = await testGateway({
