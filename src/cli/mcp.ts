@@ -111,9 +111,8 @@ export async function startStdio(context: CliContext): Promise<void> {
 
 async function startHttp(context: CliContext): Promise<void> {
   // Loaded here, not at the top: the stdio transport never needs it.
-  const { auditRoutes, dlqRoutes, eventsRoutes, incomingRoutes, serveHttp } = await import(
-    "../http/mod.ts"
-  );
+  const { auditRoutes, dlqRoutes, eventsRoutes, incomingRoutes, serveHttp, webhookRoutes } =
+    await import("../http/mod.ts");
   const runtime = await createRuntime(context, { role: "server", transport: "http" });
   const log = (message: string) => context.io.stderr(`toolgate: ${message}\n`);
   const incoming = new IncomingRouter({
@@ -145,6 +144,7 @@ async function startHttp(context: CliContext): Promise<void> {
       routes: [
         auditRoutes(runtime.audit),
         eventsRoutes(),
+        webhookRoutes(runtime.store),
         dlqRoutes(runtime.store),
         incomingRoutes(incoming),
       ],

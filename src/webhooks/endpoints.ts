@@ -13,6 +13,9 @@ import { EVENT_TYPES, isEventType } from "../events/mod.ts";
 import type { DisabledReason, OutgoingWebhook, OutgoingWebhookPatch, Store } from "../store/mod.ts";
 import { MAX_SCHEDULE_DELAY_MS, MAX_SCHEDULE_RETRIES } from "./retry_policy.ts";
 import { STANDARD_SECRET_PREFIX, standardKeyBytes } from "./signer.ts";
+import { parseDuration } from "./_duration.ts";
+
+export { parseDuration };
 
 /** Random bytes in a generated secret (`whsec_` + their base64): a full HMAC-SHA256 key. */
 export const GENERATED_SECRET_BYTES = 32;
@@ -234,32 +237,6 @@ function validateSchedule(schedule: readonly number[], field: string): number[] 
     );
   }
   return [...schedule];
-}
-
-const DURATION_UNITS: Record<string, number> = {
-  ms: 1,
-  s: 1000,
-  m: 60_000,
-  h: 3_600_000,
-  d: 86_400_000,
-};
-
-/**
- * Parses a duration such as `24h`, `30m`, `90s`, `2d`, `1500ms` or `0`.
- *
- * @param field How the caller names the field in messages (`--overlap`).
- * @returns Milliseconds.
- * @throws {GatewayError} `USAGE` when it is not one.
- */
-export function parseDuration(raw: string, field = "duration"): number {
-  const match = /^(\d+(?:\.\d+)?)(ms|s|m|h|d)?$/.exec(raw.trim());
-  if (!match || (match[2] === undefined && Number(match[1]) !== 0)) {
-    throw invalid(
-      field,
-      ` "${raw}": expected a number and a unit (ms, s, m, h, d), e.g. 24h, or 0`,
-    );
-  }
-  return Math.round(Number(match[1]) * DURATION_UNITS[match[2] ?? "ms"]);
 }
 
 /** Previous secrets still signing at `now`, newest first. */

@@ -33,11 +33,9 @@ export {
 export type { AttemptSignatures, SigningKey } from "./signer.ts";
 export { createDispatcher } from "./dispatcher.ts";
 export {
-  formatDurationMs,
   formatRetrySchedule,
   MAX_RETRIES,
   nextRetryDelayMs,
-  parseDurationMs,
   parseRetryAfter,
   parseRetrySchedule,
   RETRY_JITTER,

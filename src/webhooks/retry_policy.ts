@@ -7,6 +7,7 @@
  * @module
  */
 import { GatewayError } from "../errors/mod.ts";
+import { formatDuration, parseDuration } from "./_duration.ts";
 
 /** Retries of the default schedule; the attempt after the last retry goes to the DLQ. */
 export const MAX_RETRIES = 5;
@@ -19,14 +20,6 @@ export const MAX_SCHEDULE_RETRIES = 30;
 
 /** Longest single delay of a webhook's own schedule: 7 days. */
 export const MAX_SCHEDULE_DELAY_MS = 7 * 24 * 60 * 60 * 1000;
-
-const UNIT_MS: Record<string, number> = {
-  ms: 1,
-  s: 1000,
-  m: 60_000,
-  h: 3_600_000,
-  d: 86_400_000,
-};
 
 /**
  * The delay before retry `retry` (1..5) of the default schedule:
@@ -99,23 +92,6 @@ export function parseRetryAfter(value: string | null | undefined, now: number): 
 }
 
 /**
- * Parses a duration such as `500ms`, `5s`, `5m`, `2h` or `1d` into ms.
- *
- * @param flag The option it came from, named in the error.
- * @throws {GatewayError} `USAGE` naming `flag` and the accepted forms.
- */
-export function parseDurationMs(text: string, flag: string): number {
-  const match = /^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)\s*$/.exec(text);
-  if (!match) {
-    throw new GatewayError(
-      "USAGE",
-      `Invalid ${flag} "${text}": expected a number and a unit (ms, s, m, h, d), e.g. 30s or 2h`,
-    );
-  }
-  return Math.round(Number(match[1]) * UNIT_MS[match[2]]);
-}
-
-/**
  * Parses a webhook's retry schedule, `5s,5m,30m,2h,5h,10h,10h`: the waits
  * before each retry, in order; their number is the number of retries.
  *
@@ -137,7 +113,7 @@ export function parseRetrySchedule(text: string, flag = "--retry-schedule"): num
     );
   }
   return parts.map((part) => {
-    const ms = parseDurationMs(part, flag);
+    const ms = parseDuration(part, flag);
     if (ms < 1 || ms > MAX_SCHEDULE_DELAY_MS) {
       throw new GatewayError(
         "USAGE",
@@ -150,13 +126,5 @@ export function parseRetrySchedule(text: string, flag = "--retry-schedule"): num
 
 /** A schedule as people write it: `5s,5m,30m,2h`. */
 export function formatRetrySchedule(schedule: readonly number[]): string {
-  return schedule.map(formatDurationMs).join(",");
-}
-
-/** A duration in the largest unit that divides it: `90000` → `90s`, `7200000` → `2h`. */
-export function formatDurationMs(ms: number): string {
-  for (const unit of ["d", "h", "m", "s"]) {
-    if (ms >= UNIT_MS[unit] && ms % UNIT_MS[unit] === 0) return `${ms / UNIT_MS[unit]}${unit}`;
-  }
-  return `${ms}ms`;
+  return schedule.map(formatDuration).join(",");
 }

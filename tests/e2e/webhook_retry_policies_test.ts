@@ -35,14 +35,16 @@ async function call(url: string, key: string): Promise<void> {
 
 interface DlqListed {
   dlq_id: string;
+  event: { id: string };
   webhook_id: string;
   reason?: string;
   attempts: { status?: number }[];
 }
 
-Deno.test("a 410 disables the webhook: /health and the log say so, its events wait in the DLQ, replay needs it enabled", async () => {
+Deno.test("a 410 disables the webhook: /health and the log say so, its events wait in the DLQ; enable and replay --webhook catch up", async () => {
   await using tmp = await tempHome();
-  await using hook = receiver(() => 410);
+  let status = 410;
+  await using hook = receiver(() => status);
   const added = await runCli(
     ["webhooks", "add", "--url", hook.url, "--events", "tool.called", "--json"],
     { home: tmp.home },
@@ -86,6 +88,25 @@ Deno.test("a 410 disables the webhook: /health and the log say so, its events wa
   const both = await runCli(["dlq", "replay", "--all", "--webhook", id], { home: tmp.home });
   assertEquals(both.code, 2);
   assertStringIncludes(both.stderr, "give only one of <dlq_id>, --webhook <id> or --all");
+
+  status = 200; // the receiver is back
+  const enabled = await runCli(["webhooks", "enable", id], { home: tmp.home });
+  assertEquals(enabled.code, 0, enabled.stderr);
+  const replay = await runCli(["dlq", "replay", "--webhook", id, "--json"], { home: tmp.home });
+  assertEquals(replay.code, 0, replay.stderr);
+  assertEquals(JSON.parse(replay.stdout).queued.length, 2);
+  await until(() => hook.requests.length === 3, "the two missed events");
+  assertEquals(
+    hook.requests.slice(1).map((r) => r.id),
+    records.map((r) => r.event.id),
+    "sent again, oldest first, with their event ids",
+  );
+  await until(async () => {
+    const left = JSON.parse((await runCli(["dlq", "list", "--json"], { home: tmp.home })).stdout);
+    return left.length === 0;
+  }, "the DLQ to empty");
+  health = await (await fetch(`${server.url}/health`)).json();
+  assertEquals(health.disabled_webhooks, []);
 
   const { stderr } = await server.stop();
   assertStringIncludes(

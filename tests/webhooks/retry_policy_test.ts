@@ -4,7 +4,7 @@ import {
   formatRetrySchedule,
   MAX_RETRIES,
   nextRetryDelayMs,
-  parseDurationMs,
+  parseDuration,
   parseRetryAfter,
   parseRetrySchedule,
   retryDelayMs,
@@ -64,6 +64,7 @@ Deno.test("a bad --retry-schedule names the entry, the limits and an example", (
     ["5s,,5m", /expected comma-separated delays/],
     ["5 minutes", /Invalid --retry-schedule "5 minutes": expected a number and a unit/],
     ["0s", /delay "0s": each delay must be between 1ms and 7d/],
+    ["0", /delay "0": each delay must be between 1ms and 7d/],
     ["8d", /delay "8d": each delay must be between 1ms and 7d/],
     [new Array(31).fill("1s").join(","), /31 delays, at most 30 retries/],
   ];
@@ -72,6 +73,6 @@ Deno.test("a bad --retry-schedule names the entry, the limits and an example", (
     assertEquals((error as GatewayError).code, "USAGE");
     if (!message.test(error.message)) throw new Error(`${text}: ${error.message}`);
   }
-  assertEquals(parseDurationMs("1.5h", "--overlap"), 5_400_000);
-  assertThrows(() => parseDurationMs("24", "--overlap"), 'Invalid --overlap "24"');
+  assertEquals(parseDuration("1.5h", "--overlap"), 5_400_000);
+  assertThrows(() => parseDuration("24", "--overlap"), 'Invalid --overlap "24"');
 });
