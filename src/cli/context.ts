@@ -6,7 +6,7 @@
  */
 import { type Config, loadConfig, readEnv } from "../config/mod.ts";
 import { GatewayError } from "../errors/mod.ts";
-import { openStore, type OpenStoreOptions, type Store } from "../store/mod.ts";
+import { decodeSecretKey, openStore, type OpenStoreOptions, type Store } from "../store/mod.ts";
 import { InputCancelledError, readHiddenLine } from "./_hidden_input.ts";
 
 /** The process I/O a command uses; injected so tests can capture it. */
@@ -65,6 +65,7 @@ export function storeOptions(config: Config): OpenStoreOptions {
   const { url, pool_max, statement_timeout_ms, connect_timeout_ms } = config.store;
   return {
     dataDir: config.dataDir,
+    ...(config.secretKey ? { secretKey: decodeSecretKey(config.secretKey) } : {}),
     url,
     pool: {
       max: pool_max,

@@ -180,6 +180,11 @@ export interface Config extends ConfigFile {
   readonly dataDir: string;
   /** Bearer token guarding the HTTP API (`TOOLGATE_API_TOKEN`). */
   readonly apiToken?: string;
+  /**
+   * The key sealing secrets at rest, base64 of 32 bytes (`TOOLGATE_SECRET_KEY`),
+   * in place of `<dataDir>/keychain.key`: instances sharing a database set the same.
+   */
+  readonly secretKey?: string;
   /** Environment variables, for secret overrides (`TOOLGATE_SECRET_*`). */
   readonly env: Readonly<Record<string, string>>;
 }
@@ -252,7 +257,7 @@ export function parseConfigFile(raw: unknown, source = "config.json"): ConfigFil
  * Loads the configuration once: `config.json` in the data dir (optional),
  * then environment overrides (`TOOLGATE_HOST`, `TOOLGATE_PORT`,
  * `TOOLGATE_API_TOKEN`, `TOOLGATE_RETRY_BASE_MS`, `TOOLGATE_WEBHOOK_TIMEOUT_MS`,
- * `TOOLGATE_POLL_MS`, `TOOLGATE_SLACK_API_URL`, `TOOLGATE_DATABASE_URL`).
+ * `TOOLGATE_POLL_MS`, `TOOLGATE_SLACK_API_URL`, `TOOLGATE_DATABASE_URL`, `TOOLGATE_SECRET_KEY`).
  *
  * @throws {GatewayError} `CONFIG_INVALID` when the file or a variable is bad.
  */
@@ -322,13 +327,28 @@ export async function loadConfig(options: LoadConfigOptions = {}): Promise<Confi
     }
     file.store.url = env.TOOLGATE_DATABASE_URL;
   }
+  const secretKey = env.TOOLGATE_SECRET_KEY?.trim() || undefined;
+  if (secretKey !== undefined && !isSecretKey(secretKey)) {
+    throw new GatewayError(
+      "CONFIG_INVALID",
+      "Invalid TOOLGATE_SECRET_KEY: expected the base64 of 32 bytes (44 characters), e.g. from " +
+        "`openssl rand -base64 32`, or `base64 -w0 <data_dir>/keychain.key` to keep the key " +
+        "existing secrets were sealed with",
+    );
+  }
   const config: Config = {
     ...file,
     dataDir,
     apiToken: env.TOOLGATE_API_TOKEN || undefined,
+    ...(secretKey ? { secretKey } : {}),
     env: Object.freeze({ ...env }),
   };
   return deepFreeze(config);
+}
+
+/** Whether `text` is the base64 of exactly 32 bytes. */
+function isSecretKey(text: string): boolean {
+  return /^[A-Za-z0-9+/]{43}=$/.test(text) && atob(text).length === 32;
 }
 
 function deepFreeze<T>(value: T): T {

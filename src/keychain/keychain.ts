@@ -31,7 +31,7 @@ export const SECRET_MAX_BYTES = 32 * 1024;
 export interface KeychainOptions {
   /** The data directory's store (encrypted entries and the index of names). */
   store: Store;
-  /** The data directory (holds `keychain.key`). */
+  /** The data directory (its `keychain.key` is the store's `dataKey`, unless `TOOLGATE_SECRET_KEY` replaces it). */
   dataDir: string;
   /** The environment: `TOOLGATE_SECRET_*` overrides, `TOOLGATE_KEYCHAIN`, `PATH`. */
   env: Readonly<Record<string, string>>;
@@ -130,10 +130,10 @@ class StoreKeychain implements Keychain {
   #backend: Promise<KeychainBackendName> | undefined;
 
   constructor(options: KeychainOptions) {
-    const { store, dataDir, env, backend } = options;
+    const { store, env, backend } = options;
     this.#store = store;
     this.#env = env;
-    this.#cipher = new FileCipher(dataDir);
+    this.#cipher = new FileCipher(store.dataKey);
     this.#os = { "secret-tool": new SecretToolBackend(env), security: new SecurityBackend(env) };
     this.#requested = backend;
   }

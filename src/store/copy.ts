@@ -20,6 +20,7 @@ import {
 } from "./postgres/import.ts";
 import { migrate } from "./postgres/migrations.ts";
 import { PostgresStore } from "./postgres/postgres_store.ts";
+import { DataKey } from "./data_key.ts";
 import type { OpenStoreOptions } from "./open.ts";
 import type { StoredDelivery } from "./records.ts";
 import type { Store } from "./store.ts";
@@ -121,12 +122,13 @@ export async function copyStore<V>(options: CopyStoreOptions<V>): Promise<CopySt
   await requireFile(file);
 
   const sql = openPostgres(to, from.pool);
-  const target = new PostgresStore(sql, from.dataDir);
+  const dataKey = new DataKey({ dataDir: from.dataDir, key: from.secretKey });
+  const target = new PostgresStore(sql, from.dataDir, dataKey);
   try {
     // Refused before anything is written, migrations included.
     const taken = await nonEmptyTables(sql);
     if (taken.length) throw notEmpty(describeDatabase(sql), taken);
-    const source = await openKvStore({ dataDir: from.dataDir });
+    const source = await openKvStore({ dataDir: from.dataDir, secretKey: from.secretKey });
     let counts: CopyCounts;
     try {
       const running = await source.upstreams.listServerStatuses(serverStatusMaxAgeMs);
@@ -142,6 +144,7 @@ export async function copyStore<V>(options: CopyStoreOptions<V>): Promise<CopySt
       counts = await importIntoPostgres(sql, (importer) => copyAll(source, importer), {
         onBatch: onProgress,
         batchRows,
+        dataKey,
       });
     } finally {
       await source.close();

@@ -28,3 +28,5 @@ export type {
   WebhookStore,
 } from "./store.ts";
 export * from "./records.ts";
+export { DATA_KEY_BYTES, DataKey, decodeSecretKey, KEY_FILE } from "./data_key.ts";
+export type { DataKeyOptions, DataKeySource } from "./data_key.ts";

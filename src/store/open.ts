@@ -23,6 +23,11 @@ export interface OpenStoreOptions {
   url?: string;
   /** PostgreSQL pool settings (with `url`). */
   pool?: { max?: number; statementTimeoutMs?: number; connectTimeoutMs?: number };
+  /**
+   * The key sealing secrets at rest (`TOOLGATE_SECRET_KEY`, 32 bytes).
+   * @default the data directory's `keychain.key` (created when first needed)
+   */
+  secretKey?: Uint8Array;
 }
 
 /**
@@ -34,8 +39,8 @@ export interface OpenStoreOptions {
  * `STORE_UNAVAILABLE` when the database cannot be reached.
  */
 export function openStore(options: OpenStoreOptions): Promise<Store> {
-  const { dataDir, url, pool } = options;
-  if (url) return openPostgresStore({ url, dataDir, pool });
+  const { dataDir, url, pool, secretKey } = options;
+  if (url) return openPostgresStore({ url, dataDir, pool, secretKey });
   return openKvStore(options);
 }
 

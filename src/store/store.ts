@@ -45,6 +45,7 @@ import type {
   UpstreamRecord,
   WriteResult,
 } from "./records.ts";
+import type { DataKey } from "./data_key.ts";
 
 /** What a set of writes adds to one commit, for adapters that bound commits. */
 export interface StoreCost {
@@ -403,7 +404,9 @@ export interface Store {
   readonly location: string;
   /** The data directory (files such as `dlq.json` live there, whatever the adapter). */
   readonly dataDir: string;
-  /** Webhook registrations. */
+  /** The key sealing secrets at rest (webhook secrets here, the keychain's file backend). */
+  readonly dataKey: DataKey;
+  /** Webhook registrations; their secrets are sealed at rest and plain text here. */
   readonly webhooks: WebhookStore;
   /** The delivery outbox, DLQ and delivery logs. */
   readonly deliveries: DeliveryStore;

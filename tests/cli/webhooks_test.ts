@@ -574,3 +574,38 @@ Deno.test("webhooks test waits webhooks.timeout_ms unless --timeout says otherwi
     await accepting.catch(() => {});
   }
 });
+
+Deno.test("TOOLGATE_SECRET_KEY seals webhook secrets instead of keychain.key; a bad or other key is a clear error", async () => {
+  await using tmp = await tempHome();
+  const key = btoa(String.fromCharCode(...crypto.getRandomValues(new Uint8Array(32))));
+  const env = { TOOLGATE_SECRET_KEY: key };
+  const add = await runCli(["webhooks", "add", "--url", "http://127.0.0.1:9/x", "--json"], {
+    home: tmp.home,
+    env,
+  });
+  assertEquals(add.code, 0, add.stderr);
+  const { id, secret } = JSON.parse(add.stdout);
+  assertEquals(await Deno.stat(`${tmp.home}/keychain.key`).then(() => true, () => false), false);
+  const rotated = await runCli(["webhooks", "rotate-secret", id], { home: tmp.home, env });
+  assertEquals(rotated.code, 0, rotated.stderr);
+  const show = await runCli(["webhooks", "show", id, "--json"], { home: tmp.home, env });
+  assertEquals(JSON.parse(show.stdout).previous_secrets.length, 1);
+
+  const other = btoa(String.fromCharCode(...crypto.getRandomValues(new Uint8Array(32))));
+  const wrong = await runCli(["webhooks", "test", id], {
+    home: tmp.home,
+    env: { TOOLGATE_SECRET_KEY: other },
+  });
+  assertEquals(wrong.code, 1);
+  assertMatch(
+    wrong.stderr,
+    /Cannot decrypt the signing secret of wh_\w+: TOOLGATE_SECRET_KEY is not the key it was sealed with/,
+  );
+  assert(!wrong.stderr.includes(secret.slice(6)));
+  const bad = await runCli(["webhooks", "list"], {
+    home: tmp.home,
+    env: { TOOLGATE_SECRET_KEY: "c2hvcnQ=" },
+  });
+  assertEquals(bad.code, 1);
+  assertMatch(bad.stderr, /Invalid TOOLGATE_SECRET_KEY: expected the base64 of 32 bytes/);
+});

@@ -62,7 +62,13 @@ async function call(url: string, tool: string, args: unknown): Promise<number> {
   return response.status;
 }
 
-const FAST = { TOOLGATE_RETRY_BASE_MS: "100", TOOLGATE_POLL_MS: "100" };
+/** Instances on one database share the key sealing webhook secrets (docs/storage.md). */
+const SECRET_KEY = btoa(String.fromCharCode(...crypto.getRandomValues(new Uint8Array(32))));
+const FAST = {
+  TOOLGATE_RETRY_BASE_MS: "100",
+  TOOLGATE_POLL_MS: "100",
+  TOOLGATE_SECRET_KEY: SECRET_KEY,
+};
 
 Deno.test("two instances on one database serve REST and MCP, share registrations, and each event arrives once", async () => {
   await using pg = await startPostgres();

@@ -91,8 +91,10 @@ import {
   readIncomingStats,
   recordWebhookOutcome,
   removeWebhook,
+  sealPlaintextSecrets,
   updateOutgoingWebhook,
 } from "./webhooks.ts";
+import { DataKey } from "../data_key.ts";
 import { ReadBatcher } from "./_reads.ts";
 import { KV_CHANGE_FEED } from "./changes.ts";
 import { createPrivateFile, ensureDataDir } from "../_data_dir.ts";
@@ -115,6 +117,8 @@ export interface OpenKvStoreOptions {
   dataDir: string;
   /** Open an in-memory database instead of the file (unit tests). @default false */
   memory?: boolean;
+  /** The key sealing secrets at rest (`TOOLGATE_SECRET_KEY`). @default `<dataDir>/keychain.key` */
+  secretKey?: Uint8Array;
 }
 
 const LOCK_RETRIES = 60;
@@ -171,6 +175,8 @@ export class KvStore implements Store {
    * `src/store` only): one server per KV file runs the jobs.
    */
   readonly incomingClaims: IncomingClaims = new IncomingClaims();
+  /** The key sealing secrets at rest. */
+  readonly dataKey: DataKey;
   #reads: ReadBatcher;
   #closed = false;
 
@@ -178,8 +184,16 @@ export class KvStore implements Store {
    * @param dataDir The data directory.
    * @param kv An open KV handle.
    * @param reader A second handle on the same database for reads. @default kv
+   * @param dataKey The key sealing secrets at rest. @default the data directory's (in memory for `:memory:`)
    */
-  constructor(dataDir: string, kv: Deno.Kv, reader: Deno.Kv = kv, location = ":memory:") {
+  constructor(
+    dataDir: string,
+    kv: Deno.Kv,
+    reader: Deno.Kv = kv,
+    location = ":memory:",
+    dataKey?: DataKey,
+  ) {
+    this.dataKey = dataKey ?? new DataKey({ dataDir, memory: location === ":memory:" });
     this.dataDir = dataDir;
     this.location = location;
     this.kv = kv;
@@ -361,7 +375,7 @@ export class KvStore implements Store {
  * overwritten.
  */
 export async function openKvStore(options: OpenKvStoreOptions): Promise<KvStore> {
-  const { dataDir, memory = false } = options;
+  const { dataDir, memory = false, secretKey } = options;
   let kv: Deno.Kv;
   let reader: Deno.Kv | undefined;
   const path = `${dataDir}/${KV_FILE}`;
@@ -391,9 +405,11 @@ export async function openKvStore(options: OpenKvStoreOptions): Promise<KvStore>
       );
     }
   }
-  const store = new KvStore(dataDir, kv, reader, memory ? ":memory:" : path);
+  const dataKey = new DataKey({ dataDir, memory, key: secretKey });
+  const store = new KvStore(dataDir, kv, reader, memory ? ":memory:" : path, dataKey);
   try {
     await checkSchemaVersion(store, path);
+    await sealPlaintextSecrets(store);
   } catch (error) {
     store.closeSync();
     throw error;

@@ -30,6 +30,15 @@ import {
   patchOutgoingWebhook,
 } from "../records.ts";
 import { parseRecord } from "../_records.ts";
+import {
+  hasPlaintextSecret,
+  openIncoming,
+  openOutgoing,
+  sealIncoming,
+  sealOutgoing,
+  sealStored,
+  StoredIncomingWebhookSchema,
+} from "../_sealed_secrets.ts";
 
 function bump(atomic: Deno.AtomicOperation): Deno.AtomicOperation {
   return atomic.sum(registrationsVersionKey(), 1n);
@@ -50,8 +59,9 @@ export async function addOutgoingWebhook(
     created_at: new Date().toISOString(),
   });
   const key = outgoingWebhookKey(record.id);
+  const stored = await sealOutgoing(store.dataKey, record);
   await store.retry(async () => {
-    const result = await bump(store.kv.atomic().check({ key, versionstamp: null }).set(key, record))
+    const result = await bump(store.kv.atomic().check({ key, versionstamp: null }).set(key, stored))
       .commit();
     if (!result.ok) throw new GatewayError("CONFLICT", `Webhook id ${record.id} already exists`);
   });
@@ -60,13 +70,16 @@ export async function addOutgoingWebhook(
 
 /** All outgoing webhooks, oldest first. */
 export async function listOutgoingWebhooks(store: KvStore): Promise<OutgoingWebhook[]> {
-  return await store.retry(async () => {
-    const out: OutgoingWebhook[] = [];
-    for await (const entry of store.kv.list({ prefix: outgoingWebhooksPrefix() })) {
-      out.push(parseRecord(OutgoingWebhookSchema, entry.value, `webhook ${String(entry.key[2])}`));
-    }
+  const entries = await store.retry(async () => {
+    const out: Deno.KvEntry<unknown>[] = [];
+    for await (const entry of store.kv.list({ prefix: outgoingWebhooksPrefix() })) out.push(entry);
     return out;
   });
+  return await Promise.all(
+    entries.map((entry) =>
+      openOutgoing(store.dataKey, entry.value, `webhook ${String(entry.key[2])}`)
+    ),
+  );
 }
 
 /** One outgoing webhook, or `null`. */
@@ -75,7 +88,7 @@ export async function getOutgoingWebhook(
   id: string,
 ): Promise<OutgoingWebhook | null> {
   const entry = await store.retry(() => store.kv.get(outgoingWebhookKey(id)));
-  return entry.value === null ? null : parseRecord(OutgoingWebhookSchema, entry.value, id);
+  return entry.value === null ? null : await openOutgoing(store.dataKey, entry.value, id);
 }
 
 /** Changes an outgoing webhook (read, patch, write if unchanged meanwhile). */
@@ -89,8 +102,9 @@ export async function updateOutgoingWebhook(
     for (;;) {
       const entry = await store.kv.get(key);
       if (entry.value === null) return null;
-      const next = patchOutgoingWebhook(parseRecord(OutgoingWebhookSchema, entry.value, id), patch);
-      const atomic = store.kv.atomic().check(entry).set(key, next);
+      const next = patchOutgoingWebhook(await openOutgoing(store.dataKey, entry.value, id), patch);
+      const sealed = await sealOutgoing(store.dataKey, next);
+      const atomic = store.kv.atomic().check(entry).set(key, sealed);
       // Enabled again: the dead letters that disabled it no longer count.
       if (patch.disabled === null) atomic.delete(deadLetterStreakKey(id));
       const result = await bump(atomic).commit();
@@ -140,6 +154,7 @@ export async function addIncomingWebhook(
   const key = incomingWebhookKey(record.id);
   const pathKey = incomingPathIndexKey(record.path);
   const nameKey = incomingNameIndexKey(record.name);
+  const stored = await sealIncoming(store.dataKey, record);
   await store.retry(async () => {
     const [byPath, byName] = await store.kv.getMany([pathKey, nameKey]);
     if (byPath.value !== null) {
@@ -159,7 +174,7 @@ export async function addIncomingWebhook(
         .check(byPath)
         .check(byName)
         .check({ key, versionstamp: null })
-        .set(key, record)
+        .set(key, stored)
         .set(pathKey, record.id)
         .set(nameKey, record.id),
     ).commit();
@@ -170,18 +185,22 @@ export async function addIncomingWebhook(
       );
     }
   });
-  return record;
+  // As a read returns it (a secret left undefined has no key).
+  return await openIncoming(store.dataKey, stored, record.id);
 }
 
 /** All incoming endpoints, oldest first. */
 export async function listIncomingWebhooks(store: KvStore): Promise<IncomingWebhook[]> {
-  return await store.retry(async () => {
-    const out: IncomingWebhook[] = [];
-    for await (const entry of store.kv.list({ prefix: incomingWebhooksPrefix() })) {
-      out.push(parseRecord(IncomingWebhookSchema, entry.value, `endpoint ${String(entry.key[2])}`));
-    }
+  const entries = await store.retry(async () => {
+    const out: Deno.KvEntry<unknown>[] = [];
+    for await (const entry of store.kv.list({ prefix: incomingWebhooksPrefix() })) out.push(entry);
     return out;
   });
+  return await Promise.all(
+    entries.map((entry) =>
+      openIncoming(store.dataKey, entry.value, `endpoint ${String(entry.key[2])}`)
+    ),
+  );
 }
 
 /** One incoming endpoint, or `null`. */
@@ -190,7 +209,7 @@ export async function getIncomingWebhook(
   id: string,
 ): Promise<IncomingWebhook | null> {
   const entry = await store.retry(() => store.kv.get(incomingWebhookKey(id)));
-  return entry.value === null ? null : parseRecord(IncomingWebhookSchema, entry.value, id);
+  return entry.value === null ? null : await openIncoming(store.dataKey, entry.value, id);
 }
 
 /**
@@ -216,7 +235,7 @@ export async function removeWebhook(
     if (id.startsWith("in_")) {
       const entry = await store.kv.get(incomingWebhookKey(id));
       if (entry.value === null) return null;
-      const record = parseRecord(IncomingWebhookSchema, entry.value, id);
+      const record = parseRecord(StoredIncomingWebhookSchema, entry.value, id);
       let atomic = store.kv.atomic().check(entry).delete(entry.key)
         .delete(incomingPathIndexKey(record.path))
         .delete(incomingNameIndexKey(record.name));
@@ -244,4 +263,40 @@ export async function readIncomingStats(store: KvStore, id: string): Promise<Inc
     }
   });
   return stats;
+}
+
+/**
+ * Seals the webhook secrets an earlier release stored in plain text (run
+ * as the store opens; idempotent, and a no-op once none is left).
+ *
+ * @returns How many registrations were rewritten.
+ */
+export async function sealPlaintextSecrets(store: KvStore): Promise<number> {
+  let sealed = 0;
+  for (const prefix of [outgoingWebhooksPrefix(), incomingWebhooksPrefix()]) {
+    const entries = await store.retry(async () => {
+      const out: Deno.KvEntry<unknown>[] = [];
+      for await (const entry of store.kv.list({ prefix })) {
+        if (hasPlaintextSecret(entry.value)) out.push(entry);
+      }
+      return out;
+    });
+    for (let entry of entries) {
+      for (;;) {
+        const value = await sealStored(store.dataKey, entry.value);
+        const result = await store.retry(() =>
+          store.kv.atomic().check(entry).set(entry.key, value).commit()
+        );
+        if (result.ok) {
+          sealed++;
+          break;
+        }
+        // Changed meanwhile (by a release that seals): look again.
+        const again = await store.retry(() => store.kv.get(entry.key));
+        if (again.value === null || !hasPlaintextSecret(again.value)) break;
+        entry = again as Deno.KvEntry<unknown>;
+      }
+    }
+  }
+  return sealed;
 }

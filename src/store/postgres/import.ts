@@ -14,6 +14,13 @@
  */
 import { GatewayError } from "../../errors/mod.ts";
 import { parseRecord } from "../_records.ts";
+import { DataKey } from "../data_key.ts";
+import {
+  sealIncoming,
+  sealOutgoing,
+  type StoredIncomingWebhook,
+  type StoredOutgoingWebhook,
+} from "../_sealed_secrets.ts";
 import {
   type AuditEntryWrite,
   type AuditHead,
@@ -100,6 +107,8 @@ export interface ImportOptions {
   lockTimeoutMs?: number;
   /** Called after each batch is written, with the running count of its kind. */
   onBatch?: (kind: ImportKind, count: number) => void;
+  /** The target's key: webhook secrets are sealed with it. @default the data directory's, in memory */
+  dataKey?: DataKey;
 }
 
 /** Tables that are not data: the schema's bookkeeping, filled by the migrations. */
@@ -187,6 +196,7 @@ export class PostgresImporter {
     IMPORT_KINDS.map((kind) => [kind, 0]),
   ) as unknown as ImportCounts;
   #tx: Tx;
+  #key: DataKey;
   #stamp: string;
   #batchRows: number;
   #batchBytes: number;
@@ -196,7 +206,8 @@ export class PostgresImporter {
 
   /** @internal Made by {@linkcode importIntoPostgres}. */
   constructor(tx: Tx, stamp: string, options: ImportOptions) {
-    const { batchRows = 1000, batchBytes = 8 * 1024 * 1024, onBatch } = options;
+    const { batchRows = 1000, batchBytes = 8 * 1024 * 1024, onBatch, dataKey } = options;
+    this.#key = dataKey ?? new DataKey({ dataDir: ".", memory: true });
     if (!Number.isInteger(batchRows) || batchRows < 1) {
       throw new RangeError(`Invalid batchRows: ${batchRows} is not a positive integer`);
     }
@@ -211,15 +222,17 @@ export class PostgresImporter {
   }
 
   /** Queues an outgoing webhook (its id, secret and `created_at` as given). */
-  outgoingWebhook(record: OutgoingWebhook): Promise<void> {
+  async outgoingWebhook(record: OutgoingWebhook): Promise<void> {
     const value = parseRecord(OutgoingWebhookSchema, record, `webhook ${record?.id}`);
-    return this.#add("outgoing_webhooks", value, jsonBytes(value));
+    const sealed = await sealOutgoing(this.#key, value);
+    return await this.#add("outgoing_webhooks", sealed, jsonBytes(sealed));
   }
 
   /** Queues an incoming endpoint. */
-  incomingWebhook(record: IncomingWebhook): Promise<void> {
+  async incomingWebhook(record: IncomingWebhook): Promise<void> {
     const value = parseRecord(IncomingWebhookSchema, record, `endpoint ${record?.id}`);
-    return this.#add("incoming_webhooks", value, jsonBytes(value));
+    const sealed = await sealIncoming(this.#key, value);
+    return await this.#add("incoming_webhooks", sealed, jsonBytes(sealed));
   }
 
   /** Queues the counters of an incoming endpoint (all-zero counters are not written). */
@@ -390,13 +403,13 @@ function jsonTexts(records: readonly unknown[]): string[] {
 
 /** One statement per kind: the rows as arrays, unnested. Rows must not exist yet. */
 const WRITERS: { [K in ImportKind]: (tx: Tx, rows: never[], stamp: string) => Promise<void> } = {
-  async outgoing_webhooks(tx, rows: OutgoingWebhook[]) {
+  async outgoing_webhooks(tx, rows: StoredOutgoingWebhook[]) {
     await tx`
       insert into toolgate_outgoing_webhooks (id, record)
       select u.id, u.record::jsonb
       from unnest(${rows.map((r) => r.id)}::text[], ${jsonTexts(rows)}::text[]) as u(id, record)`;
   },
-  async incoming_webhooks(tx, rows: IncomingWebhook[]) {
+  async incoming_webhooks(tx, rows: StoredIncomingWebhook[]) {
     await tx`
       insert into toolgate_incoming_webhooks (id, name, path, record)
       select u.id, u.name, u.path, u.record::jsonb

@@ -35,7 +35,8 @@ import { createLeaseStore } from "./leases.ts";
 import { createMemoryStore } from "./memory.ts";
 import { migrate } from "./migrations.ts";
 import { createUpstreamStore } from "./upstreams.ts";
-import { createWebhookStore } from "./webhooks.ts";
+import { createWebhookStore, sealPlaintextSecrets } from "./webhooks.ts";
+import { DataKey } from "../data_key.ts";
 
 /** Options of {@linkcode openPostgresStore}. */
 export interface OpenPostgresStoreOptions {
@@ -50,6 +51,8 @@ export interface OpenPostgresStoreOptions {
   migrate?: boolean;
   /** Pool size and timeouts. @default {} */
   pool?: OpenPostgresOptions;
+  /** The key sealing secrets at rest (`TOOLGATE_SECRET_KEY`). @default `<dataDir>/keychain.key` */
+  secretKey?: Uint8Array;
 }
 
 /** The PostgreSQL adapter of {@linkcode Store}. */
@@ -60,6 +63,8 @@ export class PostgresStore implements Store {
   readonly location: string;
   /** The data directory. */
   readonly dataDir: string;
+  /** The key sealing secrets at rest. */
+  readonly dataKey: DataKey;
   /** The pool, for the modules of `src/store/postgres` and the `db` commands. */
   readonly sql: Sql;
   /** Webhook registrations. */
@@ -87,13 +92,15 @@ export class PostgresStore implements Store {
   /**
    * @param sql An open pool on a migrated database.
    * @param dataDir The data directory.
+   * @param dataKey The key sealing secrets at rest. @default the data directory's key file
    */
-  constructor(sql: Sql, dataDir: string) {
+  constructor(sql: Sql, dataDir: string, dataKey: DataKey = new DataKey({ dataDir })) {
     this.sql = sql;
     this.dataDir = dataDir;
+    this.dataKey = dataKey;
     this.location = describeDatabase(sql);
     const ctx = this.#ctx = new PgContext(sql);
-    this.webhooks = createWebhookStore(ctx);
+    this.webhooks = createWebhookStore(ctx, dataKey);
     this.deliveries = createDeliveryStore(ctx);
     this.audit = createAuditStore(ctx);
     this.incoming = createIncomingStore(ctx);
@@ -102,6 +109,11 @@ export class PostgresStore implements Store {
     this.upstreams = createUpstreamStore(ctx);
     this.leases = createLeaseStore(ctx);
     this.changes = this.#feed = new PgChangeFeed(ctx);
+  }
+
+  /** Seals webhook secrets an earlier release stored in plain text; how many records changed. */
+  sealPlaintextSecrets(): Promise<number> {
+    return sealPlaintextSecrets(this.#ctx, this.dataKey);
   }
 
   /** The registration change counter. */
@@ -123,7 +135,7 @@ export class PostgresStore implements Store {
  * reached; `STORE_CORRUPT` when it was migrated by a newer toolgate.
  */
 export async function openPostgresStore(options: OpenPostgresStoreOptions): Promise<PostgresStore> {
-  const { url, dataDir, migrate: apply = true, pool = {} } = options;
+  const { url, dataDir, migrate: apply = true, pool = {}, secretKey } = options;
   await ensureDataDir(dataDir);
   const sql = openPostgres(url, pool);
   try {
@@ -132,5 +144,15 @@ export async function openPostgresStore(options: OpenPostgresStoreOptions): Prom
     await sql.end({ timeout: 1 });
     throw error;
   }
-  return new PostgresStore(sql, dataDir);
+  const store = new PostgresStore(sql, dataDir, new DataKey({ dataDir, key: secretKey }));
+  // Not migrated (a db command on an old schema): its secrets wait for the next open.
+  if (apply) {
+    try {
+      await store.sealPlaintextSecrets();
+    } catch (error) {
+      await store.close();
+      throw error;
+    }
+  }
+  return store;
 }

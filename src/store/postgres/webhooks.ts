@@ -17,6 +17,16 @@
 import { GatewayError } from "../../errors/mod.ts";
 import { newId } from "../../ids.ts";
 import { parseRecord } from "../_records.ts";
+import type { DataKey } from "../data_key.ts";
+import {
+  hasPlaintextSecret,
+  openIncoming,
+  openOutgoing,
+  sealIncoming,
+  sealOutgoing,
+  sealStored,
+  StoredIncomingWebhookSchema,
+} from "../_sealed_secrets.ts";
 import {
   type DeliveryOutcome,
   type IncomingStats,
@@ -120,9 +130,11 @@ async function takenBy(
 
 class PgWebhookStore implements WebhookStore {
   #ctx: PgContext;
+  #key: DataKey;
 
-  constructor(ctx: PgContext) {
+  constructor(ctx: PgContext, key: DataKey) {
     this.#ctx = ctx;
+    this.#key = key;
   }
 
   async addOutgoing(input: NewOutgoingWebhook): Promise<OutgoingWebhook> {
@@ -135,17 +147,18 @@ class PgWebhookStore implements WebhookStore {
       ...(input.retry_schedule_ms ? { retry_schedule_ms: input.retry_schedule_ms } : {}),
       created_at: new Date().toISOString(),
     });
+    const sealed = await sealOutgoing(this.#key, record);
     const stored = await this.#ctx.transaction(async (tx) => {
       const [row] = await tx<{ record: unknown }[]>`
         insert into toolgate_outgoing_webhooks (id, record)
-        values (${record.id}, ${tx.json(record)})
+        values (${record.id}, ${tx.json(sealed)})
         on conflict (id) do nothing
         returning record`;
       if (!row) throw new GatewayError("CONFLICT", `Webhook id ${record.id} already exists`);
       await bumpCounter(tx, "registrations");
       return row.record;
     });
-    return parseRecord(OutgoingWebhookSchema, stored, record.id);
+    return await openOutgoing(this.#key, stored, record.id);
   }
 
   async listOutgoing(): Promise<OutgoingWebhook[]> {
@@ -154,8 +167,8 @@ class PgWebhookStore implements WebhookStore {
       sql<{ id: string; record: unknown }[]>`
         select id, record from toolgate_outgoing_webhooks order by id`
     );
-    return rows.map(({ id, record }) =>
-      parseRecord(OutgoingWebhookSchema, record, `webhook ${id}`)
+    return await Promise.all(
+      rows.map(({ id, record }) => openOutgoing(this.#key, record, `webhook ${id}`)),
     );
   }
 
@@ -163,7 +176,7 @@ class PgWebhookStore implements WebhookStore {
     const [row] = await this.#ctx.run((sql) =>
       sql<{ record: unknown }[]>`select record from toolgate_outgoing_webhooks where id = ${id}`
     );
-    return row ? parseRecord(OutgoingWebhookSchema, row.record, id) : null;
+    return row ? await openOutgoing(this.#key, row.record, id) : null;
   }
 
   updateOutgoing(id: string, patch: OutgoingWebhookPatch): Promise<OutgoingWebhook | null> {
@@ -171,10 +184,11 @@ class PgWebhookStore implements WebhookStore {
       const [row] = await tx<{ record: unknown }[]>`
         select record from toolgate_outgoing_webhooks where id = ${id} for update`;
       if (!row) return null;
-      const next = patchOutgoingWebhook(parseRecord(OutgoingWebhookSchema, row.record, id), patch);
+      const next = patchOutgoingWebhook(await openOutgoing(this.#key, row.record, id), patch);
+      const sealed = await sealOutgoing(this.#key, next);
       // Enabled again: the dead letters that disabled it no longer count.
       await tx`
-        update toolgate_outgoing_webhooks set record = ${tx.json(next)},
+        update toolgate_outgoing_webhooks set record = ${tx.json(sealed)},
           dead_letter_streak = case when ${patch.disabled === null} then 0
             else dead_letter_streak end
         where id = ${id}`;
@@ -201,6 +215,7 @@ class PgWebhookStore implements WebhookStore {
       ...input,
       created_at: new Date().toISOString(),
     });
+    const sealed = await sealIncoming(this.#key, record);
     for (let attempt = 1; attempt <= ADD_INCOMING_ATTEMPTS; attempt++) {
       const stored = await this.#ctx.transaction(async (tx) => {
         const taken = await takenBy(tx, record);
@@ -209,7 +224,7 @@ class PgWebhookStore implements WebhookStore {
         // unique constraints decide (this insert waits for its commit).
         const [row] = await tx<{ record: unknown }[]>`
           insert into toolgate_incoming_webhooks (id, name, path, record)
-          values (${record.id}, ${record.name}, ${record.path}, ${tx.json(record)})
+          values (${record.id}, ${record.name}, ${record.path}, ${tx.json(sealed)})
           on conflict do nothing
           returning record`;
         if (!row) {
@@ -221,7 +236,7 @@ class PgWebhookStore implements WebhookStore {
         await bumpCounter(tx, "registrations");
         return row.record;
       });
-      if (stored !== undefined) return parseRecord(IncomingWebhookSchema, stored, record.id);
+      if (stored !== undefined) return await openIncoming(this.#key, stored, record.id);
     }
     throw new GatewayError(
       "CONFLICT",
@@ -234,8 +249,8 @@ class PgWebhookStore implements WebhookStore {
       sql<{ id: string; record: unknown }[]>`
         select id, record from toolgate_incoming_webhooks order by id`
     );
-    return rows.map(({ id, record }) =>
-      parseRecord(IncomingWebhookSchema, record, `endpoint ${id}`)
+    return await Promise.all(
+      rows.map(({ id, record }) => openIncoming(this.#key, record, `endpoint ${id}`)),
     );
   }
 
@@ -243,7 +258,7 @@ class PgWebhookStore implements WebhookStore {
     const [row] = await this.#ctx.run((sql) =>
       sql<{ record: unknown }[]>`select record from toolgate_incoming_webhooks where id = ${id}`
     );
-    return row ? parseRecord(IncomingWebhookSchema, row.record, id) : null;
+    return row ? await openIncoming(this.#key, row.record, id) : null;
   }
 
   remove(id: string): Promise<"outgoing" | "incoming" | null> {
@@ -261,7 +276,7 @@ class PgWebhookStore implements WebhookStore {
           delete from toolgate_incoming_webhooks where id = ${id} returning record`;
         if (!row) return null;
         // A record that does not parse is reported and stays (the transaction rolls back), as on KV.
-        parseRecord(IncomingWebhookSchema, row.record, id);
+        parseRecord(StoredIncomingWebhookSchema, row.record, id);
         await tx`delete from toolgate_incoming_stats where endpoint_id = ${id}`;
         await bumpCounter(tx, "registrations");
         return "incoming";
@@ -298,6 +313,34 @@ class PgWebhookStore implements WebhookStore {
 }
 
 /** The outgoing and incoming webhook registrations, incoming stats, on PostgreSQL. */
-export function createWebhookStore(ctx: PgContext): WebhookStore {
-  return new PgWebhookStore(ctx);
+export function createWebhookStore(ctx: PgContext, key: DataKey): WebhookStore {
+  return new PgWebhookStore(ctx, key);
+}
+
+/**
+ * Seals the webhook secrets an earlier release stored in plain text (run
+ * as the store opens; a row changed meanwhile is left to the next open).
+ *
+ * @returns How many registrations were rewritten.
+ */
+export async function sealPlaintextSecrets(ctx: PgContext, key: DataKey): Promise<number> {
+  let sealed = 0;
+  for (const table of ["toolgate_outgoing_webhooks", "toolgate_incoming_webhooks"]) {
+    const rows = await ctx.run((sql) =>
+      sql<{ id: string; record: unknown }[]>`
+        select id, record from ${sql(table)}
+        where jsonb_typeof(record -> 'secret') = 'string'
+          or jsonb_path_exists(record, '$.previous_secrets[*].secret ? (@.type() == "string")')`
+    );
+    for (const { id, record } of rows) {
+      if (!hasPlaintextSecret(record)) continue;
+      const value = await sealStored(key, record);
+      const updated = await ctx.run((sql) =>
+        sql`update ${sql(table)} set record = ${sql.json(value as never)}
+          where id = ${id} and record = ${sql.json(record as never)} returning id`
+      );
+      sealed += updated.length;
+    }
+  }
+  return sealed;
 }
