@@ -53,7 +53,7 @@ export class DataKey {
       ? { ...options, key: crypto.getRandomValues(new Uint8Array(DATA_KEY_BYTES)) }
       : options;
     this.path = `${dataDir}/${KEY_FILE}`;
-    this.source = key ? "env" : memory ? "memory" : "file";
+    this.source = memory ? "memory" : key ? "env" : "file";
   }
 
   /** The key's origin, for messages: `TOOLGATE_SECRET_KEY` or the key file's path. */
@@ -70,9 +70,8 @@ export class DataKey {
    * later sees a key file replaced meanwhile).
    */
   reloaded(): DataKey {
-    const copy = new DataKey({ dataDir: this.#options.dataDir, key: this.#options.key });
-    if (this.source === "memory") copy.#key = this.#key;
-    return copy;
+    const { dataDir, key } = this.#options;
+    return new DataKey({ dataDir, key, memory: this.source === "memory" });
   }
 
   /**
