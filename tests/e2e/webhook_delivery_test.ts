@@ -55,7 +55,7 @@ Deno.test("all 8 event types reach a real receiver with the spec's headers, fiel
   });
   assertEquals(addAll.code, 0, addAll.stderr);
   const addFiltered = await runCli(
-    ["webhooks", "add", "--url", filtered.url, "--events", "tool.called"],
+    ["webhooks", "add", "--url", filtered.url, "--events", "tool.called", "--no-secret"],
     { home: tmp.home },
   );
   assertEquals(addFiltered.code, 0, addFiltered.stderr);
