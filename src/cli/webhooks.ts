@@ -12,10 +12,12 @@ import type { IncomingWebhook, OutgoingWebhook } from "../store/mod.ts";
 import { builtinPlugins } from "../plugins/mod.ts";
 import {
   addWebhook,
+  DEFAULT_TOLERANCE_S,
   type DeliveryLogEntry,
   disableWebhook,
   enableWebhook,
   formatRetrySchedule,
+  isVerifyScheme,
   parseDuration,
   parseEventList as parseEvents,
   parseRetrySchedule,
@@ -25,6 +27,8 @@ import {
   testWebhook,
   updateWebhook,
   validateSecret,
+  VERIFY_SCHEMES,
+  type VerifyScheme,
   type WebhookView,
   webhookView,
 } from "../webhooks/mod.ts";
@@ -42,7 +46,19 @@ export const RESERVED_PATHS = [
   "/dlq",
 ];
 
-const PATH_PATTERN = /^\/[A-Za-z0-9._~!$&'()*+,;=:@%-]+(\/[A-Za-z0-9._~!$&'()*+,;=:@%-]+)*$/;
+/** A plain URL path: segments of letters, digits and `-._~`, each after one `/`. */
+const PATH_PATTERN = /^(\/[A-Za-z0-9._~-]+)+$/;
+
+/** The rule of {@linkcode PATH_PATTERN}, as messages state it. */
+const PATH_RULE = `a plain URL path: "/" then segments of letters, digits and - . _ ~, ` +
+  `separated by single "/" (no %, spaces or other characters, no "//", no "." or ".." ` +
+  `segments, no trailing "/"), e.g. /hooks/github`;
+
+/** Most seconds `--tolerance` allows: a day. */
+const MAX_TOLERANCE_S = 86_400;
+
+/** Schemes that sign a timestamp, which `--tolerance` applies to. */
+const TIMED_SCHEMES: readonly VerifyScheme[] = ["stripe", "slack", "standard-webhooks"];
 
 /**
  * Why an incoming endpoint's handler will not be found when payloads arrive,
@@ -127,26 +143,64 @@ export function parseEventList(raw: string): string[] {
   return parseEvents(raw, "--events");
 }
 
-/** Validates an incoming endpoint path. */
-export function parseIncomingPath(raw: string): string {
-  if (!raw.startsWith("/")) {
-    throw usage(`Invalid --url "${raw}": the path must start with "/", e.g. /hooks/github`);
-  }
-  if (!PATH_PATTERN.test(raw)) {
+/** Whether `raw` is an absolute URL (`http://…`) rather than a path. */
+function isFullUrl(raw: string): boolean {
+  return /^[a-z][a-z0-9+.-]*:\/\//i.test(raw.trim());
+}
+
+/**
+ * Validates an incoming endpoint path: {@linkcode PATH_RULE}, not shadowing
+ * a built-in route.
+ *
+ * @param raw The path as given.
+ * @param flag How the user gave it (`--path` or `--url`), for messages.
+ * @throws {GatewayError} `USAGE` naming the rule, or `webhooks add` for a full URL.
+ */
+export function parseIncomingPath(raw: string, flag = "--path"): string {
+  if (isFullUrl(raw)) {
     throw usage(
-      `Invalid --url "${raw}": use a plain path of letters, digits and - . _ ~ segments, e.g. /hooks/github`,
+      `Invalid ${flag} "${raw}": webhooks create registers an incoming endpoint at a path on ` +
+        `this server, e.g. --path /hooks/github; to send events to ${raw}, use ` +
+        `toolgate webhooks add --url ${raw}`,
     );
+  }
+  if (!raw.startsWith("/")) {
+    throw usage(`Invalid ${flag} "${raw}": the path must start with "/", e.g. /hooks/github`);
+  }
+  const dotSegment = raw.split("/").some((segment) => segment === "." || segment === "..");
+  if (!PATH_PATTERN.test(raw) || dotSegment) {
+    throw usage(`Invalid ${flag} "${raw}": use ${PATH_RULE}`);
   }
   const lower = raw.toLowerCase();
   const shadowed = RESERVED_PATHS.find((p) => lower === p || lower.startsWith(p + "/"));
   if (shadowed) {
     throw usage(
-      `Invalid --url "${raw}": it shadows the built-in route ${shadowed}; reserved: ${
+      `Invalid ${flag} "${raw}": it shadows the built-in route ${shadowed}; reserved: ${
         RESERVED_PATHS.join(", ")
       }`,
     );
   }
   return raw;
+}
+
+/** Parses `--verify`: one of {@linkcode VERIFY_SCHEMES}. */
+export function parseVerifyScheme(raw: string): VerifyScheme {
+  const scheme = raw.trim().toLowerCase();
+  if (!isVerifyScheme(scheme)) {
+    throw usage(`Invalid --verify "${raw}": expected one of ${VERIFY_SCHEMES.join(", ")}`);
+  }
+  return scheme;
+}
+
+/** Parses `--tolerance` (`300s`, `5m`): whole seconds, 1 s to a day. */
+export function parseTolerance(raw: string): number {
+  const ms = parseDuration(raw, "--tolerance");
+  if (ms % 1000 !== 0 || ms < 1000 || ms > MAX_TOLERANCE_S * 1000) {
+    throw usage(
+      `Invalid --tolerance "${raw}": expected whole seconds from 1s to 24h, e.g. 300s or 5m`,
+    );
+  }
+  return ms / 1000;
 }
 
 function parseRateLimit(raw: string): number {
@@ -204,10 +258,32 @@ function secretNotice(secret: string): string {
   return `Signing secret (shown only now; give it to the receiver): ${secret}`;
 }
 
-/** The public view of an incoming endpoint: the secret is never shown. */
+/**
+ * The public view of an incoming endpoint: the secret is never shown; a
+ * signed endpoint's scheme (and tolerance, for schemes that sign a
+ * timestamp) is.
+ */
 export function publicIncoming(webhook: IncomingWebhook) {
-  const { secret, ...rest } = webhook;
-  return { ...rest, kind: "incoming" as const, has_secret: secret !== undefined };
+  const { secret, verify, tolerance_s, ...rest } = webhook;
+  const scheme = secret === undefined ? undefined : verify ?? "hmac-sha256";
+  return {
+    ...rest,
+    kind: "incoming" as const,
+    has_secret: secret !== undefined,
+    ...(scheme ? { verify: scheme } : {}),
+    ...(scheme && TIMED_SCHEMES.includes(scheme)
+      ? { tolerance_s: tolerance_s ?? DEFAULT_TOLERANCE_S }
+      : {}),
+  };
+}
+
+/** The SECRET cell of an incoming endpoint: its scheme, or no. */
+function describeVerify(webhook: IncomingWebhook): string {
+  const view = publicIncoming(webhook);
+  if (!view.verify) return "no";
+  return view.tolerance_s === undefined
+    ? `yes (${view.verify})`
+    : `yes (${view.verify}, ±${view.tolerance_s}s)`;
 }
 
 /** Registers the `webhooks` command group. */
@@ -244,6 +320,14 @@ export function registerWebhooks(program: Command, context: CliContext): void {
         retrySchedule?: string;
         json?: boolean;
       }) => {
+        if (options.url.trim().startsWith("/")) {
+          throw usage(
+            `Invalid --url "${options.url}": webhooks add registers an outgoing webhook and ` +
+              `needs the http(s) URL to send events to; to receive requests at ` +
+              `${options.url}, use toolgate webhooks create --path ${options.url} ` +
+              `--name <name> --handler <tool>`,
+          );
+        }
         const url = parseWebhookUrl(options.url);
         const events = options.events === undefined ? "*" : parseEventList(options.events);
         const retrySchedule = options.retrySchedule === undefined
@@ -425,7 +509,7 @@ export function registerWebhooks(program: Command, context: CliContext): void {
           "incoming",
           w.path,
           `→ ${w.handler}`,
-          w.secret ? "yes" : "no",
+          describeVerify(w),
           "enabled",
           `${stats[i].received} received, ${stats[i].rejected} rejected, ${stats[i].failed} failed${
             stats[i].last_received_at ? `, last ${stats[i].last_received_at}` : ""
@@ -454,37 +538,84 @@ export function registerWebhooks(program: Command, context: CliContext): void {
   webhooks.command("create")
     .description("register an incoming webhook endpoint served by the HTTP transport")
     .requiredOption("--name <name>", "unique name of the endpoint")
-    .requiredOption("--url <path>", "path on the HTTP server, e.g. /hooks/github")
+    .option("--path <path>", "path on the HTTP server, e.g. /hooks/github")
+    .option("--url <path>", "the same as --path (the spec's name)")
     .requiredOption("--handler <tool>", "tool that receives each payload as its arguments")
-    .option("--secret <secret>", "verify X-Service-Signature (sha256=<hex>); - reads stdin")
-    .option("--signature-header <name>", "header carrying the signature, e.g. X-Hub-Signature-256")
+    .option("--secret <secret>", "the sender's signing secret; - reads stdin")
+    .option(
+      "--verify <scheme>",
+      `how the sender signs: ${VERIFY_SCHEMES.join("|")} (default with --secret: hmac-sha256)`,
+    )
+    .option(
+      "--tolerance <duration>",
+      "how far a signed timestamp may be from now (stripe, slack, standard-webhooks), e.g. 300s",
+    )
+    .option(
+      "--signature-header <name>",
+      "hmac-sha256: header carrying sha256=<hex> (default X-Service-Signature)",
+    )
     .option("--rate-limit <n/s>", "accepted requests per second, e.g. 10/s")
     .option("--json", "print the registration as JSON")
     .action(async (options: {
       name: string;
-      url: string;
+      path?: string;
+      url?: string;
       handler: string;
       secret?: string;
+      verify?: string;
+      tolerance?: string;
       signatureHeader?: string;
       rateLimit?: string;
       json?: boolean;
     }) => {
       const name = options.name.trim();
       if (!name) throw usage("Invalid --name: empty; give the endpoint a name");
-      const path = parseIncomingPath(options.url);
+      if (options.path !== undefined && options.url !== undefined) {
+        throw usage("Invalid --url: give the path once, with --path (or --url, its other name)");
+      }
+      if (options.path === undefined && options.url === undefined) {
+        throw usage("Missing --path: give the endpoint's path, e.g. --path /hooks/github");
+      }
+      const path = options.path !== undefined
+        ? parseIncomingPath(options.path, "--path")
+        : parseIncomingPath(options.url!, "--url");
       const handler = options.handler.trim();
       if (!/^[A-Za-z0-9_.-]+$/.test(handler)) {
         throw usage(
           `Invalid --handler "${options.handler}": expected a tool name such as memory_set`,
         );
       }
+      const scheme = options.verify === undefined ? undefined : parseVerifyScheme(options.verify);
+      if (scheme !== undefined && options.secret === undefined) {
+        throw usage(
+          `Invalid --verify: it needs --secret, the signing secret ${
+            scheme === "hmac-sha256" ? "the sender uses" : `${scheme} shows for this endpoint`
+          }`,
+        );
+      }
       if (options.signatureHeader !== undefined && options.secret === undefined) {
         throw usage("Invalid --signature-header: it needs --secret to verify against");
+      }
+      if (options.signatureHeader !== undefined && (scheme ?? "hmac-sha256") !== "hmac-sha256") {
+        throw usage(
+          `Invalid --signature-header: --verify ${scheme} has its own headers; ` +
+            `--signature-header applies to hmac-sha256 only`,
+        );
       }
       if (
         options.signatureHeader !== undefined && !/^[A-Za-z0-9-]+$/.test(options.signatureHeader)
       ) {
         throw usage(`Invalid --signature-header "${options.signatureHeader}": not a header name`);
+      }
+      const tolerance = options.tolerance === undefined
+        ? undefined
+        : parseTolerance(options.tolerance);
+      if (tolerance !== undefined && !(scheme && TIMED_SCHEMES.includes(scheme))) {
+        throw usage(
+          `Invalid --tolerance: only schemes that sign a timestamp have one (--verify ${
+            TIMED_SCHEMES.join("|")
+          })`,
+        );
       }
       const rateLimit = options.rateLimit === undefined
         ? undefined
@@ -495,10 +626,18 @@ export function registerWebhooks(program: Command, context: CliContext): void {
         name,
         path,
         handler,
-        ...(secret ? { secret } : {}),
+        ...(secret ? { secret, verify: scheme ?? "hmac-sha256" } : {}),
         ...(options.signatureHeader ? { signature_header: options.signatureHeader } : {}),
+        ...(tolerance ? { tolerance_s: tolerance } : {}),
         ...(rateLimit ? { rate_limit_per_s: rateLimit } : {}),
       });
+      if (!secret) {
+        context.warn(
+          `endpoint ${webhook.id} has no secret: anyone who can reach ${webhook.path} can ` +
+            `call ${handler} with any arguments; give the sender's signing secret with ` +
+            `--secret (and --verify ${VERIFY_SCHEMES.join("|")})`,
+        );
+      }
       const missing = await missingHandler(context, handler);
       if (missing) context.warn(missing);
       const host = config.server.host.includes(":")
@@ -583,9 +722,12 @@ export function registerWebhooks(program: Command, context: CliContext): void {
         if (options.json) context.printJson({ ...publicIncoming(endpoint), stats });
         else {
           context.print(`${endpoint.id}  incoming  ${endpoint.path} → ${endpoint.handler}`);
+          const view = publicIncoming(endpoint);
           context.print(
             `name: ${endpoint.name}; secret: ${endpoint.secret ? "yes" : "no"}${
-              endpoint.signature_header ? ` (header ${endpoint.signature_header})` : ""
+              view.verify ? `; verify: ${view.verify}` : ""
+            }${endpoint.signature_header ? ` (header ${endpoint.signature_header})` : ""}${
+              view.tolerance_s !== undefined ? ` (tolerance ${view.tolerance_s}s)` : ""
             }${endpoint.rate_limit_per_s ? `; rate limit ${endpoint.rate_limit_per_s}/s` : ""}`,
           );
           context.print(

@@ -67,6 +67,20 @@ export const IncomingWebhookSchema = z.strictObject({
   handler: z.string().min(1),
   secret: z.string().min(1).optional(),
   signature_header: z.string().min(1).optional(),
+  /**
+   * How requests are verified (with `secret`): a scheme of
+   * `src/webhooks/incoming_verify.ts`; absent is `hmac-sha256`.
+   */
+  verify: z.enum([
+    "hmac-sha256",
+    "github",
+    "stripe",
+    "slack",
+    "shopify",
+    "standard-webhooks",
+  ]).optional(),
+  /** Most seconds a signed timestamp may be off (schemes that sign one). @default 300 */
+  tolerance_s: z.number().int().positive().optional(),
   rate_limit_per_s: z.number().positive().optional(),
   created_at: z.string(),
 });
@@ -135,6 +149,8 @@ export interface NewIncomingWebhook {
   handler: string;
   secret?: string;
   signature_header?: string;
+  verify?: IncomingWebhook["verify"];
+  tolerance_s?: number;
   rate_limit_per_s?: number;
 }
 

@@ -21,7 +21,7 @@ import type { Gateway } from "../gateway/mod.ts";
 import { toErrorResult, toToolResult } from "../gateway/mod.ts";
 import { newId } from "../ids.ts";
 import type { IncomingJob, IncomingWebhook, Store } from "../store/mod.ts";
-import { verifySignature } from "./signer.ts";
+import { bearerMatches, verifyIncoming } from "./incoming_verify.ts";
 
 /** The audit log as the router needs it: appends that resolve with the committed entry. */
 export type IncomingAuditLog = Pick<AuditLog, "append">;
@@ -47,7 +47,9 @@ export interface IncomingRouterOptions {
   now?: () => number;
 }
 
-const DEFAULT_SIGNATURE_HEADER = "X-Service-Signature";
+const FORM_TYPE = "application/x-www-form-urlencoded";
+
+const encoder = new TextEncoder();
 
 /**
  * Shortest life of a claim on a job without renewal (as the dispatcher's:
@@ -227,9 +229,12 @@ export class IncomingRouter {
   }
 
   /**
-   * Handles a request to an endpoint: method 405, size 413, content type 415,
-   * signature 401, JSON 400, rate limit 429; then records and accepts (202),
-   * or with `?wait=true` runs the handler and answers its result.
+   * Handles a request to an endpoint: method 405, `?wait=true` without the
+   * API token on an endpoint without a secret 401, size 413, content type
+   * 415 (JSON or form-encoded), signature 401 (the endpoint's scheme, see
+   * `incoming_verify.ts`), JSON 400, rate limit 429; then records and
+   * accepts (202), or with `?wait=true` runs the handler and answers its
+   * result.
    */
   async handle(request: Request, endpoint: IncomingWebhook): Promise<Response> {
     try {
@@ -254,34 +259,39 @@ export class IncomingRouter {
         { details: { allow: "POST" } },
       );
     }
+    const wait = new URL(request.url).searchParams.get("wait") === "true";
+    // An endpoint with a secret answers ?wait=true once the signature verified.
+    if (wait && !endpoint.secret) this.#authorizeWait(request, endpoint);
     const limit = this.#config.incoming.body_limit_bytes;
     const declared = Number(request.headers.get("content-length") ?? NaN);
     if (declared > limit) throw tooLarge(limit);
     const type = (request.headers.get("content-type") ?? "").split(";")[0].trim().toLowerCase();
-    if (type !== "application/json" && !/^application\/[a-z0-9.+-]+\+json$/.test(type)) {
+    const form = type === FORM_TYPE;
+    if (!form && type !== "application/json" && !/^application\/[a-z0-9.+-]+\+json$/.test(type)) {
       throw new GatewayError(
         "UNSUPPORTED_MEDIA_TYPE",
-        `Unsupported Content-Type "${type || "(none)"}": send application/json`,
+        `Unsupported Content-Type "${type || "(none)"}": send application/json (or ` +
+          `application/<type>+json) or ${FORM_TYPE}`,
       );
     }
     const body = await readLimited(request, limit);
     if (endpoint.secret) {
-      const headerName = endpoint.signature_header ?? DEFAULT_SIGNATURE_HEADER;
-      const header = request.headers.get(headerName);
-      if (!verifySignature(endpoint.secret, body, header)) {
-        throw new GatewayError(
-          "SIGNATURE_INVALID",
-          header
-            ? `Invalid ${headerName}: the signature does not match the body`
-            : `Missing ${headerName}: this endpoint requires a sha256=<hex> HMAC signature`,
-        );
-      }
+      // Over the raw bytes, before parsing; the result's id (Standard
+      // Webhooks' webhook-id) is the signed delivery id.
+      verifyIncoming(request.headers, body, {
+        scheme: endpoint.verify ?? "hmac-sha256",
+        secret: endpoint.secret,
+        ...(endpoint.signature_header ? { signatureHeader: endpoint.signature_header } : {}),
+        ...(endpoint.tolerance_s ? { toleranceS: endpoint.tolerance_s } : {}),
+        now: this.#now(),
+      });
     }
-    const payload = parseObject(body);
+    const payload = form ? parseForm(body) : parseObject(body);
+    // The job keeps JSON: a form body is stored as the object it was parsed into.
+    const jobBody = form ? encoder.encode(JSON.stringify(payload)) : body;
     this.#takeToken(endpoint);
     const jobId = newId("inj");
     const receivedAt = new Date(this.#now()).toISOString();
-    const wait = new URL(request.url).searchParams.get("wait") === "true";
     const fields = {
       id: jobId,
       endpoint_id: endpoint.id,
@@ -298,7 +308,7 @@ export class IncomingRouter {
     try {
       // A small payload's job is written in its audit entry's commit: both are
       // durable together, at the cost of one commit shared with other calls.
-      const staged = wait ? undefined : this.#store.incoming.stage(fields, body, claim);
+      const staged = wait ? undefined : this.#store.incoming.stage(fields, jobBody, claim);
       await this.#audit.append({
         kind: "webhook.incoming",
         tool: endpoint.handler,
@@ -314,7 +324,7 @@ export class IncomingRouter {
       this.#count(endpoint.id, "received", receivedAt);
       if (wait) return await this.#runNow(endpoint, jobId, payload);
       // The job's audit entry is the one whose session_id is the job id.
-      const job = staged?.job ?? await this.#store.incoming.put(fields, body, claim);
+      const job = staged?.job ?? await this.#store.incoming.put(fields, jobBody, claim);
       if (claim) {
         this.#enqueue({ job, payload });
       } else {
@@ -329,6 +339,25 @@ export class IncomingRouter {
     } finally {
       if (claim) this.#reserved--;
     }
+  }
+
+  /**
+   * `?wait=true` answers the handler's output, so on an endpoint without a
+   * secret it needs the API token; a server without one (loopback only,
+   * where every route is open) lets it through.
+   */
+  #authorizeWait(request: Request, endpoint: IncomingWebhook): void {
+    const token = this.#config.apiToken;
+    if (!token) return;
+    const header = request.headers.get("authorization");
+    if (bearerMatches(header, token)) return;
+    throw new GatewayError(
+      "UNAUTHORIZED",
+      `Unauthorized: ?wait=true on ${endpoint.path} answers the handler's output, so it needs ` +
+        (header ? "the right bearer token" : "Authorization: Bearer <TOOLGATE_API_TOKEN>") +
+        ` or an endpoint with a secret (webhooks create --secret); without ?wait=true the ` +
+        `payload is accepted with 202`,
+    );
   }
 
   async #runNow(endpoint: IncomingWebhook, jobId: string, payload: Record<string, unknown>) {
@@ -599,6 +628,40 @@ function parseObject(body: Uint8Array): Record<string, unknown> {
     );
   }
   return value as Record<string, unknown>;
+}
+
+/**
+ * Parses a form-encoded body into an object of its fields (a repeated field
+ * becomes an array); a body whose only field is `payload` (GitHub's form
+ * option) is the JSON object in it.
+ */
+function parseForm(body: Uint8Array): Record<string, unknown> {
+  let text: string;
+  try {
+    text = new TextDecoder("utf-8", { fatal: true }).decode(body);
+  } catch {
+    throw new GatewayError("USAGE", "Invalid form body: it is not UTF-8 text");
+  }
+  const fields = new Map<string, string | string[]>();
+  for (const [name, value] of new URLSearchParams(text)) {
+    const seen = fields.get(name);
+    fields.set(name, seen === undefined ? value : [seen, value].flat());
+  }
+  const payload = fields.get("payload");
+  if (fields.size === 1 && typeof payload === "string") {
+    try {
+      return parseObject(encoder.encode(payload));
+    } catch (error) {
+      throw new GatewayError(
+        "INVALID_JSON",
+        `Invalid form field payload: ${
+          (error as Error).message.replace(/^Invalid JSON body: /, "")
+        }`,
+      );
+    }
+  }
+  // fromEntries defines own properties: a field named __proto__ stays a field.
+  return Object.fromEntries(fields);
 }
 
 function errorResponse(error: GatewayError, headers: Record<string, string>): Response {

@@ -103,4 +103,14 @@ export type {
 } from "./dlq.ts";
 export type { AttemptRecord, DeliveryLogEntry } from "../store/mod.ts";
 export { IncomingRouter } from "./incoming.ts";
+export {
+  bearerMatches,
+  DEFAULT_SIGNATURE_HEADER,
+  DEFAULT_TOLERANCE_S,
+  expectedHeaders,
+  isVerifyScheme,
+  VERIFY_SCHEMES,
+  verifyIncoming,
+} from "./incoming_verify.ts";
+export type { VerifiedRequest, VerifyIncomingOptions, VerifyScheme } from "./incoming_verify.ts";
 export type { IncomingAuditLog, IncomingRouterOptions } from "./incoming.ts";

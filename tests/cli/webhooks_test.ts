@@ -331,7 +331,18 @@ Deno.test("webhooks create warns when no plugin offers the handler, and register
   assertEquals(stored.code, 0, stored.stderr);
   const create = (name: string, handler: string) =>
     runCli(
-      ["webhooks", "create", "--name", name, "--url", `/hooks/${name}`, "--handler", handler],
+      [
+        "webhooks",
+        "create",
+        "--name",
+        name,
+        "--url",
+        `/hooks/${name}`,
+        "--handler",
+        handler,
+        "--secret",
+        "s",
+      ],
       { home: tmp.home },
     );
   // Offered: a built-in tool, or <plugin>__<tool> of an upstream in config.json or the store.
