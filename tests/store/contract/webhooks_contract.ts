@@ -80,6 +80,8 @@ export const WEBHOOKS_CONTRACT: readonly ContractCase[] = [
           handler: "http_request",
           secret: "whsec_abc",
           signature_header: "Stripe-Signature",
+          verify: "stripe",
+          tolerance_s: 600,
           rate_limit_per_s: 2.5,
         }),
         // Options left undefined read back as the returned record has them.
@@ -99,6 +101,8 @@ export const WEBHOOKS_CONTRACT: readonly ContractCase[] = [
         handler: "http_request",
         secret: "whsec_abc",
         signature_header: "Stripe-Signature",
+        verify: "stripe",
+        tolerance_s: 600,
         rate_limit_per_s: 2.5,
         created_at: added[1].created_at,
       });
