@@ -11,6 +11,12 @@ export const ROOT = new URL("..", import.meta.url).pathname;
 export const MAIN = `${ROOT}main.ts`;
 
 /**
+ * `TOOLGATE_EGRESS_ALLOW` of the processes tests start: their receivers
+ * listen on 127.0.0.1, which the egress policy refuses unless allowed.
+ */
+export const LOOPBACK_ALLOW = "127.0.0.1/32";
+
+/**
  * The environment of a child process a test starts: this process's own (its
  * `DENO_DIR`, `HOME`, `PATH`, proxy and CA variables) with `extra` on top.
  * `Deno.Command` inherits it by itself; the MCP SDK's `StdioClientTransport`
@@ -56,7 +62,14 @@ export async function runCli(args: string[], options: RunCliOptions): Promise<Cl
   const child = new Deno.Command(Deno.execPath(), {
     args: ["run", "-A", "--cached-only", "--cached-only", "--unstable-kv", script, ...args],
     cwd: options.cwd ?? ROOT,
-    env: { TOOLGATE_HOME: options.home, TOOLGATE_KEYCHAIN: "file", NO_COLOR: "1", ...options.env },
+    env: {
+      TOOLGATE_HOME: options.home,
+      TOOLGATE_KEYCHAIN: "file",
+      NO_COLOR: "1",
+      // Test receivers listen on 127.0.0.1: the egress policy must be told.
+      TOOLGATE_EGRESS_ALLOW: LOOPBACK_ALLOW,
+      ...options.env,
+    },
     stdin: "piped",
     stdout: "piped",
     stderr: "piped",
@@ -105,7 +118,7 @@ export function toolgateStdio(home: string) {
   return {
     command: Deno.execPath(),
     args: ["run", "-A", "--cached-only", MAIN, "mcp", "start"],
-    env: childEnv({ TOOLGATE_HOME: home, NO_COLOR: "1" }),
+    env: childEnv({ TOOLGATE_HOME: home, NO_COLOR: "1", TOOLGATE_EGRESS_ALLOW: LOOPBACK_ALLOW }),
     cwd: ROOT,
     stderr: "pipe" as const,
   };

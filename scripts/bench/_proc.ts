@@ -198,7 +198,13 @@ export async function startToolgateHttp(
       "--port",
       "0",
     ],
-    env: { TOOLGATE_HOME: home, TOOLGATE_KEYCHAIN: "file", ...env },
+    env: {
+      TOOLGATE_HOME: home,
+      TOOLGATE_KEYCHAIN: "file",
+      // The bench's receivers listen on 127.0.0.1: the egress policy must be told.
+      TOOLGATE_EGRESS_ALLOW: "127.0.0.1/32",
+      ...env,
+    },
     ready: (out) => /listening on (http:\/\/[^\s]+:\d+) /.exec(out),
     // SIGTERM drains; closing stdin alone does not stop the HTTP server.
     stopSignal: "SIGTERM",

@@ -20,6 +20,7 @@
  *
  * @module
  */
+import { EgressPolicy } from "../../src/egress/mod.ts";
 import postgres from "postgres";
 import { type AuditLog, createAuditLog } from "../../src/audit/mod.ts";
 import { EventBus } from "../../src/events/mod.ts";
@@ -279,6 +280,8 @@ async function dispatcherDeliveries(
     },
     concurrency: CONCURRENCY,
     perWebhookConcurrency: CONCURRENCY,
+    // The receivers listen on 127.0.0.1, which the egress policy refuses unless allowed.
+    egress: new EgressPolicy({ allow: ["127.0.0.1/32"] }),
   });
   try {
     const urls = receivers.urls;

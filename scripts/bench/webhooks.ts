@@ -12,6 +12,7 @@
  *
  * @module
  */
+import { EgressPolicy } from "../../src/egress/mod.ts";
 import { Session } from "node:inspector";
 import { EventBus } from "../../src/events/mod.ts";
 import { openStore } from "../../src/store/mod.ts";
@@ -194,6 +195,8 @@ async function throughDispatcher(
     },
     concurrency: CONCURRENCY,
     perWebhookConcurrency: CONCURRENCY,
+    // The receivers listen on 127.0.0.1, which the egress policy refuses unless allowed.
+    egress: new EgressPolicy({ allow: ["127.0.0.1/32"] }),
   });
   try {
     for (const url of urls) {

@@ -122,6 +122,7 @@ async function startHttp(context: CliContext): Promise<void> {
     config: runtime.config,
     log,
     concurrency: runtime.config.incoming.concurrency,
+    loopMarker: runtime.egress.marker,
   });
   let signals = 0;
   let server: HttpServer | undefined;
@@ -144,14 +145,16 @@ async function startHttp(context: CliContext): Promise<void> {
       routes: [
         auditRoutes(runtime.audit),
         eventsRoutes(),
-        webhookRoutes(runtime.store),
+        webhookRoutes(runtime.store, { egress: runtime.egress }),
         dlqRoutes(runtime.store),
         incomingRoutes(incoming),
       ],
       isPublicPath: (path) => incoming.match(path) !== undefined,
       log,
       disabledWebhooks: () => runtime.dispatcher.disabledWebhooks(),
-      onListen: ({ url }) => {
+      onListen: ({ hostname, port, url }) => {
+        // Never a destination of our own requests, whatever egress.allow says.
+        runtime.egress.listen({ hostname, port });
         context.print(`toolgate ${VERSION} listening on ${url} (REST, MCP at ${url}/mcp)`);
       },
     });

@@ -6,6 +6,7 @@
  */
 import { type AuditLog, createAuditLog, createRedactor } from "../audit/mod.ts";
 import type { Config } from "../config/mod.ts";
+import { type EgressPolicy, egressPolicyFromConfig } from "../egress/mod.ts";
 import { EventBus, relayEvents } from "../events/mod.ts";
 import { Gateway } from "../gateway/mod.ts";
 import { createKeychain, secretReaderFor } from "../keychain/mod.ts";
@@ -31,6 +32,12 @@ export interface Runtime {
   gateway: Gateway;
   audit: AuditLog;
   dispatcher: Dispatcher;
+  /**
+   * The egress policy of `http_request`, webhook deliveries and HTTP
+   * upstreams; its marker is the store's deployment id. A server adds the
+   * address it listens on ({@linkcode EgressPolicy.listen}).
+   */
+  egress: EgressPolicy;
   /** Stops background work and releases resources (not the store: the context owns it). */
   close(): Promise<void>;
 }
@@ -84,10 +91,12 @@ export async function createRuntime(
     disabled: config.events.disabled,
     onListenerError: (error) => log(`event subscriber failed: ${(error as Error).message}`),
   });
+  const egress = egressPolicyFromConfig(config, { marker: await store.deploymentId() });
   const dispatcher = createDispatcher({
     store,
     bus,
     config,
+    egress,
     mode: role === "server" ? "deliver" : "record",
     onError: (error) => log(`webhooks: ${(error as Error).message}`),
   });
@@ -97,7 +106,7 @@ export async function createRuntime(
   const audit = createAuditLog({ store, bus, outbox: dispatcher, redact });
   const keychain = createKeychain({ store, dataDir: config.dataDir, env: config.env });
   // MCP upstreams: config.json, then `toolgate plugins add` registrations.
-  const builtins = builtinPlugins();
+  const builtins = builtinPlugins({ egress });
   const reserved = builtins.map((plugin) => plugin.name);
   const upstreamsVersion = await store.registrationsVersion();
   const upstreams = upstreamSpecs({
@@ -114,6 +123,7 @@ export async function createRuntime(
     const options: McpUpstreamPluginOptions = {
       settings: upstreamSettings(config),
       resolveSecret: (name) => keychain.get(name),
+      egress,
     };
     return upstreamModule.mcpUpstreamPlugin(spec, options);
   };
@@ -175,6 +185,7 @@ export async function createRuntime(
     gateway,
     audit,
     dispatcher,
+    egress,
     close: async () => {
       closed = true;
       await syncStarting;

@@ -5,6 +5,7 @@
  *
  * @module
  */
+import { egressPolicyFromConfig } from "../egress/mod.ts";
 import type { Command } from "commander";
 import { EVENT_TYPES } from "../events/mod.ts";
 import { GatewayError } from "../errors/mod.ts";
@@ -336,13 +337,15 @@ export function registerWebhooks(program: Command, context: CliContext): void {
         const secret = options.secret === false ? null : await readSecret(context, options.secret);
         if (secret) validateSecret(secret, "--secret");
         await warnDisabledEvents(context, events);
+        // An address the deliveries would be refused: said now, with the fix.
+        const egress = egressPolicyFromConfig(await context.config());
         const added = await addWebhook(await context.store(), {
           url,
           events,
           secret,
           ...(options.description ? { description: options.description } : {}),
           ...(retrySchedule ? { retry_schedule_ms: retrySchedule } : {}),
-        });
+        }, { egress });
         if (secret === null) {
           context.warn(
             `webhook ${added.webhook.id} is unsigned (--no-secret): receivers cannot tell its ` +
@@ -404,12 +407,13 @@ export function registerWebhooks(program: Command, context: CliContext): void {
           );
         }
         if (events !== undefined) await warnDisabledEvents(context, events);
+        const egress = egressPolicyFromConfig(await context.config());
         const webhook = await updateWebhook(await context.store(), id, {
           ...(url !== undefined ? { url } : {}),
           ...(events !== undefined ? { events } : {}),
           ...(options.description !== undefined ? { description: options.description } : {}),
           ...(retrySchedule !== undefined ? { retry_schedule_ms: retrySchedule } : {}),
-        });
+        }, { egress });
         if (options.json) context.printJson(webhook);
         else {context.print(
             `Updated ${webhook.id}: ${webhook.url}, events ${describeEvents(webhook)}`,
@@ -674,7 +678,10 @@ export function registerWebhooks(program: Command, context: CliContext): void {
           `No outgoing webhook with id ${id}: see toolgate webhooks list`,
         );
       }
-      const result = await testWebhook(store, id, { timeoutMs });
+      const egress = egressPolicyFromConfig(await context.config(), {
+        marker: await store.deploymentId(),
+      });
+      const result = await testWebhook(store, id, { timeoutMs, egress });
       if (options.json) context.printJson({ webhook_id: id, url: webhook.url, ...result });
       else {
         const outcome = result.status !== undefined
@@ -690,6 +697,14 @@ export function registerWebhooks(program: Command, context: CliContext): void {
                 : "unsigned (no secret)"
             }; ` +
             `delivery ${result.event_id}`,
+        );
+      }
+      if (result.egress_denied) {
+        throw new GatewayError(
+          "EGRESS_DENIED",
+          `Test delivery to ${webhook.url} refused: ${
+            result.error?.replace(/^EGRESS_DENIED: /, "")
+          }`,
         );
       }
       if (!result.ok) {

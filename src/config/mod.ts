@@ -8,6 +8,8 @@
  */
 import { z } from "zod";
 import { GatewayError } from "../errors/mod.ts";
+// Not the folder's mod.ts: parsing the config needs only the entry check.
+import { allowEntryProblem } from "../egress/allow_list.ts";
 import { EventTypeSchema } from "../events/schemas.ts";
 
 const ToolSettingsSchema = z.strictObject({
@@ -111,7 +113,12 @@ export const ConfigFileSchema = z.strictObject({
   /** Where `http_request` and webhook deliveries may connect besides public addresses. */
   egress: z.strictObject({
     /** Hosts (`api.internal`, `*.corp.example`) and CIDRs (`10.1.0.0/16`, `127.0.0.1/32`). */
-    allow: z.array(z.string().min(1)).default([]),
+    allow: z.array(
+      z.string().superRefine((entry, context) => {
+        const problem = allowEntryProblem(entry);
+        if (problem) context.addIssue({ code: "custom", message: `${problem}; fix or remove it` });
+      }),
+    ).default([]),
   }).prefault({}),
   /** Value patterns (regular expressions) redacted from audit entries and events, beside the built-in ones. */
   redact: z.strictObject({
@@ -257,7 +264,8 @@ export function parseConfigFile(raw: unknown, source = "config.json"): ConfigFil
  * Loads the configuration once: `config.json` in the data dir (optional),
  * then environment overrides (`TOOLGATE_HOST`, `TOOLGATE_PORT`,
  * `TOOLGATE_API_TOKEN`, `TOOLGATE_RETRY_BASE_MS`, `TOOLGATE_WEBHOOK_TIMEOUT_MS`,
- * `TOOLGATE_POLL_MS`, `TOOLGATE_SLACK_API_URL`, `TOOLGATE_DATABASE_URL`, `TOOLGATE_SECRET_KEY`).
+ * `TOOLGATE_POLL_MS`, `TOOLGATE_SLACK_API_URL`, `TOOLGATE_DATABASE_URL`, `TOOLGATE_SECRET_KEY`,
+ * `TOOLGATE_EGRESS_ALLOW`, appended to `egress.allow`).
  *
  * @throws {GatewayError} `CONFIG_INVALID` when the file or a variable is bad.
  */
@@ -312,10 +320,18 @@ export async function loadConfig(options: LoadConfigOptions = {}): Promise<Confi
   const poll = intEnv(env, "TOOLGATE_POLL_MS", 1);
   if (poll !== undefined) file.webhooks.poll_ms = poll;
   if (env.TOOLGATE_EGRESS_ALLOW) {
-    file.egress.allow = [
-      ...file.egress.allow,
-      ...env.TOOLGATE_EGRESS_ALLOW.split(",").map((entry) => entry.trim()).filter(Boolean),
-    ];
+    const entries = env.TOOLGATE_EGRESS_ALLOW.split(",").map((entry) => entry.trim())
+      .filter(Boolean);
+    for (const entry of entries) {
+      const problem = allowEntryProblem(entry);
+      if (problem) {
+        throw new GatewayError(
+          "CONFIG_INVALID",
+          `Invalid TOOLGATE_EGRESS_ALLOW: ${problem}; fix or remove it (a comma-separated list)`,
+        );
+      }
+    }
+    file.egress.allow = [...file.egress.allow, ...entries];
   }
   if (env.TOOLGATE_SLACK_API_URL) file.plugins.slack.api_base_url = env.TOOLGATE_SLACK_API_URL;
   if (env.TOOLGATE_DATABASE_URL) {

@@ -31,6 +31,11 @@ export const ERROR_CODES = {
     exit: 1,
     doc: "The egress policy refused an outgoing connection's address",
   },
+  LOOP_DETECTED: {
+    status: 508,
+    exit: 1,
+    doc: "A request from this toolgate deployment reached its own incoming endpoint",
+  },
   PAYLOAD_TOO_LARGE: { status: 413, exit: 1, doc: "Request body over the size limit" },
   UNSUPPORTED_MEDIA_TYPE: {
     status: 415,

@@ -55,6 +55,6 @@ export { HealthSchema } from "./health.ts";
 export { AuditPageSchema, auditRoutes } from "./audit.ts";
 export { incomingRoutes } from "./incoming.ts";
 export { DlqEntrySchema, dlqRoutes } from "./dlq.ts";
-export { webhookRoutes, WebhookSchema } from "./webhooks.ts";
+export { webhookRoutes, type WebhookRoutesOptions, WebhookSchema } from "./webhooks.ts";
 export { eventsRoutes } from "./events.ts";
 export type { EventsRoutesOptions } from "./events.ts";

@@ -6,6 +6,7 @@
  *
  * @module
  */
+import { defaultEgressPolicy, type EgressPolicy } from "../egress/mod.ts";
 import { createRoute, z } from "@hono/zod-openapi";
 import { GatewayError } from "../errors/mod.ts";
 import type { Store } from "../store/mod.ts";
@@ -80,6 +81,9 @@ const TestResultSchema = z.object({
   status: z.number().int().optional(),
   error: z.string().optional(),
   latency_ms: z.number().int().min(0),
+  egress_denied: z.boolean().optional().openapi({
+    description: "The egress policy refused the receiver's address; `error` names the fix",
+  }),
   signed: z.boolean(),
   event_id: z.string(),
 }).openapi("WebhookTestResult");
@@ -312,9 +316,20 @@ function scheduleOf(
   return undefined;
 }
 
+/** Options of {@linkcode webhookRoutes}. */
+export interface WebhookRoutesOptions {
+  /**
+   * The process's egress policy: `test` sends through it, and a new URL
+   * whose host is a refused IP address or `localhost` is `403 EGRESS_DENIED`.
+   * @default one built from the app's config
+   */
+  egress?: EgressPolicy;
+}
+
 /** Mounts the `/webhooks` routes on the app. */
-export function webhookRoutes(store: Store): RouteMount {
+export function webhookRoutes(store: Store, options: WebhookRoutesOptions = {}): RouteMount {
   return function mountWebhooks(app, { config }) {
+    const egress = options.egress ?? defaultEgressPolicy(config);
     app.openapi(listRoute, async (c) => c.json({ webhooks: await listWebhooks(store) }, 200));
     app.openapi(addRoute, async (c) => {
       const body = c.req.valid("json");
@@ -325,7 +340,7 @@ export function webhookRoutes(store: Store): RouteMount {
         secret: body.secret,
         description: body.description,
         ...(schedule ? { retry_schedule_ms: schedule } : {}),
-      });
+      }, { egress });
       return c.json(result, 201);
     });
     app.openapi(
@@ -340,7 +355,7 @@ export function webhookRoutes(store: Store): RouteMount {
         events: body.events,
         description: body.description,
         ...(schedule !== undefined ? { retry_schedule_ms: schedule } : {}),
-      });
+      }, { egress });
       return c.json(webhook, 200);
     });
     app.openapi(disableRoute, async (c) => {
@@ -366,6 +381,7 @@ export function webhookRoutes(store: Store): RouteMount {
     app.openapi(testRoute, async (c) => {
       const result = await testWebhook(store, c.req.valid("param").id, {
         timeoutMs: config.webhooks.timeout_ms,
+        egress,
       });
       return c.json(result, 200);
     });

@@ -22,16 +22,20 @@ function messages(error: unknown): string[] {
  */
 export function describeFetchError(error: unknown, url: URL): string {
   const all = messages(error).join(" | ");
-  if (/dns error|failed to lookup|name or service not known|no such host/i.test(all)) {
+  // Messages of fetch (hyper) and of node:http (error codes) alike.
+  if (
+    /dns error|failed to lookup|dns lookup|name or service not known|no such host|ENOTFOUND|EAI_AGAIN/i
+      .test(all)
+  ) {
     return "DNS lookup failed";
   }
-  if (/connection refused/i.test(all)) return "connection refused";
-  if (/connection reset/i.test(all)) return "connection reset";
-  if (/connection closed|unexpected eof|incomplete message/i.test(all)) {
+  if (/connection refused|ECONNREFUSED/i.test(all)) return "connection refused";
+  if (/connection reset|ECONNRESET/i.test(all)) return "connection reset";
+  if (/connection closed|unexpected eof|incomplete message|socket hang up/i.test(all)) {
     return "connection closed by the server";
   }
-  if (/timed out/i.test(all)) return "connection timed out";
-  if (/certificate|tls|ssl|handshake/i.test(all)) return "TLS handshake failed";
+  if (/timed out|ETIMEDOUT/i.test(all)) return "connection timed out";
+  if (/certificate|tls|ssl|handshake|CERT_/i.test(all)) return "TLS handshake failed";
   const innermost = messages(error).at(-1) ?? "request failed";
   return innermost
     .replaceAll(url.href, url.host)

@@ -426,6 +426,12 @@ export interface Store {
   readonly changes: ChangeFeed;
   /** The registration change counter (webhooks, upstreams), polled by running servers. */
   registrationsVersion(): Promise<bigint>;
+  /**
+   * This deployment's id (`dep_…`), made on first use and kept in the store,
+   * so every instance on one database shares it (the loop marker of
+   * outgoing requests).
+   */
+  deploymentId(): Promise<string>;
   /** Closes the store; safe to call twice. */
   close(): Promise<void>;
 }

@@ -7,6 +7,11 @@
  * `src/webhooks`: `postWebhook` uses it for `http:` and `https:` URLs when no
  * proxy is configured, `fetch` otherwise.
  *
+ * With an egress policy (`post(…, egress)`) a new socket goes to the address
+ * the policy checked (`Deno.connect` to that address, then `Deno.startTls`
+ * naming the URL's host for `https:`), so nothing can change between the
+ * check and the connection; a kept-alive socket was checked when it opened.
+ *
  * Replies are read to their end when framed by `Content-Length` or chunked
  * encoding and at most 64 KiB long, so the socket can carry the next request;
  * anything else (a longer body, a body ended by closing the connection, both
@@ -22,6 +27,8 @@
  *
  * @module
  */
+
+import type { EgressPolicy } from "../egress/mod.ts";
 
 /** Longest status line plus headers accepted. */
 const MAX_HEAD_BYTES = 64 * 1024;
@@ -40,6 +47,17 @@ const IDLE_MS = 4000;
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
+
+/** Pool keys per egress policy: a socket checked under one policy is not reused under another. */
+const POLICY_KEYS = new WeakMap<EgressPolicy, number>();
+let policyKeys = 0;
+
+function policyKey(egress: EgressPolicy | undefined): string {
+  if (!egress) return "";
+  let key = POLICY_KEYS.get(egress);
+  if (key === undefined) POLICY_KEYS.set(egress, key = ++policyKeys);
+  return ` ${key}`;
+}
 
 interface Socket {
   conn: Deno.Conn;
@@ -317,36 +335,40 @@ export class Http1Client implements Disposable {
   /**
    * POSTs `body` with `headers` (plus `Host` and `Content-Length`).
    *
+   * @param egress checks a new socket's address (profile `public`) and pins it
    * @returns The reply's status.
-   * @throws The connection or protocol error; the signal's reason when aborted.
+   * @throws The connection or protocol error; `EGRESS_DENIED`; the signal's reason when aborted.
    */
   async post(
     url: URL,
     headers: Record<string, string>,
     body: Uint8Array,
     signal?: AbortSignal,
+    egress?: EgressPolicy,
   ): Promise<number> {
-    return (await this.send(url, headers, body, signal)).status;
+    return (await this.send(url, headers, body, signal, egress)).status;
   }
 
   /**
    * POSTs like {@linkcode Http1Client.post}, and tells the reply's
    * `Retry-After` too.
    *
-   * @throws The connection or protocol error; the signal's reason when aborted.
+   * @param egress checks a new socket's address (profile `public`) and pins it
+   * @throws The connection or protocol error; `EGRESS_DENIED`; the signal's reason when aborted.
    */
   async send(
     url: URL,
     headers: Record<string, string>,
     body: Uint8Array,
     signal?: AbortSignal,
+    egress?: EgressPolicy,
   ): Promise<Http1Reply> {
     const request = encodeRequest(url, headers, body);
-    const origin = `${url.protocol}//${url.host}`;
+    const origin = `${url.protocol}//${url.host}${policyKey(egress)}`;
     for (let attempt = 0;; attempt++) {
       signal?.throwIfAborted();
       const pooled = attempt === 0 ? this.#take(origin) : undefined;
-      const socket = pooled ?? await this.#connect(url, signal);
+      const socket = pooled ?? await this.#connect(url, signal, egress);
       const onAbort = () => closeQuietly(socket);
       signal?.addEventListener("abort", onAbort, { once: true });
       const reader = new Reader(socket);
@@ -410,11 +432,13 @@ export class Http1Client implements Disposable {
     else closeQuietly(socket);
   }
 
-  async #connect(url: URL, signal?: AbortSignal): Promise<Socket> {
+  async #connect(url: URL, signal?: AbortSignal, egress?: EgressPolicy): Promise<Socket> {
     const hostname = url.hostname.replace(/^\[(.*)\]$/, "$1");
     const tls = url.protocol === "https:";
     const port = Number(url.port || (tls ? 443 : 80));
-    const connecting = tls
+    const connecting = egress
+      ? this.#connectChecked(url, hostname, port, tls, egress)
+      : tls
       ? Deno.connectTls({ hostname, port, caCerts: this.#caCerts, alpnProtocols: ["http/1.1"] })
       : Deno.connect({ hostname, port });
     let conn: Deno.Conn;
@@ -437,6 +461,33 @@ export class Http1Client implements Disposable {
     }
     this.connections++;
     return { conn, buffer: new Uint8Array(4096), idleSince: 0 };
+  }
+
+  /** Resolves and checks the host, connects to the checked address, then speaks TLS naming the host. */
+  async #connectChecked(
+    url: URL,
+    hostname: string,
+    port: number,
+    tls: boolean,
+    egress: EgressPolicy,
+  ): Promise<Deno.Conn> {
+    const target = await egress.resolve(url, "public");
+    const tcp = await Deno.connect({ hostname: target.address, port });
+    if (!tls) return tcp;
+    try {
+      return await Deno.startTls(tcp, {
+        hostname,
+        caCerts: this.#caCerts,
+        alpnProtocols: ["http/1.1"],
+      });
+    } catch (error) {
+      try {
+        tcp.close();
+      } catch {
+        // startTls took it over and closed it already.
+      }
+      throw error;
+    }
   }
 }
 

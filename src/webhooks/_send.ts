@@ -5,6 +5,8 @@
  * @module
  */
 import { DeadlineQueue } from "../deadlines.ts";
+import { EgressPolicy, LOOP_HEADER } from "../egress/mod.ts";
+import { GatewayError } from "../errors/mod.ts";
 import { VERSION } from "../version.ts";
 import { Http1Client } from "./_http1.ts";
 
@@ -25,6 +27,8 @@ export interface SendResult {
   aborted?: boolean;
   /** The `Retry-After` header of a 429 or 503 reply, as sent. */
   retry_after?: string;
+  /** The egress policy refused the receiver's address (`error` says why and what allows it). */
+  egressDenied?: boolean;
 }
 
 /** Statuses whose `Retry-After` the dispatcher honours. */
@@ -34,6 +38,9 @@ function withRetryAfter(result: SendResult, retryAfter: string | null | undefine
   if (retryAfter == null || !RETRY_AFTER_STATUSES.has(result.status ?? 0)) return result;
   return { ...result, retry_after: retryAfter.slice(0, 64) };
 }
+
+/** The policy of deliveries made without one. */
+const DEFAULT_EGRESS = new EgressPolicy();
 
 /** Options of {@linkcode postWebhook}. */
 export interface PostWebhookOptions {
@@ -53,6 +60,12 @@ export interface PostWebhookOptions {
   signal?: AbortSignal;
   /** Clock for the duration. */
   now?: () => number;
+  /**
+   * Checks the receiver's addresses (profile `public`) and, with the
+   * built-in client, connects to the checked one; its loop marker is sent
+   * as `X-Toolgate-Loop`. @default a policy with an empty allow-list
+   */
+  egress?: EgressPolicy;
 }
 
 const MAX_DRAINED_BYTES = 64 * 1024;
@@ -129,6 +142,7 @@ async function drain(body: ReadableStream<Uint8Array> | null): Promise<void> {
 }
 
 function describe(error: unknown): string {
+  if (error instanceof GatewayError) return `${error.code}: ${error.message}`;
   if (error instanceof Error) {
     const cause = error.cause instanceof Error ? `: ${error.cause.message}` : "";
     return `${error.message}${cause}`;
@@ -141,11 +155,16 @@ function describe(error: unknown): string {
  * are not followed; the response body is always drained or cancelled.
  * With the global `fetch` and no proxy configured, `http:` and `https:` URLs
  * go through a keep-alive HTTP/1.1 client that leaves far less garbage
- * (`_http1.ts`). Never throws.
+ * (`_http1.ts`). The egress policy checks the receiver first: the built-in
+ * client connects to the checked address; an injected `fetch` or a proxy
+ * gets the URL after its host's addresses were checked. A refusal is a
+ * failed attempt with `egressDenied` and an `EGRESS_DENIED: …` error.
+ * Never throws.
  */
 export async function postWebhook(options: PostWebhookOptions): Promise<SendResult> {
   const { fetch, url, body, eventType, deliveryId, signature, timeoutMs, signal } = options;
   const timestamp = options.timestamp ?? Math.floor(Date.now() / 1000);
+  const egress = options.egress ?? DEFAULT_EGRESS;
   const now = options.now ?? performance.now.bind(performance);
   const controller = new AbortController();
   let timedOut = false;
@@ -160,29 +179,32 @@ export async function postWebhook(options: PostWebhookOptions): Promise<SendResu
   try {
     if (signal?.aborted) return { ok: false, aborted: true, duration_ms: 0 };
     const direct = fetch === globalThis.fetch && !PROXIED ? directUrl(url) : null;
+    const headers = deliveryHeaders(
+      eventType,
+      deliveryId,
+      signature,
+      timestamp,
+      options.standardSignature,
+    );
+    if (egress.marker) headers[LOOP_HEADER] = egress.marker;
     if (direct) {
-      const headers = deliveryHeaders(
-        eventType,
-        deliveryId,
-        signature,
-        timestamp,
-        options.standardSignature,
+      const { status, retryAfter } = await http1.send(
+        direct,
+        headers,
+        body,
+        controller.signal,
+        egress,
       );
-      const { status, retryAfter } = await http1.send(direct, headers, body, controller.signal);
       return withRetryAfter(
         { ok: status >= 200 && status < 300, status, duration_ms: elapsed() },
         retryAfter,
       );
     }
+    // Checked here; the injected fetch (or the proxy) makes the connection.
+    if (URL.canParse(url)) await egress.resolve(new URL(url), "public");
     const response = await fetch(url, {
       method: "POST",
-      headers: deliveryHeaders(
-        eventType,
-        deliveryId,
-        signature,
-        timestamp,
-        options.standardSignature,
-      ),
+      headers,
       body: body.buffer instanceof ArrayBuffer
         ? body as Uint8Array<ArrayBuffer>
         : new Uint8Array(body) as Uint8Array<ArrayBuffer>,
@@ -204,6 +226,9 @@ export async function postWebhook(options: PostWebhookOptions): Promise<SendResu
     const duration_ms = elapsed();
     if (timedOut) return { ok: false, error: `Timed out after ${timeoutMs} ms`, duration_ms };
     if (signal?.aborted) return { ok: false, aborted: true, duration_ms };
+    if (error instanceof GatewayError && error.code === "EGRESS_DENIED") {
+      return { ok: false, error: describe(error), duration_ms, egressDenied: true };
+    }
     return { ok: false, error: describe(error), duration_ms };
   } finally {
     cancelTimeout();

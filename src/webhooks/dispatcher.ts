@@ -42,6 +42,7 @@ import { Schedule } from "./_schedule.ts";
 import { type FetchLike, postWebhook, type SendResult } from "./_send.ts";
 import { WebhookSigner } from "./signer.ts";
 import { nextRetryDelayMs, parseRetryAfter } from "./retry_policy.ts";
+import { EgressPolicy } from "../egress/mod.ts";
 
 /**
  * Largest age, in ms, of the registrations read an attempt relies on (also
@@ -77,6 +78,13 @@ export interface DispatcherOptions {
   config: DispatcherConfig;
   /** Fetch used for attempts. @default globalThis.fetch */
   fetch?: FetchLike;
+  /**
+   * Checks every attempt's receiver (profile `public`; see `src/egress`). A
+   * refused attempt is a failed attempt like any other (its error starts
+   * `EGRESS_DENIED:`): retried on the schedule, then dead-lettered.
+   * @default a policy with an empty allow-list
+   */
+  egress?: EgressPolicy;
   /** Clock in epoch milliseconds. @default Date.now */
   now?: () => number;
   /** Source of jitter in [0, 1). @default Math.random */
@@ -255,6 +263,7 @@ class WebhookDispatcher implements Dispatcher {
   #bus: EventBus;
   #config: DispatcherConfig;
   #fetch: FetchLike;
+  #egress: EgressPolicy;
   #now: () => number;
   #random: () => number;
   #concurrency: number;
@@ -355,6 +364,7 @@ class WebhookDispatcher implements Dispatcher {
     this.#shared = store.deliveries.sharedClaims;
     this.#config = config;
     this.#fetch = fetch;
+    this.#egress = options.egress ?? new EgressPolicy();
     this.#now = now;
     this.#random = random;
     this.#concurrency = concurrency;
@@ -998,6 +1008,7 @@ class WebhookDispatcher implements Dispatcher {
     const signed = hook.signer?.sign(record.event_id, timestamp, body, startedAt);
     const result = await postWebhook({
       fetch: this.#fetch,
+      egress: this.#egress,
       url: hook.record.url,
       body,
       eventType: record.event_type,

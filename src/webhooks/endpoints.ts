@@ -7,6 +7,7 @@
  *
  * @module
  */
+import type { EgressPolicy } from "../egress/mod.ts";
 import { Buffer } from "node:buffer";
 import { GatewayError } from "../errors/mod.ts";
 import { EVENT_TYPES, isEventType } from "../events/mod.ts";
@@ -59,6 +60,12 @@ export interface WebhookView {
 export interface EndpointOptions {
   /** Clock in epoch milliseconds (rotation expiry, `disabled.at`). @default Date.now */
   now?: () => number;
+  /**
+   * Checks a new URL whose host is an IP address or `localhost` (names are
+   * checked when delivering): one the policy refuses is `EGRESS_DENIED`
+   * before anything is stored. @default no check
+   */
+  egress?: EgressPolicy;
 }
 
 /** Fields of {@linkcode addWebhook}. */
@@ -294,6 +301,7 @@ export async function addWebhook(
 ): Promise<AddWebhookResult> {
   const { now = Date.now } = options;
   const url = parseWebhookUrl(input.url);
+  options.egress?.checkLiteral(new URL(url), "public");
   const events = input.events === undefined || input.events === "*"
     ? "*"
     : parseEventList(input.events);
@@ -354,7 +362,10 @@ export async function updateWebhook(
 ): Promise<WebhookView> {
   const now = (options.now ?? Date.now)();
   const changes: OutgoingWebhookPatch = {};
-  if (input.url !== undefined) changes.url = parseWebhookUrl(input.url);
+  if (input.url !== undefined) {
+    changes.url = parseWebhookUrl(input.url);
+    options.egress?.checkLiteral(new URL(changes.url), "public");
+  }
   if (input.events !== undefined) {
     changes.events = input.events === "*" ? "*" : parseEventList(input.events);
   }

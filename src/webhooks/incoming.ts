@@ -16,6 +16,7 @@
  */
 import type { AuditLog } from "../audit/mod.ts";
 import type { Config } from "../config/mod.ts";
+import { LOOP_HEADER } from "../egress/mod.ts";
 import { GatewayError } from "../errors/mod.ts";
 import type { Gateway } from "../gateway/mod.ts";
 import { toErrorResult, toToolResult } from "../gateway/mod.ts";
@@ -45,6 +46,14 @@ export interface IncomingRouterOptions {
   maxQueuedJobs?: number;
   /** Clock in ms. @default Date.now */
   now?: () => number;
+  /**
+   * This deployment's loop marker (the store's deployment id): a request
+   * carrying it in `X-Toolgate-Loop` came from this deployment itself (a
+   * webhook delivery or an `http_request`) and is refused with
+   * `508 LOOP_DETECTED` before anything else is checked, recorded or run.
+   * @default none
+   */
+  loopMarker?: string;
 }
 
 const FORM_TYPE = "application/x-www-form-urlencoded";
@@ -98,6 +107,7 @@ export class IncomingRouter {
   #audit: IncomingAuditLog;
   #config: Config;
   #log: (message: string) => void;
+  #loopMarker: string | undefined;
   #now: () => number;
   #concurrency: number;
   #maxQueued: number;
@@ -145,6 +155,7 @@ export class IncomingRouter {
     this.#audit = options.audit;
     this.#config = options.config;
     this.#log = log;
+    this.#loopMarker = options.loopMarker;
     this.#now = now;
     this.#concurrency = concurrency;
     this.#maxQueued = maxQueuedJobs;
@@ -229,12 +240,12 @@ export class IncomingRouter {
   }
 
   /**
-   * Handles a request to an endpoint: method 405, `?wait=true` without the
-   * API token on an endpoint without a secret 401, size 413, content type
-   * 415 (JSON or form-encoded), signature 401 (the endpoint's scheme, see
-   * `incoming_verify.ts`), JSON 400, rate limit 429; then records and
-   * accepts (202), or with `?wait=true` runs the handler and answers its
-   * result.
+   * Handles a request to an endpoint: its own loop marker 508, method 405,
+   * `?wait=true` without the API token on an endpoint without a secret 401,
+   * size 413, content type 415 (JSON or form-encoded), signature 401 (the
+   * endpoint's scheme, see `incoming_verify.ts`), JSON 400, rate limit 429;
+   * then records and accepts (202), or with `?wait=true` runs the handler and
+   * answers its result.
    */
   async handle(request: Request, endpoint: IncomingWebhook): Promise<Response> {
     try {
@@ -252,6 +263,15 @@ export class IncomingRouter {
   }
 
   async #handle(request: Request, endpoint: IncomingWebhook): Promise<Response> {
+    const marker = this.#loopMarker;
+    if (marker !== undefined && request.headers.get(LOOP_HEADER) === marker) {
+      throw new GatewayError(
+        "LOOP_DETECTED",
+        `Refused: the request to ${endpoint.path} came from this toolgate deployment itself ` +
+          `(${LOOP_HEADER}: ${marker}), so handling it could loop; point the webhook or ` +
+          `http_request at another receiver`,
+      );
+    }
     if (request.method !== "POST") {
       throw new GatewayError(
         "METHOD_NOT_ALLOWED",

@@ -7,6 +7,7 @@ import { GatewayError } from "../errors/mod.ts";
 import { TEST_EVENT_TYPE } from "../events/mod.ts";
 import { newId } from "../ids.ts";
 import type { Store } from "../store/mod.ts";
+import type { EgressPolicy } from "../egress/mod.ts";
 import { type FetchLike, postWebhook } from "./_send.ts";
 import { WebhookSigner } from "./signer.ts";
 
@@ -14,6 +15,8 @@ import { WebhookSigner } from "./signer.ts";
 export interface TestWebhookOptions {
   /** Fetch used for the request. @default globalThis.fetch */
   fetch?: FetchLike;
+  /** Checks the receiver (profile `public`). @default a policy with an empty allow-list */
+  egress?: EgressPolicy;
   /** Milliseconds to wait for a 2xx response. @default 10000 */
   timeoutMs?: number;
   /** Clock in epoch milliseconds. @default Date.now */
@@ -34,6 +37,8 @@ export interface TestWebhookResult {
   error?: string;
   /** Milliseconds until the response (or the failure). */
   latency_ms: number;
+  /** The egress policy refused the receiver (`error` names the setting that allows it). */
+  egress_denied?: boolean;
   /** Whether `X-Service-Signature` and `webhook-signature` headers were sent. */
   signed: boolean;
   /** Envelope id, also sent as `X-Service-Delivery`. */
@@ -82,6 +87,7 @@ export async function testWebhook(
       .sign(envelope.id, timestamp, body, startedAt);
   const result = await postWebhook({
     fetch,
+    egress: options.egress,
     url: hook.url,
     body,
     eventType: TEST_EVENT_TYPE,
@@ -108,6 +114,7 @@ export async function testWebhook(
     ...(result.status !== undefined ? { status: result.status } : {}),
     ...(result.error !== undefined ? { error: result.error } : {}),
     latency_ms: result.duration_ms,
+    ...(result.egressDenied ? { egress_denied: true } : {}),
     signed: signed !== undefined,
     event_id: envelope.id,
   };

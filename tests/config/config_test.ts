@@ -144,3 +144,37 @@ Deno.test("an invalid config.json stops start-up with exit 1 and one line naming
   assertEquals(broken.code, 1);
   assertMatch(broken.stderr, /config\.json: not JSON/);
 });
+
+Deno.test("egress.allow entries are checked at start-up, naming the key or variable and the fix", async () => {
+  await using tmp = await tempHome();
+  await Deno.writeTextFile(
+    `${tmp.home}/config.json`,
+    JSON.stringify({ egress: { allow: ["10.0.0.0/8", "10.0.0.0/40", "*.corp.example"] } }),
+  );
+  const error = await assertRejects(
+    () => loadConfig({ env: { TOOLGATE_HOME: tmp.home } }),
+    GatewayError,
+  );
+  assertEquals(error.code, "CONFIG_INVALID");
+  assertMatch(error.message, /egress\.allow\.1: "10\.0\.0\.0\/40": prefix length 40 is over 32/);
+  assertMatch(error.message, /fix or remove it/);
+  await Deno.writeTextFile(
+    `${tmp.home}/config.json`,
+    JSON.stringify({ egress: { allow: ["a.internal"] } }),
+  );
+  const bad = await assertRejects(
+    () =>
+      loadConfig({
+        env: { TOOLGATE_HOME: tmp.home, TOOLGATE_EGRESS_ALLOW: "127.0.0.1/32, host:80" },
+      }),
+    GatewayError,
+  );
+  assertMatch(
+    bad.message,
+    /^Invalid TOOLGATE_EGRESS_ALLOW: "host:80": ports are not part of an entry/,
+  );
+  const config = await loadConfig({
+    env: { TOOLGATE_HOME: tmp.home, TOOLGATE_EGRESS_ALLOW: "127.0.0.1/32, ::1" },
+  });
+  assertEquals(config.egress.allow, ["a.internal", "127.0.0.1/32", "::1"]);
+});

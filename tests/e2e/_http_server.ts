@@ -5,7 +5,7 @@
  *
  * @module
  */
-import { MAIN, ROOT } from "../_helpers.ts";
+import { LOOPBACK_ALLOW, MAIN, ROOT } from "../_helpers.ts";
 
 /** Options of {@linkcode startHttpServer}. */
 export interface StartHttpServerOptions {
@@ -61,7 +61,13 @@ export async function startHttpServer(options: StartHttpServerOptions): Promise<
       ...options.args ?? [],
     ],
     cwd: ROOT,
-    env: { TOOLGATE_HOME: options.home, NO_COLOR: "1", ...options.env },
+    env: {
+      TOOLGATE_HOME: options.home,
+      NO_COLOR: "1",
+      // Test receivers listen on 127.0.0.1: the egress policy must be told.
+      TOOLGATE_EGRESS_ALLOW: LOOPBACK_ALLOW,
+      ...options.env,
+    },
     stdin: "null",
     stdout: "piped",
     stderr: "piped",

@@ -3,7 +3,15 @@ import { StdioClientTransport as ModernStdioTransport } from "@modelcontextproto
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { assert, assertEquals, assertMatch } from "../_asserts.ts";
-import { childEnv, initializeRequest, MAIN, ROOT, runCli, tempHome } from "../_helpers.ts";
+import {
+  childEnv,
+  initializeRequest,
+  LOOPBACK_ALLOW,
+  MAIN,
+  ROOT,
+  runCli,
+  tempHome,
+} from "../_helpers.ts";
 
 type TextContent = { type: string; text: string }[];
 
@@ -18,7 +26,7 @@ function connectClient(home: string): { client: Client; transport: StdioClientTr
   const transport = new StdioClientTransport({
     command: Deno.execPath(),
     args: ["run", "-A", "--cached-only", "--unstable-kv", MAIN, "mcp", "start"],
-    env: childEnv({ TOOLGATE_HOME: home, NO_COLOR: "1" }),
+    env: childEnv({ TOOLGATE_HOME: home, NO_COLOR: "1", TOOLGATE_EGRESS_ALLOW: LOOPBACK_ALLOW }),
     cwd: ROOT,
     stderr: "pipe",
   });

@@ -1,7 +1,7 @@
 import { createHmac, timingSafeEqual } from "node:crypto";
 import { Buffer } from "node:buffer";
 import { assert, assertEquals, assertMatch } from "../_asserts.ts";
-import { ROOT, runCli, tempHome, until } from "../_helpers.ts";
+import { LOOPBACK_ALLOW, ROOT, runCli, tempHome, until } from "../_helpers.ts";
 import {
   EVENT_DATA_SCHEMAS,
   EVENT_TYPES,
@@ -263,7 +263,7 @@ Deno.test("a stdio server delivers server.started with transport stdio and its p
   );
   const child = new Deno.Command(Deno.execPath(), {
     args: ["run", "-A", "--cached-only", `${ROOT}main.ts`, "mcp", "start"],
-    env: { TOOLGATE_HOME: tmp.home, NO_COLOR: "1" },
+    env: { TOOLGATE_HOME: tmp.home, NO_COLOR: "1", TOOLGATE_EGRESS_ALLOW: LOOPBACK_ALLOW },
     stdin: "piped",
     stdout: "piped",
     stderr: "null",

@@ -1,12 +1,13 @@
 /**
  * Outgoing webhooks over HTTP (issue 20 item 6): `app.request()` on the real
- * app with a real KV store and, for `test`, a real receiver on 127.0.0.1.
+ * app with a real KV store and, for `test`, a real receiver on 127.0.0.1
+ * (allowed explicitly: the egress policy refuses loopback by default).
  */
 import { Webhook } from "standardwebhooks";
 import { assert, assertEquals, assertMatch } from "../_asserts.ts";
 import { webhookRoutes } from "../../src/http/mod.ts";
 import { Receiver } from "../webhooks/_receiver.ts";
-import { setup } from "../webhooks/_setup.ts";
+import { LOOPBACK_EGRESS, setup } from "../webhooks/_setup.ts";
 import { postJson, testApp } from "./_fixtures.ts";
 
 const TOKEN = "s3cret-token";
@@ -28,7 +29,7 @@ function request(
 Deno.test("POST /webhooks generates a whsec_ secret shown once; GET never shows a secret", async () => {
   await using env = await setup();
   await using t = await testApp({
-    routes: [webhookRoutes(env.store)],
+    routes: [webhookRoutes(env.store, { egress: LOOPBACK_EGRESS })],
     env: { TOOLGATE_API_TOKEN: TOKEN },
   });
   assertEquals((await postJson(t.app, "/webhooks", { url: "https://example.com/h" })).status, 401);
@@ -61,7 +62,9 @@ Deno.test("POST /webhooks generates a whsec_ secret shown once; GET never shows 
 
 Deno.test("bad webhook bodies are 400 USAGE naming the field; unknown ids are 404", async () => {
   await using env = await setup();
-  await using t = await testApp({ routes: [webhookRoutes(env.store)] });
+  await using t = await testApp({
+    routes: [webhookRoutes(env.store, { egress: LOOPBACK_EGRESS })],
+  });
   const cases: [unknown, RegExp][] = [
     [{ url: "ftp://example.com/h" }, /url/],
     [{ url: "https://example.com/h", events: ["tool.nope"] }, /tool\.nope/],
@@ -100,7 +103,9 @@ Deno.test("bad webhook bodies are 400 USAGE naming the field; unknown ids are 40
 
 Deno.test("PATCH, disable, enable, rotate-secret and DELETE change what the store holds", async () => {
   await using env = await setup();
-  await using t = await testApp({ routes: [webhookRoutes(env.store)] });
+  await using t = await testApp({
+    routes: [webhookRoutes(env.store, { egress: LOOPBACK_EGRESS })],
+  });
   const { webhook, secret } = await (await postJson(t.app, "/webhooks", {
     url: "https://example.com/h",
   })).json();
@@ -160,7 +165,7 @@ Deno.test("POST /webhooks/{id}/test signs a webhook.test for a real receiver; at
   await using env = await setup();
   await using receiver = new Receiver((_, i) => (i === 0 ? 202 : 500));
   await using t = await testApp({
-    routes: [webhookRoutes(env.store)],
+    routes: [webhookRoutes(env.store, { egress: LOOPBACK_EGRESS })],
     file: { egress: { allow: ["127.0.0.1/32"] } },
   });
   const { webhook, secret } = await (await postJson(t.app, "/webhooks", {
@@ -187,7 +192,9 @@ Deno.test("POST /webhooks/{id}/test signs a webhook.test for a real receiver; at
 
 Deno.test("every /webhooks route is in /openapi.json", async () => {
   await using env = await setup();
-  await using t = await testApp({ routes: [webhookRoutes(env.store)] });
+  await using t = await testApp({
+    routes: [webhookRoutes(env.store, { egress: LOOPBACK_EGRESS })],
+  });
   const doc = await (await t.app.request("/openapi.json")).json();
   const operations = Object.entries(doc.paths as Record<string, Record<string, unknown>>)
     .filter(([path]) => path.startsWith("/webhooks"))
@@ -205,4 +212,34 @@ Deno.test("every /webhooks route is in /openapi.json", async () => {
     "POST /webhooks/{id}/rotate-secret",
     "POST /webhooks/{id}/test",
   ]);
+});
+
+Deno.test("POST /webhooks and PATCH refuse a metadata or loopback address with 403 EGRESS_DENIED; test reports a refusal", async () => {
+  await using env = await setup();
+  await using t = await testApp({
+    routes: [webhookRoutes(env.store)],
+    env: { TOOLGATE_API_TOKEN: TOKEN },
+  });
+  const refused = await request(t.app, "POST", "/webhooks", {
+    url: "http://169.254.169.254/latest/meta-data",
+  });
+  assertEquals(refused.status, 403);
+  const body = await refused.json();
+  assertEquals(body.error.code, "EGRESS_DENIED");
+  assertMatch(body.error.message, /"169\.254\.169\.254\/32" to egress\.allow/);
+  assertEquals(await env.store.webhooks.listOutgoing(), []);
+  const created = await request(t.app, "POST", "/webhooks", { url: "https://example.com/h" });
+  const { webhook } = await created.json();
+  const moved = await request(t.app, "PATCH", `/webhooks/${webhook.id}`, {
+    url: "http://127.0.0.1:9/h",
+  });
+  assertEquals(moved.status, 403);
+  assertEquals((await moved.json()).error.code, "EGRESS_DENIED");
+  // Registered behind the check's back (a name, or an older release): test reports the refusal.
+  const stored = await env.store.webhooks.addOutgoing({ url: "http://127.0.0.1:9/h", events: "*" });
+  const tested = await request(t.app, "POST", `/webhooks/${stored.id}/test`);
+  assertEquals(tested.status, 200);
+  const result = await tested.json();
+  assertEquals([result.ok, result.egress_denied], [false, true]);
+  assertMatch(result.error, /^EGRESS_DENIED: Refused to connect to 127\.0\.0\.1/);
 });

@@ -3,6 +3,9 @@ import { httpPlugin } from "../../src/plugins/mod.ts";
 import { isHostAllowed } from "../../src/plugins/http/mod.ts";
 import { closedPort, expectCode, pluginGateway } from "./_gateway.ts";
 
+/** The test upstreams listen on 127.0.0.1: the egress policy must allow it. */
+const LOOPBACK = { egress: { allow: ["127.0.0.1/32"] } };
+
 interface Upstream extends AsyncDisposable {
   base: string;
   port: number;
@@ -101,7 +104,7 @@ function startUpstream(): Upstream {
 
 Deno.test("http_request GETs JSON: status, headers, body text and parsed json", async () => {
   await using upstream = startUpstream();
-  await using gw = await pluginGateway([httpPlugin()]);
+  await using gw = await pluginGateway([httpPlugin()], { file: LOOPBACK });
   const { output } = await gw.gateway.call("http_request", { url: `${upstream.base}/json` });
   assertEquals(output.status, 200);
   assertEquals(output.body, '{"hello":"world","n":1}');
@@ -114,7 +117,7 @@ Deno.test("http_request GETs JSON: status, headers, body text and parsed json", 
 
 Deno.test("http_request sends json and text bodies, headers and a toolgate User-Agent", async () => {
   await using upstream = startUpstream();
-  await using gw = await pluginGateway([httpPlugin()]);
+  await using gw = await pluginGateway([httpPlugin()], { file: LOOPBACK });
   const json = await gw.gateway.call("http_request", {
     method: "POST",
     url: `${upstream.base}/echo`,
@@ -140,7 +143,7 @@ Deno.test("http_request sends json and text bodies, headers and a toolgate User-
 
 Deno.test("http_request returns a non-2xx status as a result, not an error", async () => {
   await using upstream = startUpstream();
-  await using gw = await pluginGateway([httpPlugin()]);
+  await using gw = await pluginGateway([httpPlugin()], { file: LOOPBACK });
   const { output } = await gw.gateway.call("http_request", { url: `${upstream.base}/missing` });
   assertEquals(output.status, 404);
   assertEquals(output.body, "not here");
@@ -151,7 +154,10 @@ Deno.test("http_request returns a non-2xx status as a result, not an error", asy
 Deno.test("http_request reads only up to max_body_bytes and marks the body truncated", async () => {
   await using upstream = startUpstream();
   await using gw = await pluginGateway([httpPlugin()], {
-    file: { plugins: { http: { max_body_bytes: 2500 } } },
+    file: {
+      ...LOOPBACK,
+      plugins: { http: { max_body_bytes: 2500 } },
+    },
   });
   const { output } = await gw.gateway.call("http_request", { url: `${upstream.base}/endless` });
   assertEquals(output.truncated, true);
@@ -163,7 +169,7 @@ Deno.test("http_request reads only up to max_body_bytes and marks the body trunc
 
 Deno.test("http_request returns non-text bodies as base64", async () => {
   await using upstream = startUpstream();
-  await using gw = await pluginGateway([httpPlugin()]);
+  await using gw = await pluginGateway([httpPlugin()], { file: LOOPBACK });
   const { output } = await gw.gateway.call("http_request", { url: `${upstream.base}/binary` });
   assertEquals(output.body_encoding, "base64");
   assertEquals(output.body, btoa(String.fromCharCode(0, 1, 2, 250, 255)));
@@ -171,7 +177,7 @@ Deno.test("http_request returns non-text bodies as base64", async () => {
 
 Deno.test("http_request follows redirects by default, and not when told", async () => {
   await using upstream = startUpstream();
-  await using gw = await pluginGateway([httpPlugin()]);
+  await using gw = await pluginGateway([httpPlugin()], { file: LOOPBACK });
   const followed = await gw.gateway.call("http_request", { url: `${upstream.base}/redirect` });
   assertEquals(followed.output.status, 200);
   assertEquals(followed.output.url, `${upstream.base}/json`);
@@ -203,7 +209,7 @@ Deno.test("http_request follows redirects by default, and not when told", async 
 });
 
 Deno.test("http_request to an unreachable port fails with PLUGIN_REQUEST_FAILED naming the host", async () => {
-  await using gw = await pluginGateway([httpPlugin()]);
+  await using gw = await pluginGateway([httpPlugin()], { file: LOOPBACK });
   const port = closedPort();
   const error = await expectCode(
     () => gw.gateway.call("http_request", { url: `http://127.0.0.1:${port}/x?token=abc` }),
@@ -218,7 +224,7 @@ Deno.test("http_request to an unreachable port fails with PLUGIN_REQUEST_FAILED 
 
 Deno.test("http_request fails with PLUGIN_REQUEST_FAILED when timeout_ms passes", async () => {
   await using silent = startSilent();
-  await using gw = await pluginGateway([httpPlugin()]);
+  await using gw = await pluginGateway([httpPlugin()], { file: LOOPBACK });
   const error = await expectCode(
     () => gw.gateway.call("http_request", { url: silent.url, timeout_ms: 50 }),
     "PLUGIN_REQUEST_FAILED",
@@ -232,7 +238,10 @@ Deno.test("http_request fails with PLUGIN_REQUEST_FAILED when timeout_ms passes"
 Deno.test("http_request past the tool timeout fails with TOOL_TIMEOUT", async () => {
   await using silent = startSilent();
   await using gw = await pluginGateway([httpPlugin()], {
-    file: { tools: { overrides: { http_request: { timeout_ms: 50 } } } },
+    file: {
+      ...LOOPBACK,
+      tools: { overrides: { http_request: { timeout_ms: 50 } } },
+    },
   });
   await expectCode(
     () => gw.gateway.call("http_request", { url: silent.url }),
@@ -243,7 +252,10 @@ Deno.test("http_request past the tool timeout fails with TOOL_TIMEOUT", async ()
 Deno.test("allowed_hosts rejects other hosts before any request, including redirect targets", async () => {
   await using upstream = startUpstream();
   await using blocked = await pluginGateway([httpPlugin()], {
-    file: { plugins: { http: { allowed_hosts: ["api.example.com", "*.example.org"] } } },
+    file: {
+      ...LOOPBACK,
+      plugins: { http: { allowed_hosts: ["api.example.com", "*.example.org"] } },
+    },
   });
   const error = await expectCode(
     () => blocked.gateway.call("http_request", { url: `${upstream.base}/json` }),
@@ -256,7 +268,10 @@ Deno.test("allowed_hosts rejects other hosts before any request, including redir
   assertEquals(upstream.hits, [], "no request was made");
 
   await using allowed = await pluginGateway([httpPlugin()], {
-    file: { plugins: { http: { allowed_hosts: ["127.0.0.1"] } } },
+    file: {
+      ...LOOPBACK,
+      plugins: { http: { allowed_hosts: ["127.0.0.1"] } },
+    },
   });
   const ok = await allowed.gateway.call("http_request", { url: `${upstream.base}/json` });
   assertEquals(ok.output.status, 200);
@@ -282,7 +297,7 @@ Deno.test("isHostAllowed() matches names, host:port and *.domain wildcards", () 
 });
 
 Deno.test("http_request rejects bad input with TOOL_INPUT_INVALID naming the field", async () => {
-  await using gw = await pluginGateway([httpPlugin()]);
+  await using gw = await pluginGateway([httpPlugin()], { file: LOOPBACK });
   const cases: [Record<string, unknown>, string][] = [
     [{}, "url: Invalid input: expected string, received undefined"],
     [{ url: "not a url" }, "url: Invalid URL: expected http://… or https://…"],

@@ -7,7 +7,7 @@ import {
 } from "../../sdk/typescript/mod.ts";
 import { signPayload } from "../../src/webhooks/signer.ts";
 import { assert, assertEquals, assertMatch, assertRejects, assertThrows } from "../_asserts.ts";
-import { MAIN, ROOT, runCli, tempHome } from "../_helpers.ts";
+import { LOOPBACK_ALLOW, MAIN, ROOT, runCli, tempHome } from "../_helpers.ts";
 import { startHttpServer } from "../e2e/_http_server.ts";
 import { Receiver } from "../webhooks/_receiver.ts";
 import { Collector } from "./_collector.ts";
@@ -44,7 +44,7 @@ Deno.test("TS SDK over stdio: list, call, typed errors with the server's codes",
   await using client = new ToolgateClient({
     command: Deno.execPath(),
     args: ["run", "-A", "--cached-only", "--unstable-kv", MAIN, "mcp", "start"],
-    env: { TOOLGATE_HOME: tmp.home, NO_COLOR: "1" },
+    env: { TOOLGATE_HOME: tmp.home, NO_COLOR: "1", TOOLGATE_EGRESS_ALLOW: LOOPBACK_ALLOW },
     cwd: ROOT,
     stderr: "ignore",
   });

@@ -4,6 +4,7 @@
  *
  * @module
  */
+import { EgressPolicy } from "../../src/egress/mod.ts";
 import { EventBus, type EventData, type EventType } from "../../src/events/mod.ts";
 import { type KvStore, openKvStore } from "../../src/store/kv/kv_store.ts";
 import {
@@ -12,6 +13,12 @@ import {
   type DispatcherConfig,
   type DispatcherOptions,
 } from "../../src/webhooks/mod.ts";
+
+/**
+ * The test receivers listen on 127.0.0.1: deliveries to them need loopback
+ * allowed explicitly (the default policy refuses it).
+ */
+export const LOOPBACK_EGRESS = new EgressPolicy({ allow: ["127.0.0.1/32"] });
 
 /** Settings of {@linkcode setup}. */
 export interface SetupOptions {
@@ -61,6 +68,7 @@ export async function setup(options: SetupOptions = {}): Promise<Env> {
         bus,
         config,
         onError: (error) => errors.push(error),
+        egress: LOOPBACK_EGRESS,
         ...extra,
       });
       dispatchers.push(dispatcher);

@@ -1,5 +1,8 @@
 import { assert, assertEquals, assertRejects } from "../_asserts.ts";
 import { tempHome } from "../_helpers.ts";
+import { testCertificates } from "../_tls.ts";
+import { EgressPolicy } from "../../src/egress/mod.ts";
+import { GatewayError } from "../../src/errors/mod.ts";
 import { Http1Client } from "../../src/webhooks/_http1.ts";
 
 const body = new TextEncoder().encode(JSON.stringify({ id: "evt_1", type: "tool.called" }));
@@ -244,82 +247,6 @@ Deno.test("aborting the signal ends a POST that gets no reply, with the signal's
   await assertRejects(() => posting, Error, "timed out");
 });
 
-/** Runs openssl; fails the test with the fix when it is missing or fails. */
-async function openssl(args: string[]): Promise<void> {
-  let output: Deno.CommandOutput;
-  try {
-    output = await new Deno.Command("openssl", { args, stdout: "null", stderr: "piped" }).output();
-  } catch (error) {
-    throw new Error(`This test needs openssl (apt-get install openssl): ${error}`);
-  }
-  if (!output.success) {
-    throw new Error(`openssl ${args[0]} failed: ${new TextDecoder().decode(output.stderr)}`);
-  }
-}
-
-/** A CA and a `localhost` certificate it signed, made with openssl (`apt-get install openssl`). */
-async function testCertificates(
-  dir: string,
-): Promise<{ ca: string; cert: string; key: string }> {
-  await openssl([
-    "req",
-    "-x509",
-    "-newkey",
-    "rsa:2048",
-    "-nodes",
-    "-days",
-    "1",
-    "-subj",
-    "/CN=toolgate test CA",
-    "-addext",
-    "basicConstraints=critical,CA:TRUE",
-    "-addext",
-    "keyUsage=critical,keyCertSign",
-    "-keyout",
-    `${dir}/ca.key`,
-    "-out",
-    `${dir}/ca.pem`,
-  ]);
-  await openssl([
-    "req",
-    "-newkey",
-    "rsa:2048",
-    "-nodes",
-    "-subj",
-    "/CN=localhost",
-    "-keyout",
-    `${dir}/key.pem`,
-    "-out",
-    `${dir}/leaf.csr`,
-  ]);
-  await Deno.writeTextFile(
-    `${dir}/leaf.ext`,
-    "subjectAltName=DNS:localhost\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n",
-  );
-  await openssl([
-    "x509",
-    "-req",
-    "-in",
-    `${dir}/leaf.csr`,
-    "-CA",
-    `${dir}/ca.pem`,
-    "-CAkey",
-    `${dir}/ca.key`,
-    "-CAcreateserial",
-    "-days",
-    "1",
-    "-extfile",
-    `${dir}/leaf.ext`,
-    "-out",
-    `${dir}/cert.pem`,
-  ]);
-  return {
-    ca: await Deno.readTextFile(`${dir}/ca.pem`),
-    cert: await Deno.readTextFile(`${dir}/cert.pem`),
-    key: await Deno.readTextFile(`${dir}/key.pem`),
-  };
-}
-
 Deno.test("https: the reply comes over TLS, verified against the trusted CA, on a kept-alive socket", async () => {
   await using tmp = await tempHome();
   const pair = await testCertificates(tmp.home);
@@ -335,4 +262,35 @@ Deno.test("https: the reply comes over TLS, verified against the trusted CA, on 
   assertEquals(trusting.connections, 1);
   const error = await assertRejects(() => untrusting.post(url, headers, body));
   assert(error instanceof Error);
+});
+
+Deno.test("with an egress policy, https goes to the checked address and verifies the URL's host", async () => {
+  await using tmp = await tempHome();
+  const pair = await testCertificates(tmp.home, ["pinned.test"]);
+  await using server = Deno.serve(
+    { hostname: "127.0.0.1", port: 0, cert: pair.cert, key: pair.key, onListen() {} },
+    (request) => new Response(`host ${request.headers.get("host")}`),
+  );
+  // pinned.test resolves nowhere but through the policy's lookup: a request
+  // that arrives proves the socket went to the address the policy checked.
+  const lookups: string[] = [];
+  const egress = new EgressPolicy({
+    allow: ["127.0.0.1/32"],
+    lookup: (host) => {
+      lookups.push(host);
+      return Promise.resolve([{ address: "127.0.0.1", family: 4 }]);
+    },
+  });
+  const url = new URL(`https://pinned.test:${server.addr.port}/hook`);
+  using client = new Http1Client({ caCerts: [pair.ca] });
+  assertEquals(await client.post(url, headers, body, undefined, egress), 200);
+  assertEquals(await client.post(url, headers, body, undefined, egress), 200);
+  assertEquals(lookups, ["pinned.test"], "a kept-alive socket is not resolved again");
+  // The same name checked against loopback without the allowance is refused before connecting.
+  const strict = new EgressPolicy({
+    lookup: () => Promise.resolve([{ address: "127.0.0.1", family: 4 }]),
+  });
+  const refused = await assertRejects(() => client.post(url, headers, body, undefined, strict));
+  assert(refused instanceof GatewayError && refused.code === "EGRESS_DENIED", String(refused));
+  assertEquals(client.connections, 1);
 });

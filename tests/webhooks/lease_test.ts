@@ -2,7 +2,7 @@ import { assertEquals } from "../_asserts.ts";
 import { EventBus } from "../../src/events/mod.ts";
 import { createDispatcher } from "../../src/webhooks/mod.ts";
 import { Receiver } from "./_receiver.ts";
-import { setup, toolCalled } from "./_setup.ts";
+import { LOOPBACK_EGRESS, setup, toolCalled } from "./_setup.ts";
 
 Deno.test("two delivering dispatchers on one data dir: one sends, the other records; each event arrives once", async () => {
   await using env = await setup({ pollMs: 30 });
@@ -18,6 +18,7 @@ Deno.test("two delivering dispatchers on one data dir: one sends, the other reco
     store: otherStore,
     bus: otherBus,
     config: env.config,
+    egress: LOOPBACK_EGRESS,
     onError: (error) => errors.push(error),
   });
   await follower.start();

@@ -11,6 +11,7 @@ import { assert, assertEquals } from "../_asserts.ts";
 import { postWebhook, type PostWebhookOptions } from "../../src/webhooks/_send.ts";
 import { VERSION } from "../../src/version.ts";
 import { rawReceiver, type RawReply } from "./_raw_receiver.ts";
+import { LOOPBACK_EGRESS } from "./_setup.ts";
 
 const body = new TextEncoder().encode(JSON.stringify({ id: "evt_1", type: "tool.called" }));
 
@@ -25,6 +26,7 @@ function post(url: string, extra: Partial<PostWebhookOptions> = {}) {
     timestamp: 1700000000,
     standardSignature: "v1,abc=",
     timeoutMs: 2000,
+    egress: LOOPBACK_EGRESS,
     ...extra,
   });
 }

@@ -4,7 +4,7 @@ import { GatewayError } from "../../src/errors/mod.ts";
 import { VERSION } from "../../src/version.ts";
 import { recentAttempts, testWebhook, verifySignature } from "../../src/webhooks/mod.ts";
 import { Receiver } from "./_receiver.ts";
-import { setup } from "./_setup.ts";
+import { LOOPBACK_EGRESS, setup } from "./_setup.ts";
 
 Deno.test("testWebhook() sends one signed webhook.test envelope and reports status and latency", async () => {
   await using env = await setup();
@@ -14,7 +14,7 @@ Deno.test("testWebhook() sends one signed webhook.test envelope and reports stat
     events: "*",
     secret: "t",
   });
-  const result = await testWebhook(env.store, hook.id);
+  const result = await testWebhook(env.store, hook.id, { egress: LOOPBACK_EGRESS });
   assertEquals(result.ok, true);
   assertEquals(result.status, 200);
   assertEquals(result.signed, true);
@@ -44,7 +44,7 @@ Deno.test("testWebhook() sends no signature without secret and never retries a f
   await using env = await setup();
   await using receiver = new Receiver(() => 500);
   const hook = await env.store.webhooks.addOutgoing({ url: receiver.url, events: "*" });
-  const result = await testWebhook(env.store, hook.id);
+  const result = await testWebhook(env.store, hook.id, { egress: LOOPBACK_EGRESS });
   assertEquals([result.ok, result.status, result.signed], [false, 500, false]);
   assertEquals(receiver.requests[0].headers.has("x-service-signature"), false);
   assertEquals(receiver.requests[0].headers.has("webhook-signature"), false);
@@ -58,14 +58,14 @@ Deno.test("testWebhook() reports a connection error and a timeout", async () => 
   const url = closed.url;
   await closed[Symbol.asyncDispose]();
   const refused = await env.store.webhooks.addOutgoing({ url, events: "*" });
-  const down = await testWebhook(env.store, refused.id);
+  const down = await testWebhook(env.store, refused.id, { egress: LOOPBACK_EGRESS });
   assertEquals(down.ok, false);
   assertEquals(down.status, undefined);
   assert(down.error && down.error.length > 0);
 
   await using slow = new Receiver(() => "hang");
   const hook = await env.store.webhooks.addOutgoing({ url: slow.url, events: "*" });
-  const late = await testWebhook(env.store, hook.id, { timeoutMs: 30 });
+  const late = await testWebhook(env.store, hook.id, { timeoutMs: 30, egress: LOOPBACK_EGRESS });
   assertEquals([late.ok, late.error], [false, "Timed out after 30 ms"]);
 });
 

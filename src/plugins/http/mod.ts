@@ -12,6 +12,15 @@
  *   subdomains (`*.example.com`). A host outside it is rejected with
  *   `TOOL_INPUT_INVALID` before any request is made (the caller's input is at
  *   fault, so it never counts towards the circuit breaker).
+ * - Then the egress policy (`src/egress`, profile `public`): the host is
+ *   resolved, every address checked (loopback, private, link-local, metadata,
+ *   CGNAT, … and toolgate's own listening address are refused unless
+ *   `egress.allow` allows them), and the request goes to the checked address;
+ *   every redirect hop is checked the same way. A refusal is `EGRESS_DENIED`
+ *   (never counted by the circuit breaker). `allowed_hosts` only narrows:
+ *   a host it lists still needs `egress.allow` to reach a private address.
+ * - Requests carry `X-Toolgate-Loop: <deployment id>`, which toolgate's own
+ *   incoming webhook endpoints refuse.
  * - Unreachable upstream, DNS failure, TLS failure, too many redirects or the
  *   request's own `timeout_ms` → `PLUGIN_REQUEST_FAILED` naming the host.
  * - The body is read only up to `plugins.http.max_body_bytes`; past it the
@@ -25,6 +34,13 @@ import { GatewayError } from "../../errors/mod.ts";
 import type { PluginDefinition, ToolContext, ToolOutput } from "../../gateway/mod.ts";
 import { VERSION } from "../../version.ts";
 import { describeFetchError } from "../_fetch_error.ts";
+import {
+  defaultEgressPolicy,
+  type EgressFetch,
+  egressFetch,
+  type EgressPolicy,
+  LookupError,
+} from "../../egress/mod.ts";
 
 /** Most redirects followed for one request. */
 export const MAX_REDIRECTS = 10;
@@ -170,7 +186,17 @@ function redirectedMethod(status: number, method: string): string {
   return method;
 }
 
-async function httpRequest(input: HttpRequest, context: ToolContext): Promise<ToolOutput> {
+/** Options of {@linkcode httpPlugin}. */
+export interface HttpPluginOptions {
+  /** The process's egress policy. @default one built from the call's config */
+  egress?: EgressPolicy;
+}
+
+async function httpRequest(
+  input: HttpRequest,
+  context: ToolContext,
+  send: EgressFetch,
+): Promise<ToolOutput> {
   const { allowed_hosts: allowed, max_body_bytes: maxBody } = context.config.plugins.http;
   let url = new URL(input.url);
   checkHost(url, allowed, "the url");
@@ -191,9 +217,9 @@ async function httpRequest(input: HttpRequest, context: ToolContext): Promise<To
   let response: Response;
   while (true) {
     try {
-      response = await fetch(url, { method, headers, body, redirect: "manual", signal });
+      response = await send(url, { method, headers, body, redirect: "manual", signal });
     } catch (error) {
-      throw abortOrFailure(error, url, input, context);
+      throw abortOrFailure(error, url, input, context, redirects);
     }
     const location = response.headers.get("location");
     if (!follow || response.status < 300 || response.status > 399 || location === null) break;
@@ -262,12 +288,21 @@ function abortOrFailure(
   url: URL,
   input: HttpRequest,
   context: ToolContext,
+  redirects = 0,
 ): unknown {
   if (context.signal.aborted) return context.signal.reason ?? error;
   if (error instanceof DOMException && (error.name === "TimeoutError")) {
     return requestFailed(url, `no response within timeout_ms ${input.timeout_ms} ms`, error);
   }
+  if (error instanceof GatewayError && error.code === "EGRESS_DENIED" && redirects > 0) {
+    return new GatewayError(
+      "EGRESS_DENIED",
+      `Redirect ${redirects} (to ${url.host}) refused: ${error.message}`,
+      { details: { ...error.details as Record<string, unknown>, redirect: redirects } },
+    );
+  }
   if (error instanceof GatewayError) return error;
+  if (error instanceof LookupError) return requestFailed(url, "DNS lookup failed", error);
   return requestFailed(url, describeFetchError(error, url), error);
 }
 
@@ -280,7 +315,14 @@ function abortOrFailure(
  * // { status: 200, headers: {…}, body: "<!doctype html>…", truncated: false, … }
  * ```
  */
-export function httpPlugin(): PluginDefinition {
+export function httpPlugin(options: HttpPluginOptions = {}): PluginDefinition {
+  const sends = new WeakMap<EgressPolicy, EgressFetch>();
+  const sender = (context: ToolContext): EgressFetch => {
+    const policy = options.egress ?? defaultEgressPolicy(context.config);
+    let send = sends.get(policy);
+    if (!send) sends.set(policy, send = egressFetch({ policy, profile: "public" }));
+    return send;
+  };
   return {
     name: "http",
     version: VERSION,
@@ -291,7 +333,8 @@ export function httpPlugin(): PluginDefinition {
       description:
         "Make an HTTP(S) request. Returns {status, headers, body, truncated, json?}; a non-2xx status is returned, not an error. Bodies past the size limit are truncated.",
       input: HttpRequestInput,
-      execute: (args, context) => httpRequest(HttpRequestInput.parse(args), context),
+      execute: (args, context) =>
+        httpRequest(HttpRequestInput.parse(args), context, sender(context)),
     }],
   };
 }

@@ -7,6 +7,7 @@
  *
  * @module
  */
+import { type EgressFetch, egressFetch, EgressPolicy } from "../../egress/mod.ts";
 import {
   Client,
   CLIENT_CAPABILITIES_META_KEY,
@@ -109,6 +110,13 @@ export interface UpstreamConnectionOptions {
   settings: UpstreamSettings;
   /** Reads a keychain entry by its full name (for `keychain:` references). */
   resolveSecret: (name: string) => Promise<string | undefined>;
+  /**
+   * The egress policy an HTTP upstream's requests pass (profile `operator`:
+   * loopback and private addresses allowed, link-local and metadata ones not,
+   * toolgate's own address never); each request goes to the address checked.
+   * @default the policy of an empty config
+   */
+  egress?: EgressPolicy;
   /** Log sink (stderr); the upstream's own stderr lines come here too. */
   log: (message: string) => void;
   /** Told about a changed tool list (after `list_changed` or a restart). */
@@ -148,6 +156,7 @@ export class UpstreamConnection {
   #spec: UpstreamSpec;
   #settings: UpstreamSettings;
   #resolveSecret: (name: string) => Promise<string | undefined>;
+  #fetch: EgressFetch;
   #log: (message: string) => void;
   #onToolsChanged: (tools: UpstreamTool[]) => void;
   #onCatalogChanged: (catalog: UpstreamCatalog) => void;
@@ -198,6 +207,7 @@ export class UpstreamConnection {
       spec,
       settings,
       resolveSecret,
+      egress = new EgressPolicy(),
       log,
       onToolsChanged,
       onCatalogChanged = () => {},
@@ -209,6 +219,7 @@ export class UpstreamConnection {
     this.#spec = spec;
     this.#settings = settings;
     this.#resolveSecret = resolveSecret;
+    this.#fetch = egressFetch({ policy: egress, profile: "operator" });
     this.#log = log;
     this.#onToolsChanged = onToolsChanged;
     this.#now = now;
@@ -643,6 +654,7 @@ export class UpstreamConnection {
     return {
       transport: new StreamableHTTPClientTransport(new URL(spec.url!), {
         requestInit: { headers },
+        fetch: this.#fetch,
       }),
     };
   }

@@ -5,6 +5,7 @@
  *
  * @module
  */
+import { defaultEgressPolicy, type EgressPolicy } from "../../egress/mod.ts";
 import type {
   CatalogSource,
   PluginContext,
@@ -32,6 +33,8 @@ export interface McpUpstreamPluginOptions {
   settings: UpstreamSettings;
   /** Reads a keychain entry by its full name (for `keychain:` references). @default none set */
   resolveSecret?: (name: string) => Promise<string | undefined>;
+  /** The egress policy of HTTP upstreams (profile `operator`). @default one built from the config */
+  egress?: EgressPolicy;
 }
 
 /** Extra time the upstream request gets beyond the gateway's tool timeout, in ms. */
@@ -64,7 +67,7 @@ export function mcpUpstreamPlugin(
   spec: UpstreamSpec,
   options: McpUpstreamPluginOptions,
 ): PluginDefinition {
-  const { settings, resolveSecret = () => Promise.resolve(undefined) } = options;
+  const { settings, resolveSecret = () => Promise.resolve(undefined), egress } = options;
   let connection: UpstreamConnection | undefined;
   const transport = spec.command !== undefined ? "stdio" : "http";
   const initialStatus: UpstreamStatus = {
@@ -93,6 +96,7 @@ export function mcpUpstreamPlugin(
         spec,
         settings,
         resolveSecret,
+        egress: egress ?? defaultEgressPolicy(context.config),
         log: context.log,
         onToolsChanged: (tools) => context.setTools(toDefinitions(tools)),
         onCatalogChanged: (catalog) =>

@@ -14,6 +14,11 @@ export function registrationsVersionKey(): Deno.KvKey {
   return ["meta", "registrations_version"];
 }
 
+/** This deployment's id (the loop marker of outgoing requests). */
+export function deploymentIdKey(): Deno.KvKey {
+  return ["meta", "deployment_id"];
+}
+
 /** An outgoing webhook registration. */
 export function outgoingWebhookKey(id: string): Deno.KvKey {
   return ["webhooks", "out", id];

@@ -5,6 +5,7 @@
  * @module
  */
 import { GatewayError } from "../../errors/mod.ts";
+import { newId } from "../../ids.ts";
 import type {
   AuditStore,
   ChangeFeed,
@@ -69,7 +70,7 @@ import {
   listKeychainRecords,
   putKeychainRecord,
 } from "./keychain.ts";
-import { registrationsVersionKey, schemaVersionKey } from "./keys.ts";
+import { deploymentIdKey, registrationsVersionKey, schemaVersionKey } from "./keys.ts";
 import { claimDeliveryLease, releaseDeliveryLease } from "./lease.ts";
 import { deleteMemory, getMemory, listMemory, setMemory } from "./memory.ts";
 import {
@@ -350,6 +351,19 @@ export class KvStore implements Store {
   async registrationsVersion(): Promise<bigint> {
     const entry = await this.get<Deno.KvU64>(registrationsVersionKey());
     return entry.value?.value ?? 0n;
+  }
+
+  /** This deployment's id, made (once, whoever is first) on first use. */
+  async deploymentId(): Promise<string> {
+    const key = deploymentIdKey();
+    const found = await this.retry(() => this.kv.get<string>(key));
+    if (typeof found.value === "string") return found.value;
+    const made = newId("dep");
+    await this.retry(() =>
+      this.kv.atomic().check({ key, versionstamp: null }).set(key, made).commit()
+    );
+    const stored = await this.retry(() => this.kv.get<string>(key));
+    return typeof stored.value === "string" ? stored.value : made;
   }
 
   /** Closes both handles; safe to call twice. */

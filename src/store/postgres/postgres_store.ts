@@ -19,6 +19,7 @@ import type {
   WebhookStore,
 } from "../store.ts";
 import { ensureDataDir } from "../_data_dir.ts";
+import { newId } from "../../ids.ts";
 import { PgContext, readCounter } from "./_context.ts";
 import { createAuditStore } from "./audit.ts";
 import { PgChangeFeed } from "./changes.ts";
@@ -119,6 +120,18 @@ export class PostgresStore implements Store {
   /** The registration change counter. */
   registrationsVersion(): Promise<bigint> {
     return this.#ctx.run((sql) => readCounter(sql, "registrations"));
+  }
+
+  /** This deployment's id, made (once, whoever is first) on first use. */
+  deploymentId(): Promise<string> {
+    return this.#ctx.run(async (sql) => {
+      await sql`
+        insert into toolgate_meta (key, value) values ('deployment_id', ${sql.json(newId("dep"))})
+        on conflict (key) do nothing`;
+      const [row] = await sql<{ value: string }[]>`
+        select value from toolgate_meta where key = 'deployment_id'`;
+      return row.value;
+    });
   }
 
   /** Closes the pool, letting running queries finish (5 s at most); safe to call twice. */

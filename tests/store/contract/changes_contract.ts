@@ -20,4 +20,14 @@ export const CHANGES_CONTRACT: readonly ContractCase[] = [
       assert(await other.registrationsVersion() > afterAdd);
     },
   },
+  {
+    name: "deploymentId() is made once and shared by every handle on the store",
+    async run({ store, another }) {
+      const other = await another();
+      const [first, second] = await Promise.all([store.deploymentId(), other.deploymentId()]);
+      assert(/^dep_[0-9a-z]+$/.test(first), first);
+      assertEquals(second, first);
+      assertEquals(await store.deploymentId(), first);
+    },
+  },
 ];

@@ -1,0 +1,68 @@
+import { assert, assertEquals, assertRejects } from "../_asserts.ts";
+import { tempHome } from "../_helpers.ts";
+import { testCertificates } from "../_tls.ts";
+import { egressFetch, EgressPolicy } from "../../src/egress/mod.ts";
+import { GatewayError } from "../../src/errors/mod.ts";
+
+/** A policy that resolves every name to 127.0.0.1 and allows it. */
+function pinnedTo127(): EgressPolicy {
+  return new EgressPolicy({
+    allow: ["127.0.0.1/32"],
+    marker: "dep_fetch",
+    lookup: () => Promise.resolve([{ address: "127.0.0.1", family: 4 }]),
+  });
+}
+
+Deno.test("egressFetch() over https connects to the checked address and verifies the URL's host", async () => {
+  await using tmp = await tempHome();
+  const pair = await testCertificates(tmp.home, ["pinned.test"]);
+  await using server = Deno.serve(
+    { hostname: "127.0.0.1", port: 0, cert: pair.cert, key: pair.key, onListen() {} },
+    async (request) =>
+      Response.json({
+        host: request.headers.get("host"),
+        loop: request.headers.get("x-toolgate-loop"),
+        body: await request.text(),
+      }),
+  );
+  const fetch = egressFetch({ policy: pinnedTo127(), profile: "public", caCerts: [pair.ca] });
+  const response = await fetch(`https://pinned.test:${server.addr.port}/x`, {
+    method: "POST",
+    body: "hello",
+  });
+  assertEquals(response.status, 200);
+  assertEquals(await response.json(), {
+    host: `pinned.test:${server.addr.port}`,
+    loop: "dep_fetch",
+    body: "hello",
+  });
+  // Without the CA the certificate is not trusted: the TLS check still runs against pinned.test.
+  const untrusting = egressFetch({ policy: pinnedTo127(), profile: "public" });
+  await assertRejects(() => untrusting(`https://pinned.test:${server.addr.port}/x`));
+});
+
+Deno.test("egressFetch() refuses before connecting, and an abort ends a request in flight", async () => {
+  const fetch = egressFetch({ policy: new EgressPolicy(), profile: "public" });
+  const error = await assertRejects(() => fetch("http://127.0.0.1:9/"), GatewayError);
+  assertEquals(error.code, "EGRESS_DENIED");
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const accepted: Deno.Conn[] = [];
+  const accepting = (async () => {
+    for await (const conn of listener) accepted.push(conn);
+  })().catch(() => {});
+  try {
+    const silent = egressFetch({ policy: pinnedTo127(), profile: "public" });
+    const controller = new AbortController();
+    const pending = silent(`http://silent.test:${(listener.addr as Deno.NetAddr).port}/`, {
+      signal: controller.signal,
+    });
+    while (accepted.length === 0) await new Promise((r) => setTimeout(r, 5));
+    controller.abort(new DOMException("gone", "TimeoutError"));
+    const reason = await assertRejects(() => pending);
+    assert(reason instanceof DOMException && reason.name === "TimeoutError", String(reason));
+  } finally {
+    listener.close();
+    for (const conn of accepted) conn.close();
+    await accepting;
+  }
+});
