@@ -5,6 +5,7 @@
  * @module
  */
 import type { Command } from "commander";
+import { egressPolicyFromConfig } from "../egress/mod.ts";
 import { GatewayError } from "../errors/mod.ts";
 import type { PluginStatus } from "../gateway/mod.ts";
 import { createKeychain, SECRET_NAME_PATTERN } from "../keychain/mod.ts";
@@ -307,6 +308,8 @@ Examples:
           `Cannot add plugin ${name}: it is declared in config.json (plugins.upstreams.${name})`,
         );
       }
+      // A metadata or own address would be refused at every connect: said now, with the fix.
+      if (url !== undefined) egressPolicyFromConfig(config).checkLiteral(new URL(url), "operator");
       const store = await context.store();
       const record = await store.upstreams.add({
         name,

@@ -66,3 +66,22 @@ Deno.test("egressFetch() refuses before connecting, and an abort ends a request 
     await accepting;
   }
 });
+
+Deno.test("with a proxy configured, egressFetch() still checks the target's addresses before handing the request to fetch", async () => {
+  const proxied = new EgressPolicy({ proxied: true });
+  const error = await assertRejects(
+    () => egressFetch({ policy: proxied, profile: "public" })("http://127.0.0.1:9/"),
+    GatewayError,
+  );
+  assertEquals(error.code, "EGRESS_DENIED");
+  // Allowed, the request goes through the global fetch (here without a proxy in the environment).
+  await using server = Deno.serve(
+    { hostname: "127.0.0.1", port: 0, onListen() {} },
+    (request) => new Response(request.headers.get("x-toolgate-loop")),
+  );
+  const allowed = new EgressPolicy({ proxied: true, allow: ["127.0.0.1/32"], marker: "dep_p" });
+  const response = await egressFetch({ policy: allowed, profile: "public" })(
+    `http://127.0.0.1:${server.addr.port}/`,
+  );
+  assertEquals(await response.text(), "dep_p");
+});

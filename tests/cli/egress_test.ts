@@ -51,3 +51,25 @@ Deno.test("webhooks test of a receiver the policy refuses fails with EGRESS_DENI
   );
   assertMatch(tested.stderr, /"127\.0\.0\.1\/32" to egress\.allow/);
 });
+
+Deno.test("plugins add --url refuses a metadata or own address up front; loopback is fine for an upstream", async () => {
+  await using tmp = await tempHome();
+  const strict = { TOOLGATE_EGRESS_ALLOW: "" };
+  const metadata = await runCli(
+    ["plugins", "add", "meta", "--url", "http://169.254.169.254/mcp"],
+    { home: tmp.home, env: strict },
+  );
+  assertEquals(metadata.code, 1, metadata.stderr);
+  assertMatch(metadata.stderr, /a cloud metadata address, which MCP upstreams may not reach/);
+  const own = await runCli(["plugins", "add", "self", "--url", "http://127.0.0.1:7821/mcp"], {
+    home: tmp.home,
+    env: strict,
+  });
+  assertEquals(own.code, 1, own.stderr);
+  assertMatch(own.stderr, /toolgate's own listening address/);
+  const local = await runCli(["plugins", "add", "local", "--url", "http://127.0.0.1:3001/mcp"], {
+    home: tmp.home,
+    env: strict,
+  });
+  assertEquals(local.code, 0, local.stderr);
+});
