@@ -33,6 +33,13 @@ import {
   type WebhookView,
   webhookView,
 } from "../webhooks/mod.ts";
+import {
+  type IncomingMappingSpec,
+  parseHeaderEntry,
+  parseMapEntry,
+  parseRouteEntry,
+  validateMapping,
+} from "../webhooks/mod.ts";
 import { type CliContext, table, usage } from "./context.ts";
 
 /** Paths served by the HTTP transport itself; incoming endpoints may not shadow them. */
@@ -285,6 +292,82 @@ function describeVerify(webhook: IncomingWebhook): string {
   return view.tolerance_s === undefined
     ? `yes (${view.verify})`
     : `yes (${view.verify}, ±${view.tolerance_s}s)`;
+}
+
+/** Commander's collector for a repeatable option. */
+function collect(value: string, previous: string[]): string[] {
+  return [...previous, value];
+}
+
+/** The mapping fields of `webhooks create`, validated. */
+function parseMappingOptions(options: {
+  map: string[];
+  header: string[];
+  when: string[];
+  routeBy?: string;
+  route: string[];
+}): IncomingMappingSpec {
+  const map: Record<string, string> = {};
+  for (
+    const [name, source] of [
+      ...options.map.map(parseMapEntry),
+      ...options.header.map(parseHeaderEntry),
+    ]
+  ) {
+    if (name in map) throw usage(`Invalid --map: argument "${name}" is mapped twice`);
+    map[name] = source;
+  }
+  const routes: Record<string, string> = {};
+  for (const [value, handler] of options.route.map(parseRouteEntry)) {
+    if (value in routes) throw usage(`Invalid --route: value "${value}" is routed twice`);
+    routes[value] = handler;
+  }
+  const spec: IncomingMappingSpec = {
+    ...(Object.keys(map).length ? { map } : {}),
+    ...(options.when.length ? { when: options.when } : {}),
+    ...(options.routeBy !== undefined ? { route_by: options.routeBy } : {}),
+    ...(Object.keys(routes).length ? { routes } : {}),
+  };
+  validateMapping(spec);
+  return spec;
+}
+
+/**
+ * A warning when a built-in handler does not take some mapped argument
+ * (its input schema is known here; an upstream's is not until it runs).
+ */
+function unknownArguments(handler: string, names: readonly string[]): string | undefined {
+  if (!names.length) return undefined;
+  const tool = builtinPlugins().flatMap((plugin) => plugin.tools).find((t) => t.name === handler);
+  const shape = (tool?.input as { shape?: Record<string, unknown> } | undefined)?.shape;
+  if (!shape) return undefined;
+  const unknown = names.filter((name) => !(name in shape));
+  if (!unknown.length) return undefined;
+  return `${handler} takes ${Object.keys(shape).join(", ")}; --map gives it ${
+    unknown.join(", ")
+  }, which it refuses: payloads will fail with TOOL_INPUT_INVALID`;
+}
+
+/** The lines of `webhooks show` describing an endpoint's mapping, filter, routes and dedupe. */
+function describeMapping(endpoint: IncomingWebhook): string[] {
+  const lines: string[] = [];
+  const map = Object.entries(endpoint.map ?? {});
+  if (map.length) {
+    lines.push(
+      `arguments: ${map.map(([name, source]) => `${name}=${source || "(payload)"}`).join(", ")}`,
+    );
+  }
+  if (endpoint.when?.length) lines.push(`runs when: ${endpoint.when.join(" and ")}`);
+  if (endpoint.route_by !== undefined) {
+    const routes = Object.entries(endpoint.routes ?? {}).map(([v, h]) => `${v} → ${h}`);
+    lines.push(
+      `routed by ${endpoint.route_by}: ${routes.join(", ")}; otherwise → ${endpoint.handler}`,
+    );
+  }
+  if (endpoint.dedupe_header) {
+    lines.push(`de-duplicated on ${endpoint.dedupe_header} (24 h)`);
+  }
+  return lines;
 }
 
 /** Registers the `webhooks` command group. */
@@ -559,6 +642,37 @@ export function registerWebhooks(program: Command, context: CliContext): void {
       "hmac-sha256: header carrying sha256=<hex> (default X-Service-Signature)",
     )
     .option("--rate-limit <n/s>", "accepted requests per second, e.g. 10/s")
+    .option(
+      "--map <argument=source>",
+      "build the handler's arguments: a JSON Pointer into the payload (key=/issue/html_url) " +
+        "or a header (event=header:X-GitHub-Event); repeatable",
+      collect,
+      [] as string[],
+    )
+    .option(
+      "--header <name[=argument]>",
+      "pass a request header as an argument (default name: x_github_event); repeatable",
+      collect,
+      [] as string[],
+    )
+    .option(
+      "--when <condition>",
+      "run only payloads where <source>=<value> (or !=, or <source> alone: present); " +
+        "others are answered 202 and recorded as skipped; repeatable",
+      collect,
+      [] as string[],
+    )
+    .option("--route-by <source>", "the value that picks the handler among --route entries")
+    .option(
+      "--route <value=handler>",
+      "send payloads whose --route-by value is <value> to <handler>; repeatable",
+      collect,
+      [] as string[],
+    )
+    .option(
+      "--dedupe-header <name>",
+      "header with the sender's delivery id (e.g. X-GitHub-Delivery): a repeat within 24 h runs nothing",
+    )
     .option("--json", "print the registration as JSON")
     .action(async (options: {
       name: string;
@@ -570,6 +684,12 @@ export function registerWebhooks(program: Command, context: CliContext): void {
       tolerance?: string;
       signatureHeader?: string;
       rateLimit?: string;
+      map: string[];
+      header: string[];
+      when: string[];
+      routeBy?: string;
+      route: string[];
+      dedupeHeader?: string;
       json?: boolean;
     }) => {
       const name = options.name.trim();
@@ -624,6 +744,12 @@ export function registerWebhooks(program: Command, context: CliContext): void {
       const rateLimit = options.rateLimit === undefined
         ? undefined
         : parseRateLimit(options.rateLimit);
+      const mapping = parseMappingOptions(options);
+      if (
+        options.dedupeHeader !== undefined && !/^[A-Za-z0-9-]{1,128}$/.test(options.dedupeHeader)
+      ) {
+        throw usage(`Invalid --dedupe-header "${options.dedupeHeader}": not a header name`);
+      }
       const secret = await readSecret(context, options.secret);
       const config = await context.config();
       const webhook = await (await context.store()).webhooks.addIncoming({
@@ -634,6 +760,8 @@ export function registerWebhooks(program: Command, context: CliContext): void {
         ...(options.signatureHeader ? { signature_header: options.signatureHeader } : {}),
         ...(tolerance ? { tolerance_s: tolerance } : {}),
         ...(rateLimit ? { rate_limit_per_s: rateLimit } : {}),
+        ...mapping,
+        ...(options.dedupeHeader ? { dedupe_header: options.dedupeHeader } : {}),
       });
       if (!secret) {
         context.warn(
@@ -642,8 +770,13 @@ export function registerWebhooks(program: Command, context: CliContext): void {
             `--secret (and --verify ${VERIFY_SCHEMES.join("|")})`,
         );
       }
-      const missing = await missingHandler(context, handler);
-      if (missing) context.warn(missing);
+      const handlers = [handler, ...Object.values(mapping.routes ?? {})];
+      for (const name of new Set(handlers)) {
+        const missing = await missingHandler(context, name);
+        if (missing) context.warn(missing);
+        const unknown = unknownArguments(name, Object.keys(mapping.map ?? {}));
+        if (unknown) context.warn(unknown);
+      }
       const host = config.server.host.includes(":")
         ? `[${config.server.host}]`
         : config.server.host;
@@ -745,6 +878,7 @@ export function registerWebhooks(program: Command, context: CliContext): void {
               view.tolerance_s !== undefined ? ` (tolerance ${view.tolerance_s}s)` : ""
             }${endpoint.rate_limit_per_s ? `; rate limit ${endpoint.rate_limit_per_s}/s` : ""}`,
           );
+          for (const line of describeMapping(endpoint)) context.print(line);
           context.print(
             `${stats.received} received, ${stats.rejected} rejected, ${stats.failed} failed; last ${
               stats.last_received_at ?? "never"

@@ -82,6 +82,19 @@ export const IncomingWebhookSchema = z.strictObject({
   /** Most seconds a signed timestamp may be off (schemes that sign one). @default 300 */
   tolerance_s: z.number().int().positive().optional(),
   rate_limit_per_s: z.number().positive().optional(),
+  /**
+   * Argument name → source (`/issue/title`, `header:X-GitHub-Event`): the
+   * handler gets these arguments instead of the payload.
+   */
+  map: z.record(z.string(), z.string()).optional(),
+  /** Conditions a payload must meet to run (`/action=opened`); others are recorded as skipped. */
+  when: z.array(z.string()).optional(),
+  /** The source whose value picks the handler among `routes`. */
+  route_by: z.string().optional(),
+  /** Value of `route_by` → handler; other values go to `handler`. */
+  routes: z.record(z.string(), z.string().min(1)).optional(),
+  /** Header carrying the sender's delivery id: an id seen within 24 h runs nothing again. */
+  dedupe_header: z.string().min(1).optional(),
   created_at: z.string(),
 });
 
@@ -152,6 +165,11 @@ export interface NewIncomingWebhook {
   verify?: IncomingWebhook["verify"];
   tolerance_s?: number;
   rate_limit_per_s?: number;
+  map?: Record<string, string>;
+  when?: string[];
+  route_by?: string;
+  routes?: Record<string, string>;
+  dedupe_header?: string;
 }
 
 /** Entries kept in the delivery log of each webhook. */
@@ -344,6 +362,32 @@ export const IncomingJobSchema = z.strictObject({
 
 /** A pending incoming job (its body is stored separately). */
 export type IncomingJob = z.infer<typeof IncomingJobSchema>;
+
+/** Options of `IncomingStore.reserveDedupeKey`. */
+export interface ReserveDedupeOptions {
+  endpoint_id: string;
+  /** The sender's delivery id (e.g. `X-GitHub-Delivery`, `webhook-id`). */
+  delivery_id: string;
+  /** The job the payload is being accepted as. */
+  job_id: string;
+  /** Epoch ms. */
+  now: number;
+  /** How long the id is remembered, in ms. */
+  ttl_ms: number;
+  /** After how long an unconfirmed reservation (an accept that failed or died) may be taken again, in ms. */
+  stale_ms: number;
+}
+
+/** Whether a delivery id was free, or which job already holds it. */
+export type DedupeReservation =
+  | { status: "reserved" }
+  | {
+    status: "duplicate";
+    /** The first payload's job. */
+    job_id: string;
+    /** Whether that payload's accept is durable (false: it is still being accepted). */
+    confirmed: boolean;
+  };
 
 /** Who holds a claim on a pending incoming job, and until when (epoch ms). */
 export interface IncomingClaim {

@@ -20,6 +20,7 @@ import type {
   ClaimDueOptions,
   ClaimIncomingOptions,
   ClaimLeaseOptions,
+  DedupeReservation,
   DeliveryLogEntry,
   DeliveryOp,
   DeliveryOutcome,
@@ -39,6 +40,7 @@ import type {
   OutgoingWebhook,
   OutgoingWebhookPatch,
   ReadAuditRecordPagesOptions,
+  ReserveDedupeOptions,
   ServerStatus,
   SetMemoryResult,
   StoredDelivery,
@@ -316,6 +318,18 @@ export interface IncomingStore {
   complete(items: readonly { job: IncomingJob; failed: boolean }[]): Promise<boolean[]>;
   /** Removes bodies whose job is gone; returns how many. */
   sweepOrphanBodies(): Promise<number>;
+  /**
+   * Reserves a sender's delivery id at an endpoint for the payload being
+   * accepted as `job_id` (de-duplication), atomically across handles: of
+   * several payloads with one id, one gets `"reserved"`. The id is remembered
+   * `ttl_ms`; a reservation never confirmed (its accept failed, or the
+   * process died) may be taken again after `stale_ms`.
+   */
+  reserveDedupeKey(options: ReserveDedupeOptions): Promise<DedupeReservation>;
+  /** Marks the reservation `job_id` holds as accepted (the job is durable). */
+  confirmDedupeKey(endpointId: string, deliveryId: string, jobId: string): Promise<void>;
+  /** Drops the reservation `job_id` holds (its accept failed), so a retry is accepted. */
+  releaseDedupeKey(endpointId: string, deliveryId: string, jobId: string): Promise<void>;
 }
 
 /** The memory plugin's notebook. */

@@ -14,6 +14,7 @@
  *
  * @module
  */
+import { createHash } from "node:crypto";
 import type { AuditLog } from "../audit/mod.ts";
 import type { Config } from "../config/mod.ts";
 import { LOOP_HEADER } from "../egress/mod.ts";
@@ -23,6 +24,7 @@ import { toErrorResult, toToolResult } from "../gateway/mod.ts";
 import { newId } from "../ids.ts";
 import type { IncomingJob, IncomingWebhook, Store } from "../store/mod.ts";
 import { bearerMatches, verifyIncoming } from "./incoming_verify.ts";
+import { IncomingMapping, type MappedCall } from "./incoming_map.ts";
 
 /** The audit log as the router needs it: appends that resolve with the committed entry. */
 export type IncomingAuditLog = Pick<AuditLog, "append">;
@@ -59,6 +61,18 @@ export interface IncomingRouterOptions {
 const FORM_TYPE = "application/x-www-form-urlencoded";
 
 const encoder = new TextEncoder();
+
+/** How long a sender's delivery id is remembered (`dedupe_header`): 24 hours. */
+export const DEDUPE_TTL_MS = 24 * 60 * 60 * 1000;
+
+/**
+ * After how long a delivery id whose payload was never accepted (the accept
+ * failed, or the process died before confirming it) is free again.
+ */
+const DEDUPE_STALE_MS = 60_000;
+
+/** Longest delivery id kept as it is; a longer one is kept as its SHA-256. */
+const DEDUPE_ID_MAX_CHARS = 200;
 
 /**
  * Shortest life of a claim on a job without renewal (as the dispatcher's:
@@ -126,6 +140,10 @@ export class IncomingRouter {
   /** The last reload failed: the next waits for the poll. */
   #reloadFailed = false;
   #byPath = new Map<string, IncomingWebhook>();
+  /** Parsed mappings, by endpoint record (replaced when the registration changes). */
+  #mappings = new WeakMap<IncomingWebhook, IncomingMapping>();
+  /** Endpoints whose mapping gave a handler invalid arguments (reported once). */
+  #badMappings = new Set<string>();
   #buckets = new Map<string, Bucket>();
   #stats = new Map<string, StatsDelta>();
   #version = -1n;
@@ -295,27 +313,85 @@ export class IncomingRouter {
       );
     }
     const body = await readLimited(request, limit);
+    let signedId: string | undefined;
     if (endpoint.secret) {
       // Over the raw bytes, before parsing; the result's id (Standard
       // Webhooks' webhook-id) is the signed delivery id.
-      verifyIncoming(request.headers, body, {
+      ({ id: signedId } = verifyIncoming(request.headers, body, {
         scheme: endpoint.verify ?? "hmac-sha256",
         secret: endpoint.secret,
         ...(endpoint.signature_header ? { signatureHeader: endpoint.signature_header } : {}),
         ...(endpoint.tolerance_s ? { toleranceS: endpoint.tolerance_s } : {}),
         now: this.#now(),
-      });
+      }));
     }
     const payload = form ? parseForm(body) : parseObject(body);
-    // The job keeps JSON: a form body is stored as the object it was parsed into.
-    const jobBody = form ? encoder.encode(JSON.stringify(payload)) : body;
     this.#takeToken(endpoint);
     const jobId = newId("inj");
     const receivedAt = new Date(this.#now()).toISOString();
+    const call = this.#mappingOf(endpoint).apply(payload, request.headers);
+    if ("skip" in call) return await this.#skip(endpoint, jobId, payload, call.skip, receivedAt);
+    // A job's body is its handler's arguments as JSON: the payload's bytes as
+    // they came, a form body as the object it was parsed into, or the
+    // arguments a mapping built.
+    const jobBody = call.args === payload && !form
+      ? body
+      : encoder.encode(JSON.stringify(call.args));
+    const deliveryId = dedupeId(endpoint, request.headers, signedId);
+    if (deliveryId !== undefined) {
+      const seen = await this.#store.incoming.reserveDedupeKey({
+        endpoint_id: endpoint.id,
+        delivery_id: deliveryId,
+        job_id: jobId,
+        now: this.#now(),
+        ttl_ms: DEDUPE_TTL_MS,
+        stale_ms: DEDUPE_STALE_MS,
+      });
+      if (seen.status === "duplicate") return duplicate(endpoint, deliveryId, seen);
+    }
+    try {
+      const response = await this.#accept(
+        endpoint,
+        jobId,
+        payload,
+        jobBody,
+        call,
+        receivedAt,
+        wait,
+      );
+      if (deliveryId !== undefined) {
+        this.#background(
+          this.#store.incoming.confirmDedupeKey(endpoint.id, deliveryId, jobId),
+          `cannot confirm delivery id ${deliveryId}`,
+        );
+      }
+      return response;
+    } catch (error) {
+      if (deliveryId !== undefined) {
+        // Not accepted: the sender's retry must be, not answered as a duplicate.
+        this.#background(
+          this.#store.incoming.releaseDedupeKey(endpoint.id, deliveryId, jobId),
+          `cannot release delivery id ${deliveryId}`,
+        );
+      }
+      throw error;
+    }
+  }
+
+  /** Records an accepted payload and queues (or, with `wait`, runs) its call. */
+  async #accept(
+    endpoint: IncomingWebhook,
+    jobId: string,
+    payload: Record<string, unknown>,
+    jobBody: Uint8Array,
+    call: Extract<MappedCall, { handler: string }>,
+    receivedAt: string,
+    wait: boolean,
+  ): Promise<Response> {
     const fields = {
       id: jobId,
       endpoint_id: endpoint.id,
-      handler: endpoint.handler,
+      handler: call.handler,
       received_at: receivedAt,
     };
     // With ?wait=true the handler runs in this request and no job is stored.
@@ -331,7 +407,7 @@ export class IncomingRouter {
       const staged = wait ? undefined : this.#store.incoming.stage(fields, jobBody, claim);
       await this.#audit.append({
         kind: "webhook.incoming",
-        tool: endpoint.handler,
+        tool: call.handler,
         session_id: jobId,
         input: payload,
         outcome: {
@@ -342,11 +418,11 @@ export class IncomingRouter {
         },
       }, staged ? { writes: staged.writes } : {});
       this.#count(endpoint.id, "received", receivedAt);
-      if (wait) return await this.#runNow(endpoint, jobId, payload);
+      if (wait) return await this.#runNow(endpoint, jobId, call.handler, call.args);
       // The job's audit entry is the one whose session_id is the job id.
       const job = staged?.job ?? await this.#store.incoming.put(fields, jobBody, claim);
       if (claim) {
-        this.#enqueue({ job, payload });
+        this.#enqueue({ job, payload: call.args });
       } else {
         this.#overflow = true;
         this.#pump();
@@ -380,9 +456,72 @@ export class IncomingRouter {
     );
   }
 
-  async #runNow(endpoint: IncomingWebhook, jobId: string, payload: Record<string, unknown>) {
+  /**
+   * Records a payload that `--when` filtered out: accepted (202) and audited
+   * as skipped, with no job and no handler call.
+   */
+  async #skip(
+    endpoint: IncomingWebhook,
+    jobId: string,
+    payload: Record<string, unknown>,
+    reason: string,
+    receivedAt: string,
+  ): Promise<Response> {
+    await this.#audit.append({
+      kind: "webhook.incoming",
+      tool: endpoint.handler,
+      session_id: jobId,
+      input: payload,
+      outcome: {
+        accepted: true,
+        skipped: reason,
+        endpoint_id: endpoint.id,
+        endpoint: endpoint.name,
+        job_id: jobId,
+      },
+    });
+    this.#count(endpoint.id, "received", receivedAt);
+    return Response.json({ id: jobId, status: "skipped", reason }, { status: 202 });
+  }
+
+  /** The endpoint's mapping, parsed once per registration. */
+  #mappingOf(endpoint: IncomingWebhook): IncomingMapping {
+    let mapping = this.#mappings.get(endpoint);
+    if (!mapping) {
+      mapping = new IncomingMapping(endpoint, endpoint.handler);
+      this.#mappings.set(endpoint, mapping);
+    }
+    return mapping;
+  }
+
+  /** Runs a store write off the request's path, logging a failure. */
+  #background(write: Promise<void>, what: string): void {
+    write.catch((error) => this.#log(`incoming: ${what}: ${(error as Error).message}`));
+  }
+
+  /**
+   * Says once per endpoint, on stderr, that its mapping gave the handler
+   * arguments it refused, with the fields named.
+   */
+  #reportBadMapping(endpointId: string, handler: string, error: GatewayError): void {
+    const endpoint = [...this.#byPath.values()].find((e) => e.id === endpointId);
+    if (!endpoint?.map || this.#badMappings.has(endpointId)) return;
+    this.#badMappings.add(endpointId);
+    this.#log(
+      `incoming ${endpoint.path}: its --map gives ${handler} arguments it refuses: ` +
+        `${error.message}; the payloads fail until the mapping (toolgate webhooks show ` +
+        `${endpoint.id}) matches ${handler}'s input`,
+    );
+  }
+
+  async #runNow(
+    endpoint: IncomingWebhook,
+    jobId: string,
+    handler: string,
+    args: Record<string, unknown>,
+  ) {
     try {
-      const result = await this.#gateway.call(endpoint.handler, payload, {
+      const result = await this.#gateway.call(handler, args, {
         sessionId: jobId,
         source: "webhook",
       });
@@ -390,6 +529,7 @@ export class IncomingRouter {
     } catch (error) {
       if (!(error instanceof GatewayError)) throw error;
       this.#countFailed(endpoint.id);
+      if (error.code === "TOOL_INPUT_INVALID") this.#reportBadMapping(endpoint.id, handler, error);
       const status = error.code === "TOOL_INPUT_INVALID" ? 422 : error.status;
       return Response.json(
         { id: jobId, status: "failed", error: error.toJSON(), result: toErrorResult(error) },
@@ -532,6 +672,9 @@ export class IncomingRouter {
       failed = true;
       const code = error instanceof GatewayError ? error.code : "INTERNAL";
       this.#log(`incoming job ${job.id}: handler ${job.handler} failed: ${code}`);
+      if (error instanceof GatewayError && code === "TOOL_INPUT_INVALID") {
+        this.#reportBadMapping(job.endpoint_id, job.handler, error);
+      }
     }
     await new Promise<void>((settle) => {
       this.#completions.push({ job, failed, settle });
@@ -686,4 +829,38 @@ function parseForm(body: Uint8Array): Record<string, unknown> {
 
 function errorResponse(error: GatewayError, headers: Record<string, string>): Response {
   return Response.json({ error: error.toJSON() }, { status: error.status, headers });
+}
+
+/**
+ * The sender's delivery id of a request, when the endpoint de-duplicates:
+ * its `dedupe_header`, else a verified Standard Webhooks `webhook-id`;
+ * trimmed, and kept as its SHA-256 when very long.
+ */
+function dedupeId(
+  endpoint: IncomingWebhook,
+  headers: Headers,
+  signedId: string | undefined,
+): string | undefined {
+  const value = (endpoint.dedupe_header ? headers.get(endpoint.dedupe_header) : signedId)?.trim();
+  if (!value) return undefined;
+  if (value.length <= DEDUPE_ID_MAX_CHARS) return value;
+  return `sha256:${createHash("sha256").update(value).digest("hex")}`;
+}
+
+/** The answer to a payload whose delivery id was seen: nothing runs again. */
+function duplicate(
+  endpoint: IncomingWebhook,
+  deliveryId: string,
+  seen: { job_id: string; confirmed: boolean },
+): Response {
+  if (!seen.confirmed) {
+    // The first payload is still being accepted: if that fails, this retry must run.
+    throw new GatewayError(
+      "UNAVAILABLE",
+      `A payload with ${endpoint.dedupe_header ?? "webhook-id"} ${deliveryId} is being ` +
+        `accepted right now: retry`,
+      { details: { retry_after_s: 1 } },
+    );
+  }
+  return Response.json({ id: seen.job_id, status: "duplicate" }, { status: 200 });
 }

@@ -102,7 +102,7 @@ export type {
   ReplayTarget,
 } from "./dlq.ts";
 export type { AttemptRecord, DeliveryLogEntry } from "../store/mod.ts";
-export { IncomingRouter } from "./incoming.ts";
+export { DEDUPE_TTL_MS, IncomingRouter } from "./incoming.ts";
 export {
   bearerMatches,
   DEFAULT_SIGNATURE_HEADER,
@@ -113,4 +113,14 @@ export {
   verifyIncoming,
 } from "./incoming_verify.ts";
 export type { VerifiedRequest, VerifyIncomingOptions, VerifyScheme } from "./incoming_verify.ts";
+export {
+  IncomingMapping,
+  parseCondition,
+  parseHeaderEntry,
+  parseMapEntry,
+  parseRouteEntry,
+  parseSource,
+  validateMapping,
+} from "./incoming_map.ts";
+export type { Condition, IncomingMappingSpec, MappedCall, Source } from "./incoming_map.ts";
 export type { IncomingAuditLog, IncomingRouterOptions } from "./incoming.ts";

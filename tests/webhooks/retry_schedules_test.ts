@@ -22,17 +22,40 @@ function dispatcherWith(
   });
 }
 
-function gaps(receiver: Receiver): number[] {
-  return receiver.requests.slice(1).map((r, i) => Math.round(r.at - receiver.requests[i].at));
+/**
+ * The wait the dispatcher chose after each webhook's first failed attempt:
+ * the stored next attempt time minus that attempt's start, read from the
+ * store, so no wall-clock gap is timed.
+ */
+async function firstWaits(env: Env, ids: string[]): Promise<number[]> {
+  let pending: Awaited<ReturnType<typeof env.store.deliveries.listPending>> = [];
+  await until(async () => {
+    pending = (await env.store.deliveries.listPending()).filter((p) =>
+      p.record.attempt_count === 1
+    );
+    return pending.length === ids.length;
+  }, "each first attempt to be recorded");
+  return ids.map((id) => {
+    const { record } = pending.find((p) => p.record.webhook_id === id)!;
+    return record.next_attempt_at - Date.parse(record.attempts[0].at);
+  });
 }
 
-Deno.test("a webhook's own retry schedule sets the waits and the number of attempts", async () => {
+/** Asserts `ms` is `expected` plus at most 10 % jitter and `slack` ms of the dispatcher's own work. */
+function assertWait(ms: number, expected: number, what: string, slack = 2000): void {
+  assert(
+    ms >= expected && ms <= expected * 1.1 + slack,
+    `${what}: waits ${ms} ms, not ${expected}`,
+  );
+}
+
+Deno.test("a webhook's own retry schedule sets the number of attempts", async () => {
   await using env = await setup({ retryBaseMs: 1 });
   await using receiver = new Receiver(() => 500);
   const hook = await env.store.webhooks.addOutgoing({
     url: receiver.url,
     events: "*",
-    retry_schedule_ms: [60, 120],
+    retry_schedule_ms: [1, 1],
   });
   const dispatcher = env.dispatcher();
   await dispatcher.start();
@@ -40,37 +63,48 @@ Deno.test("a webhook's own retry schedule sets the waits and the number of attem
   await receiver.waitFor(3);
   await dispatcher.whenIdle();
   assertEquals(receiver.requests.length, 3, "two retries, then the DLQ");
-  const [first, second] = gaps(receiver);
-  assert(first >= 59 && first <= 60 * 1.1 + 60, `first wait ${first} ms, expected 60-126`);
-  assert(second >= 119 && second <= 120 * 1.1 + 60, `second wait ${second} ms, expected 120-192`);
   const [dead] = await listDlq(env.store);
   assertEquals(dead.webhook_id, hook.id);
   assertEquals(dead.attempts.map((a) => a.attempt), [1, 2, 3]);
 });
 
-Deno.test("Retry-After on 429 and 503 delays the retry, capped by retry_after_max_ms", async () => {
-  await using env = await setup({ retryBaseMs: 2 });
-  await using receiver = new Receiver((_, i) =>
-    i === 0
-      ? { status: 429, headers: { "Retry-After": "3600" } }
-      : i === 1
-      ? { status: 503, headers: { "Retry-After": "3600" } }
-      : i === 2
-      ? { status: 500, headers: { "Retry-After": "3600" } } // only 429 and 503 count
-      : 200
-  );
-  await env.store.webhooks.addOutgoing({ url: receiver.url, events: "*" });
-  const dispatcher = dispatcherWith(env, { retry_after_max_ms: 150 });
+Deno.test("a webhook's own schedule, Retry-After on 429/503 (capped) and the default set the next wait", async () => {
+  await using env = await setup({ retryBaseMs: 1000 });
+  const answer = (status: number, retryAfter: string) => () => ({
+    status,
+    headers: { "Retry-After": retryAfter },
+  });
+  await using slow = new Receiver(() => 500);
+  await using tooMany = new Receiver(answer(429, "120"));
+  await using unavailable = new Receiver(answer(503, "7200"));
+  await using serverError = new Receiver(answer(500, "120"));
+  await using shortAfter = new Receiver(answer(429, "0"));
+  const ids: string[] = [];
+  for (
+    const [receiver, schedule] of [
+      [slow, [60_000, 1000]],
+      [tooMany, undefined],
+      [unavailable, undefined],
+      [serverError, undefined],
+      [shortAfter, [30_000]],
+    ] as const
+  ) {
+    const hook = await env.store.webhooks.addOutgoing({
+      url: receiver.url,
+      events: "*",
+      ...(schedule ? { retry_schedule_ms: [...schedule] } : {}),
+    });
+    ids.push(hook.id);
+  }
+  const dispatcher = dispatcherWith(env, { retry_after_max_ms: 600_000 });
   await dispatcher.start();
   await env.bus.emit("tool.called", toolCalled());
-  await receiver.waitFor(4);
-  await dispatcher.whenIdle();
-  const [afterTooMany, afterUnavailable, afterServerError] = gaps(receiver);
-  assert(afterTooMany >= 149, `after 429 waited ${afterTooMany} ms, not the capped 150`);
-  assert(afterTooMany < 3000, `after 429 waited ${afterTooMany} ms: the cap was ignored`);
-  assert(afterUnavailable >= 149, `after 503 waited ${afterUnavailable} ms, not 150`);
-  assert(afterServerError < 140, `after 500 waited ${afterServerError} ms: Retry-After honoured`);
-  assertEquals(await listDlq(env.store), []);
+  const [own, after429, after503, after500, shortened] = await firstWaits(env, ids);
+  assertWait(own, 60_000, "its own first delay");
+  assertWait(after429, 120_000, "Retry-After: 120 on a 429", 1000);
+  assertWait(after503, 600_000, "Retry-After: 7200 on a 503, capped at 10 min", 1000);
+  assertWait(after500, 1000, "a 500's Retry-After is ignored: the default 1 s");
+  assertWait(shortened, 30_000, "Retry-After: 0 never shortens the schedule");
 });
 
 Deno.test("410 Gone disables the webhook at once; its later events go to the DLQ unsent", async () => {
@@ -153,8 +187,10 @@ Deno.test("enable + replayDlq({webhook, since}) sends what a disabled webhook mi
   await dispatcher.start();
   const early = await env.bus.emit("tool.called", toolCalled("early"));
   await dispatcher.whenIdle();
-  const since = new Date(Date.now() + 1).toISOString();
-  await new Promise((resolve) => setTimeout(resolve, 5));
+  const earlyFailed = (await listDlq(env.store)).map((e) => Date.parse(e.failed_at));
+  assertEquals(earlyFailed.length, 2);
+  const since = new Date(Math.max(...earlyFailed) + 1).toISOString();
+  await until(() => Date.now() > Date.parse(since), "the clock to pass since");
   const missed = [
     await env.bus.emit("tool.called", toolCalled("one")),
     await env.bus.emit("tool.called", toolCalled("two")),

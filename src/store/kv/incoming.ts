@@ -12,6 +12,7 @@
 import { GatewayError } from "../../errors/mod.ts";
 import {
   incomingBodiesPrefix,
+  incomingDedupeKey,
   incomingJobBodyKey,
   incomingJobBodyPrefix,
   incomingJobKey,
@@ -22,9 +23,11 @@ import type { KvStagedWrites } from "./_staged.ts";
 import type { KvStore } from "./kv_store.ts";
 import {
   type ClaimIncomingOptions,
+  type DedupeReservation,
   type IncomingClaim,
   type IncomingJob,
   IncomingJobSchema,
+  type ReserveDedupeOptions,
 } from "../records.ts";
 
 const CHUNK_BYTES = 60 * 1024;
@@ -433,5 +436,82 @@ export async function addIncomingStats(
     }
     if (lastReceivedAt) atomic = atomic.set(incomingStatsKey(id, "last"), lastReceivedAt);
     await atomic.commit();
+  });
+}
+
+/** A remembered delivery id, as stored. */
+interface DedupeRecord {
+  job_id: string;
+  reserved_at: number;
+  expires_at: number;
+  confirmed: boolean;
+}
+
+/** Reserves a sender's delivery id at an endpoint (see `IncomingStore.reserveDedupeKey`). */
+export async function reserveIncomingDedupeKey(
+  store: KvStore,
+  options: ReserveDedupeOptions,
+): Promise<DedupeReservation> {
+  const { endpoint_id, delivery_id, job_id, now, ttl_ms, stale_ms } = options;
+  const key = incomingDedupeKey(endpoint_id, delivery_id);
+  return await store.retry(async () => {
+    for (;;) {
+      const entry = await store.kv.get<DedupeRecord>(key);
+      const held = entry.value;
+      // Deno KV expires keys lazily: the record's own expiry decides.
+      if (
+        held && held.expires_at > now &&
+        (held.confirmed || held.reserved_at + stale_ms > now)
+      ) {
+        return { status: "duplicate", job_id: held.job_id, confirmed: held.confirmed };
+      }
+      const record: DedupeRecord = {
+        job_id,
+        reserved_at: now,
+        expires_at: now + ttl_ms,
+        confirmed: false,
+      };
+      const result = await store.kv.atomic().check(entry).set(key, record, { expireIn: ttl_ms })
+        .commit();
+      if (result.ok) return { status: "reserved" };
+    }
+  });
+}
+
+/** Marks the reservation `jobId` holds as accepted. */
+export async function confirmIncomingDedupeKey(
+  store: KvStore,
+  endpointId: string,
+  deliveryId: string,
+  jobId: string,
+): Promise<void> {
+  const key = incomingDedupeKey(endpointId, deliveryId);
+  await store.retry(async () => {
+    for (;;) {
+      const entry = await store.kv.get<DedupeRecord>(key);
+      if (!entry.value || entry.value.job_id !== jobId || entry.value.confirmed) return;
+      const left = Math.max(1, entry.value.expires_at - Date.now());
+      const result = await store.kv.atomic().check(entry)
+        .set(key, { ...entry.value, confirmed: true }, { expireIn: left }).commit();
+      if (result.ok) return;
+    }
+  });
+}
+
+/** Drops the reservation `jobId` holds. */
+export async function releaseIncomingDedupeKey(
+  store: KvStore,
+  endpointId: string,
+  deliveryId: string,
+  jobId: string,
+): Promise<void> {
+  const key = incomingDedupeKey(endpointId, deliveryId);
+  await store.retry(async () => {
+    for (;;) {
+      const entry = await store.kv.get<DedupeRecord>(key);
+      if (!entry.value || entry.value.job_id !== jobId) return;
+      const result = await store.kv.atomic().check(entry).delete(key).commit();
+      if (result.ok) return;
+    }
   });
 }

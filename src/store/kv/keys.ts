@@ -209,6 +209,11 @@ export function incomingJobsPrefix(): Deno.KvKey {
   return ["incoming", "job"];
 }
 
+/** A sender's delivery id seen at an incoming endpoint (de-duplication). */
+export function incomingDedupeKey(endpointId: string, deliveryId: string): Deno.KvKey {
+  return ["incoming", "dedupe", endpointId, deliveryId];
+}
+
 /** One chunk of the raw body of a pending incoming job. */
 export function incomingJobBodyKey(jobId: string, chunk: number): Deno.KvKey {
   return ["incoming", "body", jobId, chunk];

@@ -56,10 +56,13 @@ import {
   addIncomingStats,
   claimIncomingJobs,
   completeIncomingJobs,
+  confirmIncomingDedupeKey,
   IncomingClaims,
   listIncomingJobs,
   putIncomingJob,
   readIncomingJobBody,
+  releaseIncomingDedupeKey,
+  reserveIncomingDedupeKey,
   STAGED_BODY_MAX_BYTES,
   stageIncomingJob,
   sweepOrphanIncomingBodies,
@@ -289,6 +292,11 @@ export class KvStore implements Store {
     stage: (job, body, claim) => stageIncomingJob(this, job, body, claim),
     complete: (items) => completeIncomingJobs(this, items),
     sweepOrphanBodies: () => sweepOrphanIncomingBodies(this),
+    reserveDedupeKey: (options) => reserveIncomingDedupeKey(this, options),
+    confirmDedupeKey: (endpointId, deliveryId, jobId) =>
+      confirmIncomingDedupeKey(this, endpointId, deliveryId, jobId),
+    releaseDedupeKey: (endpointId, deliveryId, jobId) =>
+      releaseIncomingDedupeKey(this, endpointId, deliveryId, jobId),
   };
 
   /** Memory notes. */

@@ -17,9 +17,11 @@ import { GatewayError } from "../../errors/mod.ts";
 import type { IncomingStore, StagedWrites, StoreCost } from "../store.ts";
 import {
   type ClaimIncomingOptions,
+  type DedupeReservation,
   type IncomingClaim,
   type IncomingJob,
   IncomingJobSchema,
+  type ReserveDedupeOptions,
 } from "../records.ts";
 import type { PgContext, Tx } from "./_context.ts";
 import type { Sql } from "./connection.ts";
@@ -38,7 +40,20 @@ export const INCOMING_SCHEMA = `
   );
   create index toolgate_incoming_jobs_claimed on toolgate_incoming_jobs (claimed_by)
     where claimed_by is not null;
+  create table toolgate_incoming_dedupe (
+    endpoint_id text not null,
+    delivery_id text not null,
+    job_id text not null,
+    reserved_at bigint not null,
+    expires_at bigint not null,
+    confirmed boolean not null,
+    primary key (endpoint_id, delivery_id)
+  );
+  create index toolgate_incoming_dedupe_expiry on toolgate_incoming_dedupe (expires_at);
 `;
+
+/** How often expired delivery ids are deleted, at most (ms). */
+const DEDUPE_SWEEP_MS = 60_000;
 
 /**
  * Largest body written in another commit with {@linkcode IncomingStore.stage}
@@ -300,6 +315,64 @@ class PgIncomingStore implements IncomingStore {
   sweepOrphanBodies(): Promise<number> {
     // Bodies live in their job's row: none can be left behind.
     return Promise.resolve(0);
+  }
+
+  #sweptAt = -Infinity;
+
+  async reserveDedupeKey(options: ReserveDedupeOptions): Promise<DedupeReservation> {
+    const { endpoint_id, delivery_id, job_id, now, ttl_ms, stale_ms } = options;
+    if (now - this.#sweptAt >= DEDUPE_SWEEP_MS) {
+      this.#sweptAt = now;
+      await this.#ctx.run((sql) =>
+        sql`delete from toolgate_incoming_dedupe where expires_at <= ${now}`
+      );
+    }
+    // Of several payloads with one id, the insert (or the take-over of an
+    // expired or stale reservation) succeeds for one; the others see its row.
+    for (let attempt = 0;; attempt++) {
+      const taken = await this.#ctx.run((sql) =>
+        sql<{ job_id: string }[]>`
+          insert into toolgate_incoming_dedupe as d
+            (endpoint_id, delivery_id, job_id, reserved_at, expires_at, confirmed)
+          values (${endpoint_id}, ${delivery_id}, ${job_id}, ${now}, ${now + ttl_ms}, false)
+          on conflict (endpoint_id, delivery_id) do update set
+            job_id = excluded.job_id, reserved_at = excluded.reserved_at,
+            expires_at = excluded.expires_at, confirmed = false
+          where d.expires_at <= ${now}
+            or (not d.confirmed and d.reserved_at + ${stale_ms} <= ${now})
+          returning job_id`
+      );
+      if (taken.length) return { status: "reserved" };
+      const [held] = await this.#ctx.run((sql) =>
+        sql<{ job_id: string; confirmed: boolean }[]>`
+          select job_id, confirmed from toolgate_incoming_dedupe
+          where endpoint_id = ${endpoint_id} and delivery_id = ${delivery_id}`
+      );
+      if (held) return { status: "duplicate", job_id: held.job_id, confirmed: held.confirmed };
+      // Released between the two statements: try again.
+      if (attempt >= 3) {
+        throw new GatewayError(
+          "STORE_UNAVAILABLE",
+          "Cannot reserve a delivery id: it keeps changing",
+        );
+      }
+    }
+  }
+
+  async confirmDedupeKey(endpointId: string, deliveryId: string, jobId: string): Promise<void> {
+    await this.#ctx.run((sql) =>
+      sql`
+        update toolgate_incoming_dedupe set confirmed = true
+        where endpoint_id = ${endpointId} and delivery_id = ${deliveryId} and job_id = ${jobId}`
+    );
+  }
+
+  async releaseDedupeKey(endpointId: string, deliveryId: string, jobId: string): Promise<void> {
+    await this.#ctx.run((sql) =>
+      sql`
+        delete from toolgate_incoming_dedupe
+        where endpoint_id = ${endpointId} and delivery_id = ${deliveryId} and job_id = ${jobId}`
+    );
   }
 }
 

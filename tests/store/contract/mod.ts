@@ -7,6 +7,7 @@ import type { ContractCase } from "./_contract.ts";
 import { AUDIT_CONTRACT } from "./audit_contract.ts";
 import { CHANGES_CONTRACT } from "./changes_contract.ts";
 import { CLAIMS_CONTRACT } from "./claims_contract.ts";
+import { DEDUPE_CONTRACT } from "./dedupe_contract.ts";
 import { DELIVERIES_CONTRACT } from "./deliveries_contract.ts";
 import { INCOMING_CONTRACT } from "./incoming_contract.ts";
 import { INCOMING_CLAIMS_CONTRACT } from "./incoming_claims_contract.ts";
@@ -35,4 +36,5 @@ export const CONTRACT: readonly ContractCase[] = [
   ...LEASES_CONTRACT,
   ...CLAIMS_CONTRACT,
   ...OUTCOMES_CONTRACT,
+  ...DEDUPE_CONTRACT,
 ];
