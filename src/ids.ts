@@ -32,21 +32,42 @@ function timeText(now: number): string {
   return time;
 }
 
+/** The random tail of the last ULID, as base-32 digits, for identifiers made in the same millisecond. */
+const lastRandom = new Uint8Array(RANDOM_CHARS);
+
 /**
  * A new ULID: 10 characters of millisecond time, then 16 random characters.
  * The random bytes come from `crypto.getRandomValues`, fetched in blocks.
+ * Monotonic within a process: a ULID made in the same millisecond as the
+ * previous one has that one's tail plus one, so identifiers sort in the
+ * order they were made (registrations list oldest first).
  *
  * @param now Milliseconds since the epoch. @default Date.now()
  */
 export function ulid(now: number = Date.now()): string {
-  if (poolOffset + RANDOM_CHARS > POOL_BYTES) {
-    crypto.getRandomValues(pool);
-    poolOffset = 0;
+  if (now !== lastTime || !increment(lastRandom)) {
+    if (poolOffset + RANDOM_CHARS > POOL_BYTES) {
+      crypto.getRandomValues(pool);
+      poolOffset = 0;
+    }
+    for (let i = 0; i < RANDOM_CHARS; i++) lastRandom[i] = pool[poolOffset + i] % 32;
+    poolOffset += RANDOM_CHARS;
   }
   let random = "";
-  for (let i = poolOffset; i < poolOffset + RANDOM_CHARS; i++) random += CROCKFORD[pool[i] % 32];
-  poolOffset += RANDOM_CHARS;
+  for (let i = 0; i < RANDOM_CHARS; i++) random += CROCKFORD[lastRandom[i]];
   return timeText(now) + random;
+}
+
+/** Adds one to base-32 digits in place; false when they were all 31 (no room left). */
+function increment(digits: Uint8Array): boolean {
+  for (let i = digits.length - 1; i >= 0; i--) {
+    if (digits[i] < 31) {
+      digits[i]++;
+      return true;
+    }
+    digits[i] = 0;
+  }
+  return false;
 }
 
 /**
