@@ -234,6 +234,12 @@ export async function benchIncoming(
   } finally {
     store.close();
   }
+  // Accepting is measured here, so the queue's bound must not refuse anything
+  // (incoming_backpressure measures the bound).
+  await Deno.writeTextFile(
+    `${home.path}/config.json`,
+    JSON.stringify({ incoming: { max_pending_per_endpoint: 10_000_000, max_pending: 10_000_000 } }),
+  );
   await using server = await startToolgateHttp(home.path);
   const toolgate = await load({
     url: server.url,
@@ -252,6 +258,106 @@ export async function benchIncoming(
     drain_s: round3(drainMs / 1000),
     handled_per_s: backlog ? rate(backlog, drainMs) : 0,
   };
+}
+
+/** Outcome of {@linkcode benchIncomingBackpressure}. */
+export interface IncomingBackpressureResult {
+  connections: number;
+  /** `incoming.max_pending_per_endpoint` of the server. */
+  bound: number;
+  /** Payloads accepted per second once the queue had filled (audit entries in the measured phase). */
+  accepted_per_s: number;
+  /** 503 QUEUE_FULL answers per second in the same phase. */
+  refused_per_s: number;
+  /** Accepted jobs waiting when the load stopped: never above `bound`. */
+  backlog_at_end: number;
+  /** Handler calls per second in the same phase (audit entries). */
+  handled_per_s: number;
+  /** `accepted_per_s / handled_per_s`: about 1 when acceptance settled to the drain rate. */
+  ratio: number;
+}
+
+/**
+ * Sustained load on an incoming endpoint whose queue is bounded: after a
+ * warm-up that fills the queue, the accepted rate should settle to what the
+ * handlers drain, with the rest answered 503 (senders retry), and the queue
+ * should never pass its bound.
+ */
+export async function benchIncomingBackpressure(
+  { mode }: HttpServerBenchOptions,
+): Promise<IncomingBackpressureResult> {
+  const connections = 64;
+  const bound = mode === "full" ? 5000 : mode === "quick" ? 2000 : 300;
+  await using home = await tempDir("backpressure");
+  const store = await openStore({ dataDir: home.path });
+  try {
+    await store.webhooks.addIncoming({ name: "bench", path: "/hooks/bench", handler: REST_TOOL });
+  } finally {
+    store.close();
+  }
+  await Deno.writeTextFile(
+    `${home.path}/config.json`,
+    JSON.stringify({ incoming: { max_pending_per_endpoint: bound } }),
+  );
+  await using server = await startToolgateHttp(home.path);
+  const { durationMs, warmupMs } = sizes(mode);
+  const fill = Math.max(warmupMs, mode === "smoke" ? 500 : 2000);
+  const started = Date.now();
+  const result = await runJson<LoadResult>([
+    "run",
+    "-A",
+    "--cached-only",
+    benchFile("_load.ts"),
+    JSON.stringify(
+      {
+        url: server.url,
+        path: "/hooks/bench",
+        body: ARGS,
+        connections,
+        durationMs,
+        // Long enough for the queue to fill before measuring.
+        warmupMs: fill,
+      } satisfies LoadOptions,
+    ),
+  ]);
+  // The measured phase, as the audit log dates it: payloads accepted
+  // (webhook.incoming) and handler calls made (tool.call) in the same window.
+  const from = started + fill + 200;
+  const to = started + fill + durationMs - 200;
+  const accepted = await countAudit(server.url, "webhook.incoming", from, to);
+  const handled = await countAudit(server.url, "tool.call", from, to);
+  const { backlog } = await drainJobs(home.path);
+  if (backlog > bound) throw new Error(`The queue held ${backlog} jobs, over its bound ${bound}`);
+  return {
+    connections,
+    bound,
+    accepted_per_s: rate(accepted, to - from),
+    refused_per_s: rate(result.non_2xx, durationMs),
+    backlog_at_end: backlog,
+    handled_per_s: rate(handled, to - from),
+    ratio: handled ? ratio(accepted, handled) : 0,
+  };
+}
+
+/** Audit entries of `kind` written between `from` and `to` (epoch ms), read from GET /audit. */
+async function countAudit(url: string, kind: string, from: number, to: number): Promise<number> {
+  let count = 0;
+  let after = 0;
+  const since = new Date(from).toISOString();
+  for (;;) {
+    const response = await fetch(
+      `${url}/audit?kind=${kind}&since=${since}&limit=1000&after=${after}`,
+    );
+    if (!response.ok) throw new Error(`GET /audit answered ${response.status}`);
+    const page: { entries: { timestamp: string }[]; next: number | null } = await response.json();
+    for (const entry of page.entries) {
+      const at = Date.parse(entry.timestamp);
+      if (at >= from && at < to) count++;
+    }
+    if (page.next === null || page.entries.length === 0) return count;
+    if (Date.parse(page.entries.at(-1)!.timestamp) >= to) return count;
+    after = page.next;
+  }
 }
 
 /** A toolgate server with `webhooks` subscribed to every event (`main`: another checkout's). */

@@ -18,6 +18,7 @@
 import { benchAudit } from "./audit.ts";
 import {
   benchIncoming,
+  benchIncomingBackpressure,
   type BenchMode,
   benchRest,
   benchWebhookLatency,
@@ -80,7 +81,10 @@ function figure(
   const ratio = baseline ? Math.round((toolgate / baseline) * 100) / 100 : null;
   let text = "";
   let met: boolean | null = null;
-  if (target?.min !== undefined) {
+  if (target?.min !== undefined && target.max !== undefined) {
+    text = `${target.min}–${target.max}×`;
+    met = ratio !== null && ratio >= target.min && ratio <= target.max;
+  } else if (target?.min !== undefined) {
     text = `≥ ${target.min}×`;
     met = ratio !== null && ratio >= target.min;
   } else if (target?.max !== undefined) {
@@ -432,6 +436,28 @@ const SCENARIOS: Scenario[] = [
         "incoming",
         `handler calls/s draining ${r.backlog_at_end} jobs`,
         r.handled_per_s,
+        "",
+        null,
+      ),
+    ],
+  },
+  {
+    name: "incoming_backpressure",
+    run: (mode) => benchIncomingBackpressure({ mode }),
+    figures: (r: Awaited<ReturnType<typeof benchIncomingBackpressure>>) => [
+      figure(
+        "incoming_backpressure",
+        `202 accepted/s with the queue full (bound ${r.bound})`,
+        r.accepted_per_s,
+        "handler calls/s",
+        r.handled_per_s,
+        { min: 0.7, max: 1.3 },
+      ),
+      figure("incoming_backpressure", "503 QUEUE_FULL/s", r.refused_per_s, "", null),
+      figure(
+        "incoming_backpressure",
+        `jobs waiting at the end (bound ${r.bound})`,
+        r.backlog_at_end,
         "",
         null,
       ),

@@ -867,7 +867,8 @@ export function registerWebhooks(program: Command, context: CliContext): void {
           );
         }
         const stats = await store.webhooks.incomingStats(id);
-        if (options.json) context.printJson({ ...publicIncoming(endpoint), stats });
+        const waiting = (await store.incoming.pendingCounts())[id] ?? 0;
+        if (options.json) context.printJson({ ...publicIncoming(endpoint), stats, waiting });
         else {
           context.print(`${endpoint.id}  incoming  ${endpoint.path} → ${endpoint.handler}`);
           const view = publicIncoming(endpoint);
@@ -882,7 +883,7 @@ export function registerWebhooks(program: Command, context: CliContext): void {
           context.print(
             `${stats.received} received, ${stats.rejected} rejected, ${stats.failed} failed; last ${
               stats.last_received_at ?? "never"
-            }`,
+            }; ${waiting} waiting for the handler`,
           );
         }
         return;

@@ -142,6 +142,10 @@ export const ConfigFileSchema = z.strictObject({
     body_limit_bytes: z.number().int().positive().default(1024 * 1024),
     /** Handler calls of accepted payloads running at once. */
     concurrency: z.number().int().min(1).max(1024).default(16),
+    /** Accepted payloads waiting for their handler, per endpoint; past it: 503 QUEUE_FULL. */
+    max_pending_per_endpoint: z.number().int().min(1).default(10_000),
+    /** Accepted payloads waiting for their handler, all endpoints together. */
+    max_pending: z.number().int().min(1).default(100_000),
   }).prefault({}),
   tools: z.strictObject({
     timeout_ms: z.number().int().positive().default(30_000),

@@ -50,6 +50,11 @@ export const ERROR_CODES = {
     doc: "Webhook signature's timestamp outside the tolerance",
   },
   RATE_LIMITED: { status: 429, exit: 1, doc: "Too many requests" },
+  QUEUE_FULL: {
+    status: 503,
+    exit: 1,
+    doc: "An incoming endpoint's queue of accepted payloads is full; retry after Retry-After",
+  },
   NOT_FOUND: { status: 404, exit: 1, doc: "No such resource" },
   METHOD_NOT_ALLOWED: { status: 405, exit: 1, doc: "HTTP method not allowed on this path" },
   CONFLICT: { status: 409, exit: 1, doc: "The resource already exists" },

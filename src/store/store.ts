@@ -318,6 +318,8 @@ export interface IncomingStore {
   complete(items: readonly { job: IncomingJob; failed: boolean }[]): Promise<boolean[]>;
   /** Removes bodies whose job is gone; returns how many. */
   sweepOrphanBodies(): Promise<number>;
+  /** How many jobs wait for their handler (claimed or not), by endpoint id. */
+  pendingCounts(): Promise<Record<string, number>>;
   /**
    * Reserves a sender's delivery id at an endpoint for the payload being
    * accepted as `job_id` (de-duplication), atomically across handles: of

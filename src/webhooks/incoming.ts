@@ -25,6 +25,7 @@ import { newId } from "../ids.ts";
 import type { IncomingJob, IncomingWebhook, Store } from "../store/mod.ts";
 import { bearerMatches, verifyIncoming } from "./incoming_verify.ts";
 import { IncomingMapping, type MappedCall } from "./incoming_map.ts";
+import { type Admission, PendingJobs } from "./_pending.ts";
 
 /** The audit log as the router needs it: appends that resolve with the committed entry. */
 export type IncomingAuditLog = Pick<AuditLog, "append">;
@@ -87,6 +88,9 @@ const CLAIM_MIN_TTL_MS = 5000;
  */
 const HELD_PAYLOAD_MAX_BYTES = 16 * 1024 * 1024;
 
+/** How often a router sharing its store with other instances counts the waiting jobs (ms). */
+const COUNT_EVERY_MS = 1000;
+
 /** Completions written per commit at most (the store groups them by tens). */
 const COMPLETIONS_PER_FLUSH = 100;
 
@@ -140,6 +144,10 @@ export class IncomingRouter {
   /** The last reload failed: the next waits for the poll. */
   #reloadFailed = false;
   #byPath = new Map<string, IncomingWebhook>();
+  /** Jobs waiting for their handler, per endpoint: the queue's bounds. */
+  #pendingJobs: PendingJobs;
+  /** When the waiting jobs were last counted in the store (epoch ms). */
+  #countedAt = -Infinity;
   /** Parsed mappings, by endpoint record (replaced when the registration changes). */
   #mappings = new WeakMap<IncomingWebhook, IncomingMapping>();
   /** Endpoints whose mapping gave a handler invalid arguments (reported once). */
@@ -179,6 +187,11 @@ export class IncomingRouter {
     this.#maxQueued = maxQueuedJobs;
     this.#shared = options.store.incoming.sharedClaims;
     this.#claimTtlMs = Math.max(CLAIM_MIN_TTL_MS, options.config.webhooks.poll_ms * 10);
+    this.#pendingJobs = new PendingJobs(
+      options.config.incoming.max_pending_per_endpoint,
+      options.config.incoming.max_pending,
+      now,
+    );
   }
 
   /**
@@ -189,6 +202,7 @@ export class IncomingRouter {
   async start(): Promise<void> {
     await this.refresh();
     await this.#store.incoming.sweepOrphanBodies();
+    await this.#countPending();
     this.#overflow = true;
     await this.#reload();
     this.#timer = setInterval(() => {
@@ -228,9 +242,26 @@ export class IncomingRouter {
       this.#log(`incoming: cannot renew claims: ${(error as Error).message}`);
     }
     this.#reloadFailed = false;
+    // Other instances accept and finish jobs too: count what waits now and then.
+    if (this.#shared && this.#now() - this.#countedAt >= COUNT_EVERY_MS) {
+      await this.#countPending().catch((e) =>
+        this.#log(`incoming: cannot count waiting jobs: ${(e as Error).message}`)
+      );
+    }
     // Other instances leave jobs to claim: released, lapsed, or past their queue.
     if (this.#shared) this.#overflow = true;
     this.#pump();
+  }
+
+  /** Counts the jobs waiting in the store, for the queue's bounds. */
+  async #countPending(): Promise<void> {
+    this.#countedAt = this.#now();
+    this.#pendingJobs.replace(await this.#store.incoming.pendingCounts());
+  }
+
+  /** Accepted payloads waiting for their handler: one endpoint's, or all. */
+  waiting(endpointId?: string): number {
+    return this.#pendingJobs.waiting(endpointId);
   }
 
   /** A claim made now, for jobs this router takes. */
@@ -300,6 +331,23 @@ export class IncomingRouter {
     const wait = new URL(request.url).searchParams.get("wait") === "true";
     // An endpoint with a secret answers ?wait=true once the signature verified.
     if (wait && !endpoint.secret) this.#authorizeWait(request, endpoint);
+    // Backpressure: a payload that would wait past the queue's bound is
+    // refused before its body is read (?wait=true leaves no job to wait).
+    const admission = wait ? undefined : this.#pendingJobs.admit(endpoint.id, endpoint.path);
+    try {
+      return await this.#receive(request, endpoint, wait, admission);
+    } finally {
+      admission?.abandoned(); // No-op once the job was accepted.
+    }
+  }
+
+  /** The rest of a request, once it may be accepted: body, signature, mapping, dedupe. */
+  async #receive(
+    request: Request,
+    endpoint: IncomingWebhook,
+    wait: boolean,
+    admission: Admission | undefined,
+  ): Promise<Response> {
     const limit = this.#config.incoming.body_limit_bytes;
     const declared = Number(request.headers.get("content-length") ?? NaN);
     if (declared > limit) throw tooLarge(limit);
@@ -358,6 +406,7 @@ export class IncomingRouter {
         call,
         receivedAt,
         wait,
+        admission,
       );
       if (deliveryId !== undefined) {
         this.#background(
@@ -387,6 +436,7 @@ export class IncomingRouter {
     call: Extract<MappedCall, { handler: string }>,
     receivedAt: string,
     wait: boolean,
+    admission: Admission | undefined,
   ): Promise<Response> {
     const fields = {
       id: jobId,
@@ -421,6 +471,7 @@ export class IncomingRouter {
       if (wait) return await this.#runNow(endpoint, jobId, call.handler, call.args);
       // The job's audit entry is the one whose session_id is the job id.
       const job = staged?.job ?? await this.#store.incoming.put(fields, jobBody, claim);
+      admission?.accepted();
       if (claim) {
         this.#enqueue({ job, payload: call.args });
       } else {
@@ -693,7 +744,10 @@ export class IncomingRouter {
       while (this.#completions.length) {
         const batch = this.#completions.splice(0, COMPLETIONS_PER_FLUSH);
         try {
-          await this.#store.incoming.complete(batch);
+          const removed = await this.#store.incoming.complete(batch);
+          removed.forEach((gone, i) => {
+            if (gone) this.#pendingJobs.completed(batch[i].job.endpoint_id);
+          });
         } catch (error) {
           const ids = batch.map(({ job }) => job.id);
           this.#log(

@@ -515,3 +515,18 @@ export async function releaseIncomingDedupeKey(
     }
   });
 }
+
+/** How many jobs wait, by endpoint (a scan of the job records: used at start and for display). */
+export async function countPendingIncomingJobs(store: KvStore): Promise<Record<string, number>> {
+  const counts: Record<string, number> = {};
+  await store.retry(async () => {
+    for (const key of Object.keys(counts)) delete counts[key];
+    for await (
+      const entry of store.kv.list<{ endpoint_id?: string }>({ prefix: incomingJobsPrefix() })
+    ) {
+      const id = entry.value?.endpoint_id;
+      if (typeof id === "string") counts[id] = (counts[id] ?? 0) + 1;
+    }
+  });
+  return counts;
+}

@@ -57,6 +57,7 @@ import {
   claimIncomingJobs,
   completeIncomingJobs,
   confirmIncomingDedupeKey,
+  countPendingIncomingJobs,
   IncomingClaims,
   listIncomingJobs,
   putIncomingJob,
@@ -292,6 +293,7 @@ export class KvStore implements Store {
     stage: (job, body, claim) => stageIncomingJob(this, job, body, claim),
     complete: (items) => completeIncomingJobs(this, items),
     sweepOrphanBodies: () => sweepOrphanIncomingBodies(this),
+    pendingCounts: () => countPendingIncomingJobs(this),
     reserveDedupeKey: (options) => reserveIncomingDedupeKey(this, options),
     confirmDedupeKey: (endpointId, deliveryId, jobId) =>
       confirmIncomingDedupeKey(this, endpointId, deliveryId, jobId),

@@ -317,6 +317,14 @@ class PgIncomingStore implements IncomingStore {
     return Promise.resolve(0);
   }
 
+  async pendingCounts(): Promise<Record<string, number>> {
+    const rows = await this.#ctx.run((sql) =>
+      sql<{ endpoint_id: string; count: number }[]>`
+        select endpoint_id, count(*)::int as count from toolgate_incoming_jobs group by endpoint_id`
+    );
+    return Object.fromEntries(rows.map((row) => [row.endpoint_id, Number(row.count)]));
+  }
+
   #sweptAt = -Infinity;
 
   async reserveDedupeKey(options: ReserveDedupeOptions): Promise<DedupeReservation> {

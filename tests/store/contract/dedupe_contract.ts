@@ -30,7 +30,7 @@ function reserve(
   });
 }
 
-/** Cases of `reserveDedupeKey`, `confirmDedupeKey` and `releaseDedupeKey`. */
+/** Cases of `reserveDedupeKey`, `confirmDedupeKey`, `releaseDedupeKey` and `pendingCounts`. */
 export const DEDUPE_CONTRACT: readonly ContractCase[] = [
   {
     name: "dedupe: the first payload reserves an id, later ones see its job until the TTL ends",
@@ -85,6 +85,23 @@ export const DEDUPE_CONTRACT: readonly ContractCase[] = [
       for (const result of results) {
         if (result.status === "duplicate") assertEquals(result.job_id, winners[0]);
       }
+    },
+  },
+  {
+    name: "incoming: pendingCounts() counts waiting jobs per endpoint; completed ones leave",
+    async run({ store, another }) {
+      assertEquals(await store.incoming.pendingCounts(), {});
+      const put = (id: string, endpoint_id: string) =>
+        store.incoming.put(
+          { id, endpoint_id, handler: "h", received_at: new Date(T0).toISOString() },
+          new TextEncoder().encode("{}"),
+        );
+      const a1 = await put("inj_a1", "in_a");
+      await put("inj_a2", "in_a");
+      await put("inj_b1", "in_b");
+      assertEquals(await (await another()).incoming.pendingCounts(), { in_a: 2, in_b: 1 });
+      await store.incoming.complete([{ job: a1, failed: false }]);
+      assertEquals(await store.incoming.pendingCounts(), { in_a: 1, in_b: 1 });
     },
   },
 ];
