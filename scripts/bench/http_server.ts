@@ -221,25 +221,36 @@ async function pendingJobs(store: Store, limit: number | undefined, deadline: nu
   }
 }
 
-/** Incoming webhook POSTs answered 202 by the real server. */
-export async function benchIncoming(
-  { mode }: HttpServerBenchOptions,
-): Promise<IncomingBenchResult> {
-  const connections = 64;
-  const bare_hono = await bareHono(connections, mode);
-  await using home = await tempDir("incoming");
+/**
+ * A data dir with the incoming endpoint `/hooks/bench` (handler `memory_get`)
+ * whose queue holds at most `bound` waiting payloads (the total bound too).
+ */
+async function incomingHome(name: string, bound: number) {
+  const home = await tempDir(name);
   const store = await openStore({ dataDir: home.path });
   try {
     await store.webhooks.addIncoming({ name: "bench", path: "/hooks/bench", handler: REST_TOOL });
   } finally {
     store.close();
   }
-  // Accepting is measured here, so the queue's bound must not refuse anything
-  // (incoming_backpressure measures the bound).
   await Deno.writeTextFile(
     `${home.path}/config.json`,
-    JSON.stringify({ incoming: { max_pending_per_endpoint: 10_000_000, max_pending: 10_000_000 } }),
+    JSON.stringify({
+      incoming: { max_pending_per_endpoint: bound, max_pending: Math.max(bound, 100_000) },
+    }),
   );
+  return home;
+}
+
+/** Incoming webhook POSTs answered 202 by the real server. */
+export async function benchIncoming(
+  { mode }: HttpServerBenchOptions,
+): Promise<IncomingBenchResult> {
+  const connections = 64;
+  const bare_hono = await bareHono(connections, mode);
+  // Accepting is measured here, so the queue's bound must not refuse anything
+  // (incoming_backpressure measures the bound).
+  await using home = await incomingHome("incoming", 10_000_000);
   await using server = await startToolgateHttp(home.path);
   const toolgate = await load({
     url: server.url,
@@ -288,17 +299,7 @@ export async function benchIncomingBackpressure(
 ): Promise<IncomingBackpressureResult> {
   const connections = 64;
   const bound = mode === "full" ? 5000 : mode === "quick" ? 2000 : 300;
-  await using home = await tempDir("backpressure");
-  const store = await openStore({ dataDir: home.path });
-  try {
-    await store.webhooks.addIncoming({ name: "bench", path: "/hooks/bench", handler: REST_TOOL });
-  } finally {
-    store.close();
-  }
-  await Deno.writeTextFile(
-    `${home.path}/config.json`,
-    JSON.stringify({ incoming: { max_pending_per_endpoint: bound } }),
-  );
+  await using home = await incomingHome("backpressure", bound);
   await using server = await startToolgateHttp(home.path);
   const { durationMs, warmupMs } = sizes(mode);
   const fill = Math.max(warmupMs, mode === "smoke" ? 500 : 2000);

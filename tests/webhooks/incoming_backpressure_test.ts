@@ -6,16 +6,9 @@
  *
  * @module
  */
-import { z } from "zod";
 import { assert, assertEquals, assertMatch } from "../_asserts.ts";
-import { createAuditLog } from "../../src/audit/mod.ts";
-import { EventBus } from "../../src/events/mod.ts";
-import { Gateway } from "../../src/gateway/mod.ts";
-import type { IncomingWebhook } from "../../src/store/mod.ts";
-import { IncomingRouter } from "../../src/webhooks/mod.ts";
 import { PendingJobs } from "../../src/webhooks/_pending.ts";
-import { tempStore } from "../audit/_store.ts";
-import { testConfig } from "../gateway/_fixtures.ts";
+import { gatedTool, incomingEnv } from "./_incoming_env.ts";
 
 Deno.test("PendingJobs holds places for accepts in flight and frees them on completion", () => {
   let now = 0;
@@ -58,177 +51,85 @@ Deno.test("PendingJobs holds places for accepts in flight and frees them on comp
 });
 
 Deno.test("past max_pending_per_endpoint a payload gets 503 QUEUE_FULL with Retry-After, and is not recorded", async () => {
-  await using temp = await tempStore();
-  const { store } = temp;
-  const base = await testConfig();
-  const config = {
-    ...base,
-    dataDir: temp.dataDir,
-    incoming: { ...base.incoming, max_pending_per_endpoint: 3 },
-  };
-  const bus = new EventBus();
-  const audit = createAuditLog({ store, bus });
-  let open!: () => void;
-  const gate = new Promise<void>((resolve) => open = resolve);
-  const handled: number[] = [];
-  const gateway = new Gateway({
-    config,
-    store,
-    bus,
-    audit,
-    log: () => {},
-    plugins: [{
-      name: "gated",
-      version: "1.0.0",
-      zeroConfig: true,
-      tools: [{
-        name: "count",
-        description: "Records n once the gate opens",
-        input: z.object({ n: z.number().int() }),
-        execute: async (args) => {
-          await gate;
-          handled.push(args.n as number);
-          return {};
-        },
-      }],
-    }],
+  const gated = gatedTool("count");
+  await using env = await incomingEnv({
+    plugins: [gated.plugin],
+    incoming: { max_pending_per_endpoint: 3 },
   });
-  await gateway.start();
-  const endpoint: IncomingWebhook = await store.webhooks.addIncoming({
+  const endpoint = await env.store.webhooks.addIncoming({
     name: "gated",
     path: "/hooks/gated",
     handler: "count",
   });
-  const router = new IncomingRouter({
-    store,
-    gateway,
-    audit,
-    config,
-    log: () => {},
-    concurrency: 1,
-  });
+  const router = env.router();
   await router.start();
-  const post = (n: number, query = "") =>
-    router.handle(
-      new Request(`http://127.0.0.1/hooks/gated${query}`, {
-        method: "POST",
-        headers: { "content-type": "application/json" },
-        body: JSON.stringify({ n }),
-      }),
-      endpoint,
-    );
   try {
     const statuses: number[] = [];
     for (let n = 0; n < 3; n++) {
-      const response = await post(n);
+      const response = await env.post(router, endpoint, { n });
       await response.body?.cancel();
       statuses.push(response.status);
     }
     assertEquals(statuses, [202, 202, 202]);
     assertEquals(router.waiting(endpoint.id), 3);
-    const full = await post(3);
+    const full = await env.post(router, endpoint, { n: 3 });
     assertEquals(full.status, 503);
     const retryAfter = Number(full.headers.get("retry-after"));
     assert(retryAfter >= 1 && retryAfter <= 60, `Retry-After ${retryAfter}`);
     const body = await full.json();
     assertEquals(body.error.code, "QUEUE_FULL");
     assertMatch(body.error.message, /3 payloads of \/hooks\/gated wait for their handler/);
-    const accepted = (await audit.list({ kind: "webhook.incoming" })).entries.length;
+    const accepted = (await env.audit.list({ kind: "webhook.incoming" })).entries.length;
     assertEquals(accepted, 3, "the refused payload was not recorded");
-    open();
+    // ?wait=true leaves no job: it is not refused (its handler waits at the gate too).
+    const waiting = env.post(router, endpoint, { n: 9 }, "?wait=true");
+    gated.open();
+    const waited = await waiting;
+    assertEquals(waited.status, 200);
+    await waited.body?.cancel();
     await router.idle();
-    assertEquals(handled.toSorted(), [0, 1, 2]);
+    assertEquals(gated.handled.toSorted(), [0, 1, 2, 9]);
     assertEquals(router.waiting(endpoint.id), 0);
-    const after = await post(4);
+    const after = await env.post(router, endpoint, { n: 4 });
     await after.body?.cancel();
     assertEquals(after.status, 202, "room again once the handlers drained the queue");
     await router.idle();
-    assertEquals(handled.toSorted(), [0, 1, 2, 4]);
+    assertEquals(gated.handled.toSorted(), [0, 1, 2, 4, 9]);
   } finally {
-    open();
-    await router.stop();
-    await gateway.stop();
-    await audit.close();
+    gated.open();
   }
 });
 
 Deno.test("a router starting on a full store counts what waits and refuses at once", async () => {
-  await using temp = await tempStore();
-  const { store } = temp;
-  const base = await testConfig();
-  const config = {
-    ...base,
-    dataDir: temp.dataDir,
-    incoming: { ...base.incoming, max_pending_per_endpoint: 2 },
-  };
-  const endpoint = await store.webhooks.addIncoming({
+  const gated = gatedTool("hold");
+  await using env = await incomingEnv({
+    plugins: [gated.plugin],
+    incoming: { max_pending_per_endpoint: 2 },
+  });
+  const endpoint = await env.store.webhooks.addIncoming({
     name: "x",
     path: "/hooks/x",
     handler: "hold",
   });
   for (let i = 0; i < 2; i++) {
-    await store.incoming.put({
+    await env.store.incoming.put({
       id: `inj_${i}`,
       endpoint_id: endpoint.id,
       handler: "hold",
       received_at: new Date().toISOString(),
     }, new TextEncoder().encode("{}"));
   }
-  assertEquals(await store.incoming.pendingCounts(), { [endpoint.id]: 2 });
-  const bus = new EventBus();
-  const audit = createAuditLog({ store, bus });
-  let open!: () => void;
-  const gate = new Promise<void>((resolve) => open = resolve);
-  const gateway = new Gateway({
-    config,
-    store,
-    bus,
-    audit,
-    log: () => {},
-    plugins: [{
-      name: "hold",
-      version: "1.0.0",
-      zeroConfig: true,
-      tools: [{
-        name: "hold",
-        description: "Waits for the gate",
-        input: z.object({}),
-        execute: async () => {
-          await gate;
-          return {};
-        },
-      }],
-    }],
-  });
-  await gateway.start();
-  const router = new IncomingRouter({
-    store,
-    gateway,
-    audit,
-    config,
-    log: () => {},
-    concurrency: 1,
-  });
+  const router = env.router();
   try {
     await router.start();
     assertEquals(router.waiting(endpoint.id), 2, "the jobs an earlier process accepted count");
-    const response = await router.handle(
-      new Request("http://127.0.0.1/hooks/x", {
-        method: "POST",
-        headers: { "content-type": "application/json" },
-        body: "{}",
-      }),
-      endpoint,
-    );
+    const response = await env.post(router, endpoint, {});
     assertEquals(response.status, 503);
     assertEquals((await response.json()).error.code, "QUEUE_FULL");
-    open();
+    gated.open();
     await router.idle();
     assertEquals(router.waiting(endpoint.id), 0);
   } finally {
-    open();
-    await router.stop();
-    await gateway.stop();
-    await audit.close();
+    gated.open();
   }
 });
