@@ -29,7 +29,10 @@ export interface EgressFetchOptions {
   profile: EgressProfile;
   /** Send the policy's loop marker (`X-Toolgate-Loop`). @default true */
   marker?: boolean;
-  /** Extra trusted CA certificates (PEM) for `https:` (tests). @default the system's */
+  /**
+   * CA certificates (PEM) trusted for `https:` beside the built-in roots and
+   * the policy's (`DENO_CERT`). @default none
+   */
   caCerts?: string[];
 }
 
@@ -70,8 +73,23 @@ export function egressFetch(options: EgressFetchOptions): EgressFetch {
     const body = init.body === undefined || init.body === null
       ? undefined
       : new Uint8Array(await new Response(init.body).arrayBuffer());
-    return await send(await nodeModules(), url, target, headers, body, init, caCerts);
+    const node = await nodeModules();
+    return await send(node, url, target, headers, body, init, trusted(node, policy, caCerts));
   };
+}
+
+/**
+ * The CAs to trust for `https:` when extra ones are given: `node:https`
+ * replaces its built-in roots by `ca`, so they are passed along; without
+ * extras the built-in roots alone (no `ca`).
+ */
+function trusted(
+  node: NodeModules,
+  policy: EgressPolicy,
+  caCerts: string[] | undefined,
+): string[] | undefined {
+  const extra = [...policy.caCerts, ...(caCerts ?? [])];
+  return extra.length ? [...node.rootCertificates, ...extra] : undefined;
 }
 
 /** `node:http` and friends, loaded on the first request (not on the stdio start-up path). */
@@ -82,6 +100,8 @@ interface NodeModules {
   httpsRequest: typeof import("node:https").request;
   Readable: typeof import("node:stream").Readable;
   Buffer: typeof import("node:buffer").Buffer;
+  /** `node:tls`'s built-in root certificates. */
+  rootCertificates: readonly string[];
 }
 
 function nodeModules(): Promise<NodeModules> {
@@ -90,11 +110,13 @@ function nodeModules(): Promise<NodeModules> {
     import("node:https"),
     import("node:stream"),
     import("node:buffer"),
-  ]).then(([http, https, stream, buffer]) => ({
+    import("node:tls"),
+  ]).then(([http, https, stream, buffer, tls]) => ({
     httpRequest: http.request,
     httpsRequest: https.request,
     Readable: stream.Readable,
     Buffer: buffer.Buffer,
+    rootCertificates: tls.rootCertificates,
   }));
 }
 

@@ -42,7 +42,23 @@ export function egressPolicyFromConfig(
     allow: config.egress.allow,
     listening,
     proxied: PROXY_VARIABLES.some((name) => Boolean(config.env[name])),
+    caCerts: [...extraCaCerts(config.env.DENO_CERT), ...(options.caCerts ?? [])],
   });
+}
+
+/**
+ * The certificates of `DENO_CERT` (a PEM file Deno adds to `fetch`'s trusted
+ * roots, e.g. a company CA), for the connections toolgate makes itself. An
+ * unreadable file adds nothing: Deno reports it itself.
+ */
+function extraCaCerts(path: string | undefined): string[] {
+  if (!path) return [];
+  try {
+    const pem = Deno.readTextFileSync(path);
+    return pem.includes("-----BEGIN CERTIFICATE-----") ? [pem] : [];
+  } catch {
+    return [];
+  }
 }
 
 const DEFAULTS = new WeakMap<object, EgressPolicy>();

@@ -60,6 +60,11 @@ export interface EgressPolicyOptions {
   lookup?: LookupFunction;
   /** This machine's addresses (for `0.0.0.0` and `::` binds). @default Deno.networkInterfaces() */
   localAddresses?: () => string[];
+  /**
+   * CA certificates (PEM) trusted beside the built-in roots for `https:`, as
+   * `DENO_CERT` adds them to `fetch`'s. @default none
+   */
+  caCerts?: readonly string[];
 }
 
 /** The ranges each profile lets through without an allow-list entry. */
@@ -129,6 +134,8 @@ export class EgressPolicy {
   marker: string | undefined;
   /** An HTTP(S) proxy configured from the environment makes the connections. */
   readonly proxied: boolean;
+  /** CA certificates (PEM) trusted beside the built-in roots (`DENO_CERT`). */
+  readonly caCerts: readonly string[];
   #allow: AllowList;
   #listening: ListenAddress[];
   #lookup: LookupFunction;
@@ -147,11 +154,13 @@ export class EgressPolicy {
       proxied = false,
       lookup = systemLookup,
       localAddresses = systemAddresses,
+      caCerts = [],
     } = options;
     this.#allow = parseAllowList(allow);
     this.#listening = [...listening];
     this.marker = marker;
     this.proxied = proxied;
+    this.caCerts = [...caCerts];
     this.#lookup = lookup;
     this.#localAddresses = localAddresses;
   }

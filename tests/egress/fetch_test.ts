@@ -1,7 +1,12 @@
 import { assert, assertEquals, assertRejects } from "../_asserts.ts";
 import { tempHome } from "../_helpers.ts";
 import { testCertificates } from "../_tls.ts";
-import { egressFetch, EgressPolicy } from "../../src/egress/mod.ts";
+import {
+  type EgressConfig,
+  egressFetch,
+  EgressPolicy,
+  egressPolicyFromConfig,
+} from "../../src/egress/mod.ts";
 import { GatewayError } from "../../src/errors/mod.ts";
 
 /** A policy that resolves every name to 127.0.0.1 and allows it. */
@@ -84,4 +89,31 @@ Deno.test("with a proxy configured, egressFetch() still checks the target's addr
     `http://127.0.0.1:${server.addr.port}/`,
   );
   assertEquals(await response.text(), "dep_p");
+});
+
+Deno.test("a CA from DENO_CERT is trusted for https beside the built-in roots, as fetch trusts it", async () => {
+  await using tmp = await tempHome();
+  const pair = await testCertificates(tmp.home, ["pinned.test"]);
+  await Deno.writeTextFile(`${tmp.home}/company-ca.pem`, pair.ca);
+  await using server = Deno.serve(
+    { hostname: "127.0.0.1", port: 0, cert: pair.cert, key: pair.key, onListen() {} },
+    () => new Response("trusted"),
+  );
+  const policy = egressPolicyFromConfig({
+    egress: { allow: ["127.0.0.1/32"] },
+    server: { host: "127.0.0.1", port: 0 },
+    env: { DENO_CERT: `${tmp.home}/company-ca.pem` },
+  } as unknown as EgressConfig, {
+    lookup: () => Promise.resolve([{ address: "127.0.0.1", family: 4 }]),
+  });
+  assertEquals(policy.caCerts, [pair.ca]);
+  const fetch = egressFetch({ policy, profile: "public" });
+  const response = await fetch(`https://pinned.test:${server.addr.port}/`);
+  assertEquals(await response.text(), "trusted");
+  const unreadable = egressPolicyFromConfig({
+    egress: { allow: [] },
+    server: { host: "127.0.0.1", port: 0 },
+    env: { DENO_CERT: `${tmp.home}/missing.pem` },
+  } as unknown as EgressConfig);
+  assertEquals(unreadable.caCerts, []);
 });
