@@ -14,6 +14,7 @@ import { registerTools } from "./tools.ts";
 import { registerPlugins } from "./plugins.ts";
 import { registerAudit } from "./audit.ts";
 import { registerDlq } from "./dlq.ts";
+import { registerIncoming } from "./incoming.ts";
 import { registerDb } from "./db.ts";
 
 /** Builds the command tree for one invocation. */
@@ -37,6 +38,7 @@ export function createProgram(context: CliContext): Command {
   registerKeychain(program, context);
   registerAudit(program, context);
   registerDlq(program, context);
+  registerIncoming(program, context);
   registerDb(program, context);
   return program;
 }

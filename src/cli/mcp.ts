@@ -111,8 +111,15 @@ export async function startStdio(context: CliContext): Promise<void> {
 
 async function startHttp(context: CliContext): Promise<void> {
   // Loaded here, not at the top: the stdio transport never needs it.
-  const { auditRoutes, dlqRoutes, eventsRoutes, incomingRoutes, serveHttp, webhookRoutes } =
-    await import("../http/mod.ts");
+  const {
+    auditRoutes,
+    dlqRoutes,
+    eventsRoutes,
+    incomingFailedRoutes,
+    incomingRoutes,
+    serveHttp,
+    webhookRoutes,
+  } = await import("../http/mod.ts");
   const runtime = await createRuntime(context, { role: "server", transport: "http" });
   const log = (message: string) => context.io.stderr(`toolgate: ${message}\n`);
   const incoming = new IncomingRouter({
@@ -147,6 +154,7 @@ async function startHttp(context: CliContext): Promise<void> {
         eventsRoutes(),
         webhookRoutes(runtime.store, { egress: runtime.egress }),
         dlqRoutes(runtime.store),
+        incomingFailedRoutes(runtime.store, () => incoming.wake()),
         incomingRoutes(incoming),
       ],
       isPublicPath: (path) => incoming.match(path) !== undefined,

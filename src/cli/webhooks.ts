@@ -9,7 +9,7 @@ import { egressPolicyFromConfig } from "../egress/mod.ts";
 import type { Command } from "commander";
 import { EVENT_TYPES } from "../events/mod.ts";
 import { GatewayError } from "../errors/mod.ts";
-import type { IncomingWebhook, OutgoingWebhook } from "../store/mod.ts";
+import type { IncomingLogEntry, IncomingWebhook, OutgoingWebhook } from "../store/mod.ts";
 import { builtinPlugins } from "../plugins/mod.ts";
 import {
   addWebhook,
@@ -42,6 +42,30 @@ import {
 } from "../webhooks/mod.ts";
 import { type CliContext, table, usage } from "./context.ts";
 
+/** What became of a logged payload, as one cell of `webhooks show`. */
+function payloadOutcome(entry: IncomingLogEntry): string {
+  const calls = entry.attempts !== undefined ? ` (${entry.attempts} call(s))` : "";
+  const error = entry.code
+    ? `${entry.code}: ${entry.message ?? ""}${
+      entry.fields?.length ? ` [fields: ${entry.fields.join(", ")}]` : ""
+    }`
+    : "";
+  switch (entry.status) {
+    case "accepted":
+      return "accepted, queued";
+    case "ok":
+      return `ran ok${calls}`;
+    case "retrying":
+      return `retrying at ${entry.next_attempt_at}${calls}: ${error}`;
+    case "failed":
+      return `failed${calls}: ${error}; toolgate incoming failed show ${entry.id}`;
+    case "skipped":
+      return `skipped: ${entry.reason ?? ""}`;
+    case "duplicate":
+      return `duplicate of ${entry.job_id}`;
+  }
+}
+
 /** Paths served by the HTTP transport itself; incoming endpoints may not shadow them. */
 export const RESERVED_PATHS = [
   "/tools",
@@ -52,6 +76,7 @@ export const RESERVED_PATHS = [
   "/events",
   "/webhooks",
   "/dlq",
+  "/incoming",
 ];
 
 /** A plain URL path: segments of letters, digits and `-._~`, each after one `/`. */
@@ -852,7 +877,8 @@ export function registerWebhooks(program: Command, context: CliContext): void {
 
   webhooks.command("show")
     .description(
-      "show one webhook with its recent delivery attempts (outgoing) or counters (incoming)",
+      "show one webhook with its recent delivery attempts (outgoing) or its counters and last " +
+        "20 payloads with their outcome (incoming)",
     )
     .argument("<id>", "the webhook id (wh_… or in_…)")
     .option("--json", "print JSON")
@@ -868,8 +894,15 @@ export function registerWebhooks(program: Command, context: CliContext): void {
         }
         const stats = await store.webhooks.incomingStats(id);
         const waiting = (await store.incoming.pendingCounts())[id] ?? 0;
-        if (options.json) context.printJson({ ...publicIncoming(endpoint), stats, waiting });
-        else {
+        const payloads = await store.incoming.readPayloadLog(id);
+        if (options.json) {
+          context.printJson({
+            ...publicIncoming(endpoint),
+            stats,
+            waiting,
+            recent_payloads: payloads,
+          });
+        } else {
           context.print(`${endpoint.id}  incoming  ${endpoint.path} → ${endpoint.handler}`);
           const view = publicIncoming(endpoint);
           context.print(
@@ -885,6 +918,13 @@ export function registerWebhooks(program: Command, context: CliContext): void {
               stats.last_received_at ?? "never"
             }; ${waiting} waiting for the handler`,
           );
+          if (!payloads.length) context.print("No payloads yet.");
+          else {
+            context.print(table(
+              ["RECEIVED", "JOB", "HANDLER", "OUTCOME"],
+              payloads.map((p) => [p.received_at, p.id, p.handler ?? "", payloadOutcome(p)]),
+            ));
+          }
         }
         return;
       }

@@ -146,6 +146,8 @@ export const ConfigFileSchema = z.strictObject({
     max_pending_per_endpoint: z.number().int().min(1).default(10_000),
     /** Accepted payloads waiting for their handler, all endpoints together. */
     max_pending: z.number().int().min(1).default(100_000),
+    /** Unit of the retry schedule of failed handler calls (1, 2, 4, 8, 16 × this, plus jitter). */
+    retry_base_ms: z.number().int().positive().default(1000),
   }).prefault({}),
   tools: z.strictObject({
     timeout_ms: z.number().int().positive().default(30_000),
@@ -267,7 +269,8 @@ export function parseConfigFile(raw: unknown, source = "config.json"): ConfigFil
 /**
  * Loads the configuration once: `config.json` in the data dir (optional),
  * then environment overrides (`TOOLGATE_HOST`, `TOOLGATE_PORT`,
- * `TOOLGATE_API_TOKEN`, `TOOLGATE_RETRY_BASE_MS`, `TOOLGATE_WEBHOOK_TIMEOUT_MS`,
+ * `TOOLGATE_API_TOKEN`, `TOOLGATE_RETRY_BASE_MS`, `TOOLGATE_INCOMING_RETRY_BASE_MS`,
+ * `TOOLGATE_WEBHOOK_TIMEOUT_MS`,
  * `TOOLGATE_POLL_MS`, `TOOLGATE_SLACK_API_URL`, `TOOLGATE_DATABASE_URL`, `TOOLGATE_SECRET_KEY`,
  * `TOOLGATE_EGRESS_ALLOW`, appended to `egress.allow`).
  *
@@ -319,6 +322,8 @@ export async function loadConfig(options: LoadConfigOptions = {}): Promise<Confi
   if (env.TOOLGATE_HOST) file.server.host = env.TOOLGATE_HOST;
   const retryBase = intEnv(env, "TOOLGATE_RETRY_BASE_MS", 1);
   if (retryBase !== undefined) file.webhooks.retry_base_ms = retryBase;
+  const incomingRetryBase = intEnv(env, "TOOLGATE_INCOMING_RETRY_BASE_MS", 1);
+  if (incomingRetryBase !== undefined) file.incoming.retry_base_ms = incomingRetryBase;
   const timeout = intEnv(env, "TOOLGATE_WEBHOOK_TIMEOUT_MS", 1);
   if (timeout !== undefined) file.webhooks.timeout_ms = timeout;
   const poll = intEnv(env, "TOOLGATE_POLL_MS", 1);

@@ -54,6 +54,7 @@ export { ToolInfoSchema, ToolListSchema, ToolResultSchema } from "./tools.ts";
 export { HealthSchema } from "./health.ts";
 export { AuditPageSchema, auditRoutes } from "./audit.ts";
 export { incomingRoutes } from "./incoming.ts";
+export { FailedJobSchema, incomingFailedRoutes } from "./incoming_failed.ts";
 export { DlqEntrySchema, dlqRoutes } from "./dlq.ts";
 export { webhookRoutes, type WebhookRoutesOptions, WebhookSchema } from "./webhooks.ts";
 export { eventsRoutes } from "./events.ts";

@@ -192,7 +192,9 @@ async function copyAll(source: Store, importer: PostgresImporter): Promise<void>
   }
   for (const webhook of outgoing) await copyLog(source, importer, webhook.id);
   await copyAudit(source, importer);
-  for (const job of await source.incoming.list()) {
+  // Pending jobs (with their retry schedule), then failed jobs, kept as they are.
+  const jobs = [...await source.incoming.list(), ...await source.incoming.listFailed()];
+  for (const job of jobs) {
     const body = await source.incoming.readBody(job);
     // A job completed meanwhile is gone with its body.
     if (body) await importer.incomingJob(job, body);

@@ -348,7 +348,21 @@ export function newLogEntryId(at: number = Date.now()): string {
   return ulid(at);
 }
 
-/** A pending incoming job. */
+/** One failed handler call of an incoming job. */
+export const IncomingAttemptSchema = z.strictObject({
+  /** When it failed (ISO time). */
+  at: z.string(),
+  /** Its error code (`TOOL_INPUT_INVALID`, `TOOL_NOT_FOUND`, ...). */
+  code: z.string(),
+  message: z.string(),
+  /** The argument fields a `TOOL_INPUT_INVALID` named. */
+  fields: z.array(z.string()).optional(),
+});
+
+/** One failed handler call of an incoming job. */
+export type IncomingAttempt = z.infer<typeof IncomingAttemptSchema>;
+
+/** An incoming job: pending (maybe waiting for a retry) or failed. */
 export const IncomingJobSchema = z.strictObject({
   id: z.string(),
   endpoint_id: z.string(),
@@ -358,7 +372,50 @@ export const IncomingJobSchema = z.strictObject({
   chunks: z.number().int().min(0),
   /** Seq of the payload's audit entry; no longer written (the entry's session_id is the job id). */
   audit_seq: z.number().int().optional(),
+  /** The failed handler calls so far, oldest first (absent: none). */
+  attempts: z.array(IncomingAttemptSchema).optional(),
+  /** When the next handler call is due (epoch ms); claims skip the job until then. */
+  next_attempt_at: z.number().int().optional(),
+  /** When the job became a failed job (kept, never claimed, until replayed or purged). */
+  failed_at: z.string().optional(),
 });
+
+/** A failed handler call to record with `IncomingStore.fail`. */
+export interface IncomingFailure {
+  job: IncomingJob;
+  attempt: IncomingAttempt;
+  /** When to call the handler again (epoch ms); absent: the job becomes a failed job. */
+  retry_at?: number;
+}
+
+/** Entries kept in an incoming endpoint's payload log. */
+export const INCOMING_LOG_SIZE = 20;
+
+/** One payload in an incoming endpoint's log, with its latest outcome. */
+export const IncomingLogEntrySchema = z.strictObject({
+  /** The payload's job id (a duplicate's own id); entries sort by it, oldest first. */
+  id: z.string(),
+  endpoint_id: z.string(),
+  received_at: z.string(),
+  /** When the outcome was recorded (ISO time). */
+  updated_at: z.string(),
+  status: z.enum(["accepted", "ok", "retrying", "failed", "skipped", "duplicate"]),
+  handler: z.string().optional(),
+  /** A duplicate's first job. */
+  job_id: z.string().optional(),
+  /** Why it was skipped. */
+  reason: z.string().optional(),
+  /** Handler calls made so far. */
+  attempts: z.number().int().min(0).optional(),
+  code: z.string().optional(),
+  message: z.string().optional(),
+  fields: z.array(z.string()).optional(),
+  /** When the next handler call is due (ISO time), while retrying. */
+  next_attempt_at: z.string().optional(),
+});
+
+/** One payload in an incoming endpoint's log. */
+export type IncomingLogEntry = z.infer<typeof IncomingLogEntrySchema>;
 
 /** A pending incoming job (its body is stored separately). */
 export type IncomingJob = z.infer<typeof IncomingJobSchema>;

@@ -26,7 +26,9 @@ import type {
   DeliveryOutcome,
   DlqRecord,
   IncomingClaim,
+  IncomingFailure,
   IncomingJob,
+  IncomingLogEntry,
   IncomingStats,
   IncomingWebhook,
   KeychainRecord,
@@ -320,6 +322,35 @@ export interface IncomingStore {
   sweepOrphanBodies(): Promise<number>;
   /** How many jobs wait for their handler (claimed or not), by endpoint id. */
   pendingCounts(): Promise<Record<string, number>>;
+  /**
+   * Records failed handler calls: each job (still pending) gets the attempt
+   * appended and its claim dropped; with `retry_at` it waits, unclaimable,
+   * until then; without, it becomes a failed job (`failed_at`, counted as
+   * `failed`), kept with its body until replayed or purged. Says for each
+   * whether the job was still pending.
+   */
+  fail(items: readonly IncomingFailure[]): Promise<boolean[]>;
+  /** One job, pending or failed, or `null`. */
+  get(id: string): Promise<IncomingJob | null>;
+  /** Failed jobs, oldest first: all, or one endpoint's; at most `limit`. */
+  listFailed(options?: { endpoint_id?: string; limit?: number }): Promise<IncomingJob[]>;
+  /**
+   * Makes failed jobs pending again with a fresh schedule (no attempts, due
+   * now, unclaimed), same id and body; returns the ids that were failed jobs.
+   */
+  replayFailed(ids: readonly string[]): Promise<string[]>;
+  /**
+   * Deletes failed jobs with their bodies: those of `ids`, else those failed
+   * before `before` (ISO time), else all; returns how many.
+   */
+  purgeFailed(options?: { ids?: readonly string[]; before?: string }): Promise<number>;
+  /**
+   * Writes payload log entries (replacing an entry of the same endpoint and
+   * id) and keeps each endpoint's newest {@linkcode INCOMING_LOG_SIZE} by id.
+   */
+  logPayloads(entries: readonly IncomingLogEntry[]): Promise<void>;
+  /** An endpoint's payload log, newest first, at most `limit` (default and most: 20). */
+  readPayloadLog(endpointId: string, limit?: number): Promise<IncomingLogEntry[]>;
   /**
    * Reserves a sender's delivery id at an endpoint for the payload being
    * accepted as `job_id` (de-duplication), atomically across handles: of

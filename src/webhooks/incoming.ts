@@ -22,10 +22,19 @@ import { GatewayError } from "../errors/mod.ts";
 import type { Gateway } from "../gateway/mod.ts";
 import { toErrorResult, toToolResult } from "../gateway/mod.ts";
 import { newId } from "../ids.ts";
-import type { IncomingJob, IncomingWebhook, Store } from "../store/mod.ts";
+import type {
+  IncomingAttempt,
+  IncomingFailure,
+  IncomingJob,
+  IncomingLogEntry,
+  IncomingWebhook,
+  Store,
+} from "../store/mod.ts";
+import { INCOMING_LOG_SIZE } from "../store/mod.ts";
 import { bearerMatches, verifyIncoming } from "./incoming_verify.ts";
 import { IncomingMapping, type MappedCall } from "./incoming_map.ts";
 import { type Admission, PendingJobs } from "./_pending.ts";
+import { MAX_RETRIES, retryDelayMs } from "./retry_policy.ts";
 
 /** The audit log as the router needs it: appends that resolve with the committed entry. */
 export type IncomingAuditLog = Pick<AuditLog, "append">;
@@ -49,6 +58,8 @@ export interface IncomingRouterOptions {
   maxQueuedJobs?: number;
   /** Clock in ms. @default Date.now */
   now?: () => number;
+  /** Random numbers in [0, 1) choosing the jitter of retry delays. @default Math.random */
+  random?: () => number;
   /**
    * This deployment's loop marker (the store's deployment id): a request
    * carrying it in `X-Toolgate-Loop` came from this deployment itself (a
@@ -100,11 +111,31 @@ interface QueuedJob {
   payload?: Record<string, unknown>;
 }
 
-/** A finished job waiting for its completion to be written. */
+/** A finished job waiting for its completion (or its failed attempt) to be written. */
 interface Completion {
   job: IncomingJob;
-  failed: boolean;
+  /** The failed call: the job waits for `retry_at`, or without it becomes a failed job. */
+  failure?: Omit<IncomingFailure, "job">;
   settle(): void;
+}
+
+/**
+ * Error codes of a handler call that fails because of its input: the same
+ * arguments fail again, so the job becomes a failed job at once. Any other
+ * failure is retried (`TOOL_NOT_FOUND` too: the handler may appear once its
+ * upstream connects).
+ */
+const INPUT_ERROR_CODES: ReadonlySet<string> = new Set(["TOOL_INPUT_INVALID", "INVALID_JSON"]);
+
+/** The argument fields a `TOOL_INPUT_INVALID` names (`details.fields[].path`). */
+function errorFields(error: unknown): string[] | undefined {
+  if (!(error instanceof GatewayError) || error.code !== "TOOL_INPUT_INVALID") return undefined;
+  const fields = (error.details as { fields?: { path?: unknown }[] } | undefined)?.fields;
+  if (!Array.isArray(fields)) return undefined;
+  const paths = fields.map((field) => field?.path).filter((p): p is string =>
+    typeof p === "string"
+  );
+  return paths.length ? paths : undefined;
 }
 
 interface Bucket {
@@ -127,6 +158,7 @@ export class IncomingRouter {
   #log: (message: string) => void;
   #loopMarker: string | undefined;
   #now: () => number;
+  #random: () => number;
   #concurrency: number;
   #maxQueued: number;
   /** The owner of this router's claims on jobs. */
@@ -167,6 +199,10 @@ export class IncomingRouter {
   #reloading: Promise<void> | null = null;
   #running = new Set<Promise<void>>();
   #stopped = false;
+  /** Due times (epoch ms) of the retries this router scheduled, ascending. */
+  #dueTimes: number[] = [];
+  /** Payload log entries not yet written, by endpoint then entry id (the newest 20 each). */
+  #payloads = new Map<string, Map<string, IncomingLogEntry>>();
 
   /** @param options Store, gateway, audit log and configuration. */
   constructor(options: IncomingRouterOptions) {
@@ -175,6 +211,7 @@ export class IncomingRouter {
       concurrency = 16,
       maxQueuedJobs = 10_000,
       now = Date.now,
+      random = Math.random,
     } = options;
     this.#store = options.store;
     this.#gateway = options.gateway;
@@ -183,6 +220,7 @@ export class IncomingRouter {
     this.#log = log;
     this.#loopMarker = options.loopMarker;
     this.#now = now;
+    this.#random = random;
     this.#concurrency = concurrency;
     this.#maxQueued = maxQueuedJobs;
     this.#shared = options.store.incoming.sharedClaims;
@@ -217,6 +255,7 @@ export class IncomingRouter {
       this.#flushStats().catch((e) =>
         this.#log(`incoming: stats flush failed: ${(e as Error).message}`)
       ),
+      this.#flushPayloadLog(),
     ]);
     if (this.#stopped) return;
     try {
@@ -250,6 +289,9 @@ export class IncomingRouter {
     }
     // Other instances leave jobs to claim: released, lapsed, or past their queue.
     if (this.#shared) this.#overflow = true;
+    // Retries fall due; while idle, look for any due job (replayed failed
+    // jobs, retries scheduled by an earlier process).
+    if (this.#retriesDue(this.#now()) || this.#idleNow()) this.#overflow = true;
     this.#pump();
   }
 
@@ -395,7 +437,14 @@ export class IncomingRouter {
         ttl_ms: DEDUPE_TTL_MS,
         stale_ms: DEDUPE_STALE_MS,
       });
-      if (seen.status === "duplicate") return duplicate(endpoint, deliveryId, seen);
+      if (seen.status === "duplicate") {
+        const answer = duplicate(endpoint, deliveryId, seen);
+        this.#notePayload(endpoint.id, newId("inj"), receivedAt, {
+          status: "duplicate",
+          job_id: seen.job_id,
+        });
+        return answer;
+      }
     }
     try {
       const response = await this.#accept(
@@ -468,7 +517,11 @@ export class IncomingRouter {
         },
       }, staged ? { writes: staged.writes } : {});
       this.#count(endpoint.id, "received", receivedAt);
-      if (wait) return await this.#runNow(endpoint, jobId, call.handler, call.args);
+      this.#notePayload(endpoint.id, jobId, receivedAt, {
+        status: "accepted",
+        handler: call.handler,
+      });
+      if (wait) return await this.#runNow(endpoint, jobId, call.handler, call.args, receivedAt);
       // The job's audit entry is the one whose session_id is the job id.
       const job = staged?.job ?? await this.#store.incoming.put(fields, jobBody, claim);
       admission?.accepted();
@@ -532,6 +585,7 @@ export class IncomingRouter {
       },
     });
     this.#count(endpoint.id, "received", receivedAt);
+    this.#notePayload(endpoint.id, jobId, receivedAt, { status: "skipped", reason });
     return Response.json({ id: jobId, status: "skipped", reason }, { status: 202 });
   }
 
@@ -570,16 +624,25 @@ export class IncomingRouter {
     jobId: string,
     handler: string,
     args: Record<string, unknown>,
+    receivedAt: string,
   ) {
     try {
       const result = await this.#gateway.call(handler, args, {
         sessionId: jobId,
         source: "webhook",
       });
+      this.#notePayload(endpoint.id, jobId, receivedAt, { status: "ok", handler, attempts: 1 });
       return Response.json({ id: jobId, status: "completed", result: toToolResult(result) });
     } catch (error) {
       if (!(error instanceof GatewayError)) throw error;
       this.#countFailed(endpoint.id);
+      this.#notePayload(endpoint.id, jobId, receivedAt, {
+        status: "failed",
+        handler,
+        attempts: 1,
+        ...attemptOf(error, this.#now()),
+        at: undefined,
+      });
       if (error.code === "TOOL_INPUT_INVALID") this.#reportBadMapping(endpoint.id, handler, error);
       const status = error.code === "TOOL_INPUT_INVALID" ? 422 : error.status;
       return Response.json(
@@ -706,7 +769,7 @@ export class IncomingRouter {
   }
 
   async #run({ job, payload }: QueuedJob): Promise<void> {
-    let failed = false;
+    let failure: Completion["failure"];
     try {
       let args = payload;
       if (!args) {
@@ -720,15 +783,27 @@ export class IncomingRouter {
       }
       await this.#gateway.call(job.handler, args, { sessionId: job.id, source: "webhook" });
     } catch (error) {
-      failed = true;
-      const code = error instanceof GatewayError ? error.code : "INTERNAL";
-      this.#log(`incoming job ${job.id}: handler ${job.handler} failed: ${code}`);
-      if (error instanceof GatewayError && code === "TOOL_INPUT_INVALID") {
+      const now = this.#now();
+      const attempt = attemptOf(error, now);
+      // Calls made so far, this one included; retry n waits 2^(n-1) × the base.
+      const calls = (job.attempts?.length ?? 0) + 1;
+      const last = INPUT_ERROR_CODES.has(attempt.code) || calls > MAX_RETRIES;
+      failure = last ? { attempt } : {
+        attempt,
+        retry_at: now + retryDelayMs(calls, this.#config.incoming.retry_base_ms, this.#random()),
+      };
+      this.#log(
+        `incoming job ${job.id}: handler ${job.handler} failed: ${attempt.code}` +
+          (failure.retry_at === undefined
+            ? ` (attempt ${calls}); kept as a failed job: toolgate incoming failed show ${job.id}`
+            : ` (attempt ${calls}); retry at ${new Date(failure.retry_at).toISOString()}`),
+      );
+      if (error instanceof GatewayError && attempt.code === "TOOL_INPUT_INVALID") {
         this.#reportBadMapping(job.endpoint_id, job.handler, error);
       }
     }
     await new Promise<void>((settle) => {
-      this.#completions.push({ job, failed, settle });
+      this.#completions.push({ job, failure, settle });
       this.#completing ??= this.#flushCompletions();
     });
   }
@@ -744,10 +819,26 @@ export class IncomingRouter {
       while (this.#completions.length) {
         const batch = this.#completions.splice(0, COMPLETIONS_PER_FLUSH);
         try {
-          const removed = await this.#store.incoming.complete(batch);
+          const done = batch.filter(({ failure }) => !failure);
+          const failed: IncomingFailure[] = batch.flatMap(({ job, failure }) =>
+            failure ? [{ job, ...failure }] : []
+          );
+          const [removed, changed] = await Promise.all([
+            done.length
+              ? this.#store.incoming.complete(done.map(({ job }) => ({ job, failed: false })))
+              : [],
+            failed.length ? this.#store.incoming.fail(failed) : [],
+          ]);
+          // Done, or failed for good: no longer waiting (a retry still waits).
           removed.forEach((gone, i) => {
-            if (gone) this.#pendingJobs.completed(batch[i].job.endpoint_id);
+            if (gone) this.#pendingJobs.completed(done[i].job.endpoint_id);
           });
+          changed.forEach((found, i) => {
+            if (found && failed[i].retry_at === undefined) {
+              this.#pendingJobs.completed(failed[i].job.endpoint_id);
+            }
+          });
+          for (const { job, failure } of batch) this.#noteOutcome(job, failure);
         } catch (error) {
           const ids = batch.map(({ job }) => job.id);
           this.#log(
@@ -763,6 +854,102 @@ export class IncomingRouter {
     } finally {
       this.#completing = null;
     }
+  }
+
+  /** Notes a finished call's outcome in the payload log; a retry's due time is watched. */
+  #noteOutcome(job: IncomingJob, failure: Completion["failure"]): void {
+    const calls = (job.attempts?.length ?? 0) + 1;
+    const base = { handler: job.handler, attempts: calls };
+    if (!failure) {
+      this.#notePayload(job.endpoint_id, job.id, job.received_at, { status: "ok", ...base });
+      return;
+    }
+    const { at: _at, ...error } = failure.attempt;
+    if (failure.retry_at === undefined) {
+      this.#notePayload(job.endpoint_id, job.id, job.received_at, {
+        status: "failed",
+        ...base,
+        ...error,
+      });
+      return;
+    }
+    this.#watchDue(failure.retry_at);
+    this.#notePayload(job.endpoint_id, job.id, job.received_at, {
+      status: "retrying",
+      ...base,
+      ...error,
+      next_attempt_at: new Date(failure.retry_at).toISOString(),
+    });
+  }
+
+  /** Remembers a retry's due time, to claim it once due. */
+  #watchDue(at: number): void {
+    const times = this.#dueTimes;
+    let i = times.length;
+    while (i > 0 && times[i - 1] > at) i--;
+    times.splice(i, 0, at);
+  }
+
+  /** Whether a watched retry fell due by `now` (those are forgotten: a claim takes them). */
+  #retriesDue(now: number): boolean {
+    let due = 0;
+    while (due < this.#dueTimes.length && this.#dueTimes[due] <= now) due++;
+    if (due) this.#dueTimes.splice(0, due);
+    return due > 0;
+  }
+
+  /** Nothing queued, running, being accepted or claimed. */
+  #idleNow(): boolean {
+    return !this.#queue.length && !this.#running.size && !this.#reserved && !this.#reloading;
+  }
+
+  /**
+   * Notes a payload's latest outcome for the endpoint's payload log
+   * (written on the next poll, off the request's path); only the newest
+   * {@linkcode INCOMING_LOG_SIZE} per endpoint are kept meanwhile.
+   */
+  #notePayload(
+    endpointId: string,
+    id: string,
+    receivedAt: string,
+    outcome: Omit<IncomingLogEntry, "id" | "endpoint_id" | "received_at" | "updated_at"> & {
+      at?: unknown;
+    },
+  ): void {
+    const { at: _at, ...fields } = outcome;
+    let entries = this.#payloads.get(endpointId);
+    if (!entries) this.#payloads.set(endpointId, entries = new Map());
+    entries.delete(id);
+    entries.set(id, {
+      id,
+      endpoint_id: endpointId,
+      received_at: receivedAt,
+      updated_at: new Date(this.#now()).toISOString(),
+      ...Object.fromEntries(Object.entries(fields).filter(([, v]) => v !== undefined)),
+    } as IncomingLogEntry);
+    if (entries.size > INCOMING_LOG_SIZE) {
+      let oldest: string | undefined;
+      for (const key of entries.keys()) if (oldest === undefined || key < oldest) oldest = key;
+      entries.delete(oldest!);
+    }
+  }
+
+  /** Writes the noted payload log entries. */
+  async #flushPayloadLog(): Promise<void> {
+    if (!this.#payloads.size) return;
+    const entries = [...this.#payloads.values()].flatMap((byId) => [...byId.values()]);
+    this.#payloads.clear();
+    try {
+      await this.#store.incoming.logPayloads(entries);
+    } catch (error) {
+      this.#log(`incoming: cannot write the payload log: ${(error as Error).message}`);
+    }
+  }
+
+  /** Looks for due jobs in the store now (a replay queued some), not on the next poll. */
+  wake(): void {
+    this.#overflow = true;
+    this.#pump();
   }
 
   /** Resolves when no job is queued or running (tests, shutdown). */
@@ -787,11 +974,24 @@ export class IncomingRouter {
     await this.#ticking;
     await this.#reloading;
     await Promise.all([...this.#running]);
+    await this.#completing;
     await this.#flushStats();
+    await this.#flushPayloadLog();
     await this.#store.incoming.releaseClaims(this.#owner).catch((e) =>
       this.#log(`incoming: cannot release claims: ${(e as Error).message}`)
     );
   }
+}
+
+/** A failed handler call as recorded: when, code, message, and the fields of an input error. */
+function attemptOf(error: unknown, now: number): IncomingAttempt {
+  const fields = errorFields(error);
+  return {
+    at: new Date(now).toISOString(),
+    code: error instanceof GatewayError ? error.code : "INTERNAL",
+    message: (error as Error)?.message ?? String(error),
+    ...(fields ? { fields } : {}),
+  };
 }
 
 function tooLarge(limit: number): GatewayError {

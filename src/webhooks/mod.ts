@@ -104,6 +104,13 @@ export type {
 export type { AttemptRecord, DeliveryLogEntry } from "../store/mod.ts";
 export { DEDUPE_TTL_MS, IncomingRouter } from "./incoming.ts";
 export {
+  listFailedJobs,
+  purgeFailedJobs,
+  replayFailedJobs,
+  showFailedJob,
+} from "./incoming_failed.ts";
+export type { FailedJobView, FailedReplayResult, FailedReplayTarget } from "./incoming_failed.ts";
+export {
   bearerMatches,
   DEFAULT_SIGNATURE_HEADER,
   DEFAULT_TOLERANCE_S,

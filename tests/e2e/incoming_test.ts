@@ -344,6 +344,12 @@ Deno.test("a 300 KiB payload is queued in its own commits and reaches its handle
   assertEquals(call.input, { key: "big", value });
   assertEquals(call.outcome.error_code, "TOOL_INPUT_INVALID");
   await server.stop();
+  // An input error: kept as a failed job with its whole body, until purged.
+  const failed = await runCli(["incoming", "failed", "list", "--json"], { home: tmp.home });
+  assertEquals(JSON.parse(failed.stdout).length, 1, failed.stderr);
+  assertEquals(await leftovers(tmp.home), { jobs: 0, chunks: 6 });
+  const purged = await runCli(["incoming", "failed", "purge"], { home: tmp.home });
+  assertEquals(purged.stdout.trim(), "Purged 1 failed job(s)");
   assertEquals(await leftovers(tmp.home), { jobs: 0, chunks: 0 });
 });
 

@@ -13,10 +13,14 @@ import { GatewayError } from "../../errors/mod.ts";
 import {
   incomingBodiesPrefix,
   incomingDedupeKey,
+  incomingFailedKey,
+  incomingFailedPrefix,
   incomingJobBodyKey,
   incomingJobBodyPrefix,
   incomingJobKey,
   incomingJobsPrefix,
+  incomingLogKey,
+  incomingLogPrefix,
   incomingStatsKey,
 } from "./keys.ts";
 import type { KvStagedWrites } from "./_staged.ts";
@@ -24,9 +28,13 @@ import type { KvStore } from "./kv_store.ts";
 import {
   type ClaimIncomingOptions,
   type DedupeReservation,
+  INCOMING_LOG_SIZE,
   type IncomingClaim,
+  type IncomingFailure,
   type IncomingJob,
   IncomingJobSchema,
+  type IncomingLogEntry,
+  IncomingLogEntrySchema,
   type ReserveDedupeOptions,
 } from "../records.ts";
 
@@ -214,7 +222,8 @@ export async function readIncomingJobBody(
     }
     // Read after the body: a job record is deleted before (or with) its body,
     // so a record still there means the body read above was whole.
-    return (await store.kv.get(incomingJobKey(job.id))).versionstamp !== null;
+    const key = job.failed_at === undefined ? incomingJobKey(job.id) : incomingFailedKey(job.id);
+    return (await store.kv.get(key)).versionstamp !== null;
   });
   if (!pending) return null;
   if (count !== job.chunks || offset !== job.body_bytes) {
@@ -260,6 +269,8 @@ export async function claimIncomingJobs(
       for await (const entry of store.kv.list({ prefix: incomingJobsPrefix() })) {
         const parsed = IncomingJobSchema.safeParse(entry.value);
         if (!parsed.success || !claims.free(parsed.data.id, now)) continue;
+        // Waiting for its retry.
+        if ((parsed.data.next_attempt_at ?? -Infinity) > now) continue;
         jobs.push(parsed.data);
         if (jobs.length >= limit) break;
       }
@@ -413,8 +424,11 @@ export async function sweepOrphanIncomingBodies(store: KvStore): Promise<number>
     for await (const entry of store.kv.list({ prefix: incomingBodiesPrefix() })) {
       const jobId = String(entry.key[2]);
       if (orphans.has(jobId)) continue;
-      const job = await store.kv.get(incomingJobKey(jobId));
-      if (job.value === null) orphans.add(jobId);
+      const [job, failed] = await store.kv.getMany([
+        incomingJobKey(jobId),
+        incomingFailedKey(jobId),
+      ]);
+      if (job.value === null && failed.value === null) orphans.add(jobId);
     }
   });
   for (const jobId of orphans) await deleteBody(store, jobId);
@@ -529,4 +543,198 @@ export async function countPendingIncomingJobs(store: KvStore): Promise<Record<s
     }
   });
   return counts;
+}
+
+/** Failed handler calls recorded per commit by {@linkcode failIncomingJobs}. */
+const FAILURES_PER_COMMIT = 10;
+
+/** A job after a failed attempt: waiting for `retry_at`, or failed. */
+function afterFailure(stored: IncomingJob, failure: IncomingFailure): IncomingJob {
+  const { next_attempt_at: _due, failed_at: _failed, ...rest } = stored;
+  return IncomingJobSchema.parse({
+    ...rest,
+    attempts: [...(stored.attempts ?? []), failure.attempt],
+    ...(failure.retry_at === undefined
+      ? { failed_at: failure.attempt.at }
+      : { next_attempt_at: Math.ceil(failure.retry_at) }),
+  });
+}
+
+/**
+ * Records failed handler calls (see `IncomingStore.fail`), several per
+ * commit; each write is checked against the record read, so a job completed
+ * or failed meanwhile by another claimer is left alone.
+ *
+ * @returns Per item, whether the job was still pending.
+ */
+export async function failIncomingJobs(
+  store: KvStore,
+  items: readonly IncomingFailure[],
+): Promise<boolean[]> {
+  const done: boolean[] = [];
+  for (let first = 0; first < items.length; first += FAILURES_PER_COMMIT) {
+    const group = items.slice(first, first + FAILURES_PER_COMMIT);
+    const outcome = await store.retry(async () => {
+      const entries = await store.kv.getMany<IncomingJob[]>(
+        group.map(({ job }) => incomingJobKey(job.id)),
+      );
+      const atomic = store.kv.atomic();
+      const found = entries.map((entry, index) => {
+        const parsed = IncomingJobSchema.safeParse(entry.value);
+        if (!parsed.success) return false;
+        const failure = group[index];
+        const next = afterFailure(parsed.data, failure);
+        atomic.check(entry);
+        if (failure.retry_at === undefined) {
+          atomic.delete(entry.key).set(incomingFailedKey(next.id), next)
+            .sum(incomingStatsKey(next.endpoint_id, "failed"), 1n);
+        } else {
+          atomic.set(entry.key, next);
+        }
+        return true;
+      });
+      if (!found.includes(true)) return found;
+      return (await atomic.commit()).ok ? found : undefined;
+    });
+    // Changed meanwhile (completed by an earlier claimer): try again, one by one.
+    if (outcome) done.push(...outcome);
+    else for (const item of group) done.push(...await failIncomingJobs(store, [item]));
+  }
+  // Unclaimed: due again at retry_at, for whoever claims it then.
+  store.incomingClaims.completed(items.map(({ job }) => job.id));
+  return done;
+}
+
+/** One job, pending or failed, or `null`. */
+export async function getIncomingJob(store: KvStore, id: string): Promise<IncomingJob | null> {
+  const [pending, failed] = await store.retry(() =>
+    store.kv.getMany([incomingJobKey(id), incomingFailedKey(id)])
+  );
+  const parsed = IncomingJobSchema.safeParse(pending.value ?? failed.value);
+  return parsed.success ? parsed.data : null;
+}
+
+/** Failed jobs, oldest first (see `IncomingStore.listFailed`). */
+export async function listFailedIncomingJobs(
+  store: KvStore,
+  options: { endpoint_id?: string; limit?: number } = {},
+): Promise<IncomingJob[]> {
+  const { endpoint_id, limit } = options;
+  return await store.retry(async () => {
+    const jobs: IncomingJob[] = [];
+    for await (const entry of store.kv.list({ prefix: incomingFailedPrefix() })) {
+      const parsed = IncomingJobSchema.safeParse(entry.value);
+      if (!parsed.success) continue;
+      if (endpoint_id !== undefined && parsed.data.endpoint_id !== endpoint_id) continue;
+      jobs.push(parsed.data);
+      if (limit !== undefined && jobs.length >= limit) break;
+    }
+    return jobs;
+  });
+}
+
+/** Makes failed jobs pending again (see `IncomingStore.replayFailed`). */
+export async function replayFailedIncomingJobs(
+  store: KvStore,
+  ids: readonly string[],
+): Promise<string[]> {
+  const replayed: string[] = [];
+  for (const id of ids) {
+    const done = await store.retry(async () => {
+      for (;;) {
+        const entry = await store.kv.get<IncomingJob>(incomingFailedKey(id));
+        const parsed = IncomingJobSchema.safeParse(entry.value);
+        if (!parsed.success) return false;
+        const { attempts: _a, next_attempt_at: _n, failed_at: _f, ...fresh } = parsed.data;
+        const result = await store.kv.atomic().check(entry).delete(entry.key)
+          .set(incomingJobKey(id), IncomingJobSchema.parse(fresh)).commit();
+        if (result.ok) return true;
+      }
+    });
+    if (done) replayed.push(id);
+  }
+  return replayed;
+}
+
+/** Deletes failed jobs with their bodies (see `IncomingStore.purgeFailed`). */
+export async function purgeFailedIncomingJobs(
+  store: KvStore,
+  options: { ids?: readonly string[]; before?: string } = {},
+): Promise<number> {
+  const { ids, before } = options;
+  const targets = ids
+    ? (await Promise.all(ids.map((id) => getIncomingJob(store, id))))
+      .filter((job): job is IncomingJob => job?.failed_at !== undefined)
+    : (await listFailedIncomingJobs(store)).filter((job) =>
+      before === undefined || Date.parse(job.failed_at!) < Date.parse(before)
+    );
+  let count = 0;
+  for (const job of targets) {
+    const gone = await store.retry(async () => {
+      const entry = await store.kv.get(incomingFailedKey(job.id));
+      if (entry.value === null) return false;
+      return (await store.kv.atomic().check(entry).delete(entry.key).commit()).ok;
+    });
+    if (!gone) continue;
+    await deleteBody(store, job.id);
+    count++;
+  }
+  return count;
+}
+
+/** Writes payload log entries and trims each endpoint's log to its newest entries. */
+export async function logIncomingPayloads(
+  store: KvStore,
+  entries: readonly IncomingLogEntry[],
+): Promise<void> {
+  if (!entries.length) return;
+  const records = entries.map((entry) => IncomingLogEntrySchema.parse(entry));
+  for (let i = 0; i < records.length; i += 10) {
+    await store.retry(async () => {
+      const atomic = store.kv.atomic();
+      for (const entry of records.slice(i, i + 10)) {
+        atomic.set(incomingLogKey(entry.endpoint_id, entry.id), entry);
+      }
+      await atomic.commit();
+    });
+  }
+  for (const endpointId of new Set(records.map((entry) => entry.endpoint_id))) {
+    await store.retry(async () => {
+      const old: Deno.KvKey[] = [];
+      let seen = 0;
+      for await (
+        const entry of store.kv.list({ prefix: incomingLogPrefix(endpointId) }, { reverse: true })
+      ) {
+        if (++seen > INCOMING_LOG_SIZE) old.push(entry.key);
+      }
+      for (let i = 0; i < old.length; i += 100) {
+        const atomic = store.kv.atomic();
+        for (const key of old.slice(i, i + 100)) atomic.delete(key);
+        await atomic.commit();
+      }
+    });
+  }
+}
+
+/** An endpoint's payload log, newest first. */
+export async function readIncomingPayloadLog(
+  store: KvStore,
+  endpointId: string,
+  limit: number = INCOMING_LOG_SIZE,
+): Promise<IncomingLogEntry[]> {
+  const most = Math.max(0, Math.min(limit, INCOMING_LOG_SIZE));
+  if (!most) return [];
+  return await store.retry(async () => {
+    const entries: IncomingLogEntry[] = [];
+    for await (
+      const entry of store.kv.list({ prefix: incomingLogPrefix(endpointId) }, {
+        reverse: true,
+        limit: most,
+      })
+    ) {
+      const parsed = IncomingLogEntrySchema.safeParse(entry.value);
+      if (parsed.success) entries.push(parsed.data);
+    }
+    return entries;
+  });
 }

@@ -253,3 +253,23 @@ export function serverStatusPrefix(): Deno.KvKey {
 export function deliveryLeaseKey(): Deno.KvKey {
   return ["meta", "delivery_lease"];
 }
+
+/** A failed incoming job (kept after its last retry; its body stays under its id). */
+export function incomingFailedKey(jobId: string): Deno.KvKey {
+  return ["incoming", "failed", jobId];
+}
+
+/** Prefix of all failed incoming jobs. */
+export function incomingFailedPrefix(): Deno.KvKey {
+  return ["incoming", "failed"];
+}
+
+/** One payload in an incoming endpoint's log. */
+export function incomingLogKey(endpointId: string, entryId: string): Deno.KvKey {
+  return ["incoming", "log", endpointId, entryId];
+}
+
+/** Prefix of one incoming endpoint's payload log. */
+export function incomingLogPrefix(endpointId: string): Deno.KvKey {
+  return ["incoming", "log", endpointId];
+}

@@ -521,12 +521,20 @@ const WRITERS: { [K in ImportKind]: (tx: Tx, rows: never[], stamp: string) => Pr
   async incoming_jobs(tx, rows: { job: IncomingJob; body: Uint8Array }[]) {
     await tx`
       insert into toolgate_incoming_jobs
-        (id, endpoint_id, handler, received_at, audit_seq, body)
-      select * from unnest(${rows.map((r) => r.job.id)}::text[],
+        (id, endpoint_id, handler, received_at, audit_seq, body, attempts, next_attempt_at,
+          failed_at)
+      select u.id, u.endpoint_id, u.handler, u.received_at, u.audit_seq, u.body,
+        u.attempts::jsonb, u.next_attempt_at, u.failed_at
+      from unnest(${rows.map((r) => r.job.id)}::text[],
         ${rows.map((r) => r.job.endpoint_id)}::text[], ${rows.map((r) => r.job.handler)}::text[],
         ${rows.map((r) => r.job.received_at)}::text[],
         ${rows.map((r) => r.job.audit_seq ?? null)}::bigint[],
-        ${tx.array(rows.map((r) => r.body), BYTEA_OID)}::bytea[])`;
+        ${tx.array(rows.map((r) => r.body), BYTEA_OID)}::bytea[],
+        ${rows.map((r) => r.job.attempts ? JSON.stringify(r.job.attempts) : null)}::text[],
+        ${rows.map((r) => r.job.next_attempt_at ?? null)}::bigint[],
+        ${rows.map((r) => r.job.failed_at ?? null)}::text[])
+        as u(id, endpoint_id, handler, received_at, audit_seq, body, attempts, next_attempt_at,
+          failed_at)`;
   },
 };
 

@@ -18,9 +18,13 @@ import type { IncomingStore, StagedWrites, StoreCost } from "../store.ts";
 import {
   type ClaimIncomingOptions,
   type DedupeReservation,
+  INCOMING_LOG_SIZE,
   type IncomingClaim,
+  type IncomingFailure,
   type IncomingJob,
   IncomingJobSchema,
+  type IncomingLogEntry,
+  IncomingLogEntrySchema,
   type ReserveDedupeOptions,
 } from "../records.ts";
 import type { PgContext, Tx } from "./_context.ts";
@@ -36,10 +40,21 @@ export const INCOMING_SCHEMA = `
     audit_seq bigint,
     body bytea not null,
     claimed_by text,
-    claim_expires_at bigint
+    claim_expires_at bigint,
+    attempts jsonb,
+    next_attempt_at bigint,
+    failed_at text
   );
   create index toolgate_incoming_jobs_claimed on toolgate_incoming_jobs (claimed_by)
     where claimed_by is not null;
+  create index toolgate_incoming_jobs_failed on toolgate_incoming_jobs (id)
+    where failed_at is not null;
+  create table toolgate_incoming_log (
+    endpoint_id text not null,
+    id text not null,
+    entry jsonb not null,
+    primary key (endpoint_id, id)
+  );
   create table toolgate_incoming_dedupe (
     endpoint_id text not null,
     delivery_id text not null,
@@ -96,7 +111,15 @@ interface JobRow {
   received_at: string;
   audit_seq: number | null;
   body_bytes: number;
+  attempts: IncomingJob["attempts"] | null;
+  next_attempt_at: number | null;
+  failed_at: string | null;
 }
+
+/** The columns of a job row, as {@linkcode fromRow} reads them. */
+const JOB_COLUMNS = `id, endpoint_id, handler, received_at, audit_seq::float8 as audit_seq,
+  octet_length(body) as body_bytes, attempts, next_attempt_at::float8 as next_attempt_at,
+  failed_at`;
 
 /** The stored record of a job (its body is one value: one chunk, none when empty). */
 function toJob(job: NewJob, bodyBytes: number): IncomingJob {
@@ -104,10 +127,13 @@ function toJob(job: NewJob, bodyBytes: number): IncomingJob {
 }
 
 function fromRow(row: JobRow): IncomingJob | undefined {
-  const { audit_seq, ...fields } = row;
+  const { audit_seq, attempts, next_attempt_at, failed_at, ...fields } = row;
   const parsed = IncomingJobSchema.safeParse({
     ...fields,
     ...(audit_seq === null ? {} : { audit_seq }),
+    ...(attempts === null || attempts === undefined ? {} : { attempts }),
+    ...(next_attempt_at === null || next_attempt_at === undefined ? {} : { next_attempt_at }),
+    ...(failed_at === null || failed_at === undefined ? {} : { failed_at }),
     chunks: row.body_bytes ? 1 : 0,
   });
   return parsed.success ? parsed.data : undefined;
@@ -128,8 +154,11 @@ async function insertJobs(sql: Tx | Sql, jobs: readonly StagedJob[]): Promise<vo
   const bodies = sql.array(column(({ body }) => body), BYTEA_OID);
   await sql`
     insert into toolgate_incoming_jobs
-      (id, endpoint_id, handler, received_at, audit_seq, body, claimed_by, claim_expires_at)
-    select * from unnest(
+      (id, endpoint_id, handler, received_at, audit_seq, body, claimed_by, claim_expires_at,
+        attempts, next_attempt_at, failed_at)
+    select u.id, u.endpoint_id, u.handler, u.received_at, u.audit_seq, u.body, u.claimed_by,
+      u.claim_expires_at, u.attempts::jsonb, u.next_attempt_at, u.failed_at
+    from unnest(
       ${column(({ job }) => job.id)}::text[],
       ${column(({ job }) => job.endpoint_id)}::text[],
       ${column(({ job }) => job.handler)}::text[],
@@ -137,12 +166,18 @@ async function insertJobs(sql: Tx | Sql, jobs: readonly StagedJob[]): Promise<vo
       ${column(({ job }) => job.audit_seq ?? null)}::bigint[],
       ${bodies}::bytea[],
       ${column(({ claim }) => claim?.owner ?? null)}::text[],
-      ${column(({ claim }) => claim ? claimMs(claim.until) : null)}::bigint[]
-    )
+      ${column(({ claim }) => claim ? claimMs(claim.until) : null)}::bigint[],
+      ${column(({ job }) => job.attempts ? JSON.stringify(job.attempts) : null)}::text[],
+      ${column(({ job }) => job.next_attempt_at ?? null)}::bigint[],
+      ${column(({ job }) => job.failed_at ?? null)}::text[]
+    ) as u(id, endpoint_id, handler, received_at, audit_seq, body, claimed_by,
+      claim_expires_at, attempts, next_attempt_at, failed_at)
     on conflict (id) do update set
       endpoint_id = excluded.endpoint_id, handler = excluded.handler,
       received_at = excluded.received_at, audit_seq = excluded.audit_seq, body = excluded.body,
-      claimed_by = excluded.claimed_by, claim_expires_at = excluded.claim_expires_at`;
+      claimed_by = excluded.claimed_by, claim_expires_at = excluded.claim_expires_at,
+      attempts = excluded.attempts, next_attempt_at = excluded.next_attempt_at,
+      failed_at = excluded.failed_at`;
 }
 
 /** Refuses claim options the Deno KV adapter refuses, with its messages. */
@@ -203,9 +238,8 @@ class PgIncomingStore implements IncomingStore {
     // Ids are time-ordered (ULIDs), so id order is oldest first, as in KV.
     const rows = await this.#ctx.run((sql) =>
       sql<JobRow[]>`
-        select id, endpoint_id, handler, received_at, audit_seq::float8 as audit_seq,
-          octet_length(body) as body_bytes
-        from toolgate_incoming_jobs order by id limit ${limit ?? null}`
+        select ${sql.unsafe(JOB_COLUMNS)}
+        from toolgate_incoming_jobs where failed_at is null order by id limit ${limit ?? null}`
     );
     // A row that does not make a valid job is skipped, as KV skips it.
     return rows.map(fromRow).filter((job) => job !== undefined);
@@ -222,7 +256,8 @@ class PgIncomingStore implements IncomingStore {
       sql<JobRow[]>`
         with picked as (
           select id from toolgate_incoming_jobs
-          where claimed_by is null or claim_expires_at <= ${now}
+          where (claimed_by is null or claim_expires_at <= ${now}) and failed_at is null
+            and (next_attempt_at is null or next_attempt_at <= ${now})
           order by id
           limit ${limit}
           for update skip locked
@@ -231,7 +266,8 @@ class PgIncomingStore implements IncomingStore {
           set claimed_by = ${owner}, claim_expires_at = ${claimMs(until)}
           from picked where t.id = picked.id
           returning t.id, t.endpoint_id, t.handler, t.received_at,
-            t.audit_seq::float8 as audit_seq, octet_length(t.body) as body_bytes
+            t.audit_seq::float8 as audit_seq, octet_length(t.body) as body_bytes, t.attempts,
+            t.next_attempt_at::float8 as next_attempt_at, t.failed_at
         )
         select * from claimed order by id`
     );
@@ -287,7 +323,8 @@ class PgIncomingStore implements IncomingStore {
     // one gets it back (the others wait for its lock, then find it gone).
     const deleted = await this.#ctx.transaction(async (tx) => {
       const rows = await tx<{ id: string }[]>`
-        delete from toolgate_incoming_jobs where id = any(${ids}::text[]) returning id`;
+        delete from toolgate_incoming_jobs where id = any(${ids}::text[]) and failed_at is null
+        returning id`;
       const gone = new Set(rows.map(({ id }) => id));
       const failures = new Map<string, number>();
       for (const { job, failed } of items) {
@@ -312,6 +349,145 @@ class PgIncomingStore implements IncomingStore {
     return items.map(({ job }) => deleted.has(job.id));
   }
 
+  async fail(items: readonly IncomingFailure[]): Promise<boolean[]> {
+    if (!items.length) return [];
+    const ids = items.map(({ job }) => job.id);
+    const changed = await this.#ctx.transaction(async (tx) => {
+      // Pending rows, locked in id order (as claims lock them), read then rewritten.
+      const rows = await tx<{ id: string; attempts: IncomingJob["attempts"] | null }[]>`
+        select id, attempts from toolgate_incoming_jobs
+        where id = any(${ids}::text[]) and failed_at is null order by id for update`;
+      const found = new Map(rows.map((row) => [row.id, row.attempts ?? []]));
+      const updates = items.filter(({ job }) => found.has(job.id)).map((failure) => ({
+        id: failure.job.id,
+        endpoint_id: failure.job.endpoint_id,
+        attempts: JSON.stringify([...found.get(failure.job.id)!, failure.attempt]),
+        next: failure.retry_at === undefined ? null : Math.ceil(failure.retry_at),
+        failed_at: failure.retry_at === undefined ? failure.attempt.at : null,
+      }));
+      if (!updates.length) return new Set<string>();
+      await tx`
+        update toolgate_incoming_jobs t set attempts = u.attempts::jsonb,
+          next_attempt_at = u.next, failed_at = u.failed_at, claimed_by = null,
+          claim_expires_at = null
+        from unnest(${updates.map((u) => u.id)}::text[], ${updates.map((u) => u.attempts)}::text[],
+          ${updates.map((u) => u.next)}::bigint[], ${updates.map((u) => u.failed_at)}::text[])
+          as u(id, attempts, next, failed_at)
+        where t.id = u.id`;
+      const failures = new Map<string, number>();
+      for (const update of updates) {
+        if (update.failed_at === null) continue;
+        failures.set(update.endpoint_id, (failures.get(update.endpoint_id) ?? 0) + 1);
+      }
+      if (failures.size) {
+        const endpoints = [...failures.keys()].sort();
+        await tx`
+          insert into toolgate_incoming_stats as s (endpoint_id, failed)
+          select * from unnest(
+            ${endpoints}::text[],
+            ${endpoints.map((id) => failures.get(id)!)}::bigint[]
+          )
+          on conflict (endpoint_id) do update set failed = s.failed + excluded.failed`;
+      }
+      return new Set(updates.map((u) => u.id));
+    });
+    return items.map(({ job }) => changed.has(job.id));
+  }
+
+  async get(id: string): Promise<IncomingJob | null> {
+    const [row] = await this.#ctx.run((sql) =>
+      sql<JobRow[]>`
+        select ${sql.unsafe(JOB_COLUMNS)} from toolgate_incoming_jobs where id = ${id}`
+    );
+    return row ? fromRow(row) ?? null : null;
+  }
+
+  async listFailed(
+    options: { endpoint_id?: string; limit?: number } = {},
+  ): Promise<IncomingJob[]> {
+    const { endpoint_id, limit } = options;
+    const rows = await this.#ctx.run((sql) =>
+      sql<JobRow[]>`
+        select ${sql.unsafe(JOB_COLUMNS)} from toolgate_incoming_jobs
+        where failed_at is not null
+          and (${endpoint_id ?? null}::text is null or endpoint_id = ${endpoint_id ?? null})
+        order by id limit ${limit ?? null}`
+    );
+    return rows.map(fromRow).filter((job) => job !== undefined);
+  }
+
+  async replayFailed(ids: readonly string[]): Promise<string[]> {
+    if (!ids.length) return [];
+    const rows = await this.#ctx.run((sql) =>
+      sql<{ id: string }[]>`
+        update toolgate_incoming_jobs set attempts = null, next_attempt_at = null,
+          failed_at = null, claimed_by = null, claim_expires_at = null
+        where id = any(${[...ids]}::text[]) and failed_at is not null
+        returning id`
+    );
+    const replayed = new Set(rows.map(({ id }) => id));
+    return ids.filter((id) => replayed.has(id));
+  }
+
+  async purgeFailed(options: { ids?: readonly string[]; before?: string } = {}): Promise<number> {
+    const { ids, before } = options;
+    const rows = await this.#ctx.run((sql) =>
+      ids
+        ? sql<{ id: string; failed_at: string }[]>`
+          delete from toolgate_incoming_jobs
+          where id = any(${[...ids]}::text[]) and failed_at is not null returning id, failed_at`
+        : sql<{ id: string; failed_at: string }[]>`
+          select id, failed_at from toolgate_incoming_jobs where failed_at is not null`
+    );
+    if (ids) return rows.length;
+    // ISO times of different offsets compare as instants, as on Deno KV.
+    const old = rows.filter((row) =>
+      before === undefined || Date.parse(row.failed_at) < Date.parse(before)
+    ).map(({ id }) => id);
+    if (!old.length) return 0;
+    return await this.purgeFailed({ ids: old });
+  }
+
+  async logPayloads(entries: readonly IncomingLogEntry[]): Promise<void> {
+    if (!entries.length) return;
+    const records = entries.map((entry) => IncomingLogEntrySchema.parse(entry));
+    const endpoints = [...new Set(records.map((entry) => entry.endpoint_id))].sort();
+    await this.#ctx.transaction(async (tx) => {
+      // The last entry of an id wins, as with KV's sets in order.
+      const byKey = new Map(records.map((entry) => [`${entry.endpoint_id}\n${entry.id}`, entry]));
+      const rows = [...byKey.values()];
+      await tx`
+        insert into toolgate_incoming_log as l (endpoint_id, id, entry)
+        select u.endpoint_id, u.id, u.entry::jsonb
+        from unnest(${rows.map((r) => r.endpoint_id)}::text[], ${rows.map((r) => r.id)}::text[],
+          ${rows.map((r) => JSON.stringify(r))}::text[]) as u(endpoint_id, id, entry)
+        on conflict (endpoint_id, id) do update set entry = excluded.entry`;
+      await tx`
+        delete from toolgate_incoming_log l
+        where l.endpoint_id = any(${endpoints}::text[]) and l.id < coalesce((
+          select k.id from toolgate_incoming_log k where k.endpoint_id = l.endpoint_id
+          order by k.id desc offset ${INCOMING_LOG_SIZE - 1} limit 1
+        ), '')`;
+    });
+  }
+
+  async readPayloadLog(
+    endpointId: string,
+    limit: number = INCOMING_LOG_SIZE,
+  ): Promise<IncomingLogEntry[]> {
+    const most = Math.max(0, Math.min(limit, INCOMING_LOG_SIZE));
+    if (!most) return [];
+    const rows = await this.#ctx.run((sql) =>
+      sql<{ entry: unknown }[]>`
+        select entry from toolgate_incoming_log where endpoint_id = ${endpointId}
+        order by id desc limit ${most}`
+    );
+    return rows.flatMap(({ entry }) => {
+      const parsed = IncomingLogEntrySchema.safeParse(entry);
+      return parsed.success ? [parsed.data] : [];
+    });
+  }
+
   sweepOrphanBodies(): Promise<number> {
     // Bodies live in their job's row: none can be left behind.
     return Promise.resolve(0);
@@ -320,7 +496,8 @@ class PgIncomingStore implements IncomingStore {
   async pendingCounts(): Promise<Record<string, number>> {
     const rows = await this.#ctx.run((sql) =>
       sql<{ endpoint_id: string; count: number }[]>`
-        select endpoint_id, count(*)::int as count from toolgate_incoming_jobs group by endpoint_id`
+        select endpoint_id, count(*)::int as count from toolgate_incoming_jobs
+        where failed_at is null group by endpoint_id`
     );
     return Object.fromEntries(rows.map((row) => [row.endpoint_id, Number(row.count)]));
   }

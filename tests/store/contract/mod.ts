@@ -11,6 +11,7 @@ import { DEDUPE_CONTRACT } from "./dedupe_contract.ts";
 import { DELIVERIES_CONTRACT } from "./deliveries_contract.ts";
 import { INCOMING_CONTRACT } from "./incoming_contract.ts";
 import { INCOMING_CLAIMS_CONTRACT } from "./incoming_claims_contract.ts";
+import { INCOMING_RETRY_CONTRACT } from "./incoming_retry_contract.ts";
 import { KEYCHAIN_CONTRACT } from "./keychain_contract.ts";
 import { LEASES_CONTRACT } from "./leases_contract.ts";
 import { MEMORY_CONTRACT } from "./memory_contract.ts";
@@ -27,6 +28,7 @@ export const CONTRACT: readonly ContractCase[] = [
   ...AUDIT_CONTRACT,
   ...INCOMING_CONTRACT,
   ...INCOMING_CLAIMS_CONTRACT,
+  ...INCOMING_RETRY_CONTRACT,
   ...DELIVERIES_CONTRACT,
   ...WEBHOOKS_CONTRACT,
   ...WEBHOOK_UPDATES_CONTRACT,
