@@ -14,6 +14,7 @@ import {
   type AuditAppendInput,
   AuditAppendInputSchema,
   type AuditEntry,
+  type AuditEntryCaller,
   AuditEntrySchema,
   computeEntryHash,
   MAX_INPUT_BYTES,
@@ -63,6 +64,9 @@ export interface PreparedEntry {
   readonly kind: string;
   readonly tool: string;
   readonly session_id?: string;
+  readonly caller?: AuditEntryCaller;
+  /** Canonical JSON of `caller`. */
+  readonly callerJson?: string;
   readonly input: JsonValue;
   readonly outcome: { [key: string]: JsonValue };
   /** Canonical JSON of `input`. */
@@ -94,7 +98,8 @@ export function prepareEntry(
       `Cannot write audit entry: ${issue?.path.join(".") || "(root)"} ${issue?.message}`,
     );
   }
-  const { kind, tool, session_id } = parsed.data;
+  const { kind, tool, session_id, caller } = parsed.data;
+  const callerJson = caller === undefined ? undefined : canonicalJson(caller);
   let inputJson = serializable(redact(parsed.data.input ?? null), "input");
   const inputBytes = utf8Length(inputJson);
   if (inputBytes > MAX_INPUT_BYTES) {
@@ -129,11 +134,12 @@ export function prepareEntry(
       );
     }
   }
-  const names = utf8Length(JSON.stringify([kind, tool, session_id ?? ""]));
+  const names = utf8Length(JSON.stringify([kind, tool, session_id ?? "", callerJson ?? ""]));
   return {
     kind,
     tool,
     ...(session_id === undefined ? {} : { session_id }),
+    ...(caller === undefined ? {} : { caller, callerJson }),
     input: JSON.parse(inputJson) as JsonValue,
     outcome,
     inputJson,
@@ -150,9 +156,9 @@ export interface SealedEntry {
 
 /**
  * Gives a prepared entry its place in the chain. The canonical JSON is built
- * by concatenation in sorted key order (`input`, `kind`, `outcome`,
+ * by concatenation in sorted key order (`caller`, `input`, `kind`, `outcome`,
  * `previous_hash`, `seq`, `session_id`, `timestamp`, `tool`; `entry_hash`
- * sorts first), from the parts canonicalized once in
+ * sorts first; `caller` and `session_id` only when set), from the parts canonicalized once in
  * {@linkcode prepareEntry}.
  */
 export function sealEntry(
@@ -161,9 +167,10 @@ export function sealEntry(
   previousHash: string,
   timestamp: string,
 ): SealedEntry {
-  const { kind, tool, session_id } = prepared;
+  const { kind, tool, session_id, caller, callerJson } = prepared;
   const session = session_id === undefined ? "" : `,"session_id":${JSON.stringify(session_id)}`;
-  const body = `{"input":${prepared.inputJson},"kind":${JSON.stringify(kind)},` +
+  const who = callerJson === undefined ? "" : `"caller":${callerJson},`;
+  const body = `{${who}"input":${prepared.inputJson},"kind":${JSON.stringify(kind)},` +
     `"outcome":${prepared.outcomeJson},"previous_hash":"${previousHash}","seq":${seq}${session},` +
     `"timestamp":"${timestamp}","tool":${JSON.stringify(tool)}}`;
   const entryHash = sha256Tag(body);
@@ -173,6 +180,7 @@ export function sealEntry(
     kind,
     tool,
     ...(session_id === undefined ? {} : { session_id }),
+    ...(caller === undefined ? {} : { caller }),
     input: prepared.input,
     outcome: prepared.outcome,
     previous_hash: previousHash,

@@ -140,6 +140,11 @@ export interface AuditEntriesOptions {
   tool?: string;
   /** Only entries of this kind. @default all */
   kind?: string;
+  /**
+   * Only entries whose caller has this name or id (an API key's), or this
+   * kind (`admin`, `local`, `key`, `oauth`). @default all
+   */
+  caller?: string;
   /** Only entries written at or after this time (a `Date`, ISO string or epoch ms). @default all */
   since?: Date | string | number;
 }
@@ -455,7 +460,7 @@ export class AuditLog {
   async *#scan(
     options: AuditEntriesOptions,
   ): AsyncGenerator<{ entry: AuditEntry; matches: boolean }> {
-    const { tool, kind } = options;
+    const { tool, kind, caller } = options;
     let after = checkSeq(options.after ?? 0, "after");
     const since = options.since === undefined ? undefined : parseSince(options.since);
     if (since !== undefined) after = Math.max(after, await this.#lastSeqBefore(since, after));
@@ -464,6 +469,7 @@ export class AuditLog {
         const entry = decodeStored(record);
         const matches = (tool === undefined || entry.tool === tool) &&
           (kind === undefined || entry.kind === kind) &&
+          (caller === undefined || callerMatches(entry, caller)) &&
           (since === undefined || Date.parse(entry.timestamp) >= since);
         yield { entry, matches };
       }
@@ -753,4 +759,11 @@ export class AuditLog {
  */
 export function createAuditLog(options: AuditLogOptions): AuditLog {
   return new AuditLog(options);
+}
+
+/** Whether an entry's caller has the name, id or kind `caller`. */
+function callerMatches(entry: AuditEntry, caller: string): boolean {
+  const who = entry.caller;
+  if (!who) return false;
+  return who.name === caller || who.id === caller || who.kind === caller;
 }

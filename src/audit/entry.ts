@@ -52,11 +52,27 @@ export const AUDIT_OUTCOME_SCHEMAS: Readonly<Record<string, z.ZodType>> = {
 /** The kinds toolgate writes, for filters: `tool.call`, `webhook.incoming`, `prompt.get`, `resource.read`. */
 export const AUDIT_KINDS = Object.keys(AUDIT_OUTCOME_SCHEMAS) as [string, ...string[]];
 
+/**
+ * Schema of who called, as an entry records it: `kind` (`admin`, `local`,
+ * `key`, `oauth`) and, for keys, their `name` and `id`; `server` once virtual
+ * servers land.
+ */
+export const AuditCallerSchema = z.strictObject({
+  kind: z.string().min(1).max(32),
+  name: z.string().min(1).max(256).optional(),
+  id: z.string().min(1).max(256).optional(),
+  server: z.string().min(1).max(256).optional(),
+});
+
+/** Who called, as an entry records it (see {@linkcode AuditCallerSchema}). */
+export type AuditEntryCaller = z.infer<typeof AuditCallerSchema>;
+
 /** Schema of what {@linkcode AuditLog.append} takes. */
 export const AuditAppendInputSchema = z.strictObject({
   kind: AuditKindSchema,
   tool: z.string().min(1).max(256),
   session_id: z.string().min(1).max(256).optional(),
+  caller: AuditCallerSchema.optional(),
   input: z.unknown(),
   outcome: z.record(z.string(), z.unknown()),
 });
@@ -69,6 +85,8 @@ export interface AuditAppendInput {
   tool: string;
   /** Session of the call, when there is one. */
   session_id?: string;
+  /** Who called, when the entry point knows (absent in entries written before 0.2). */
+  caller?: AuditEntryCaller;
   /** Tool arguments or webhook payload; redacted before it is stored. */
   input: unknown;
   /** What happened; see {@linkcode ToolCallOutcome}, {@linkcode WebhookIncomingOutcome}. */
@@ -82,6 +100,7 @@ export const AuditEntrySchema = z.looseObject({
   kind: z.string(),
   tool: z.string(),
   session_id: z.string().optional(),
+  caller: z.looseObject({ kind: z.string() }).optional(),
   input: z.unknown(),
   outcome: z.record(z.string(), z.unknown()),
   previous_hash: AuditHashSchema,
@@ -100,6 +119,8 @@ export interface AuditEntry {
   tool: string;
   /** Session, when there is one. */
   session_id?: string;
+  /** Who called, when known; an optional field, so entries without it verify as before. */
+  caller?: AuditEntryCaller;
   /** Redacted input. */
   input: JsonValue;
   /** Outcome. */

@@ -55,6 +55,7 @@ export {
   AUDIT_KINDS,
   AUDIT_OUTCOME_SCHEMAS,
   AuditAppendInputSchema,
+  AuditCallerSchema,
   AuditEntrySchema,
   AuditHashSchema,
   AuditKindSchema,
@@ -70,6 +71,7 @@ export {
 export type {
   AuditAppendInput,
   AuditEntry,
+  AuditEntryCaller,
   ToolCallOutcome,
   WebhookIncomingOutcome,
 } from "./entry.ts";

@@ -62,6 +62,10 @@ export function registerAudit(program: Command, context: CliContext): void {
     .option("--tool <name>", "only entries of this tool")
     .option("--kind <kind>", `only entries of this kind (${AUDIT_KINDS.join(", ")})`)
     .option(
+      "--caller <name>",
+      "only entries of this caller: an API key's name or id, or a kind (admin, local, key)",
+    )
+    .option(
       "--since <time>",
       "only entries at or after an ISO time or a duration ago (30m, 2h, 7d)",
     )
@@ -71,6 +75,7 @@ export function registerAudit(program: Command, context: CliContext): void {
     .action(async (options: {
       tool?: string;
       kind?: string;
+      caller?: string;
       since?: string;
       after?: string;
       limit?: string;
@@ -79,6 +84,7 @@ export function registerAudit(program: Command, context: CliContext): void {
       const query = {
         tool: options.tool,
         kind: parseKind(options.kind),
+        caller: parseCaller(options.caller),
         since: parseSince(options.since),
         after: parseAfter(options.after),
         limit: parseLimit(options.limit),
@@ -93,12 +99,13 @@ export function registerAudit(program: Command, context: CliContext): void {
         return;
       }
       context.print(table(
-        ["SEQ", "TIME", "KIND", "TOOL", "OUTCOME", "HASH"],
+        ["SEQ", "TIME", "KIND", "TOOL", "CALLER", "OUTCOME", "HASH"],
         page.entries.map((entry) => [
           String(entry.seq),
           entry.timestamp,
           entry.kind,
           entry.tool,
+          entry.caller ? entry.caller.name ?? entry.caller.kind : "-",
           describeOutcome(entry.outcome),
           entry.entry_hash.slice(0, 19) + "…",
         ]),
@@ -108,6 +115,7 @@ export function registerAudit(program: Command, context: CliContext): void {
         const next = [
           ...(query.tool !== undefined ? ["--tool", query.tool] : []),
           ...(query.kind !== undefined ? ["--kind", query.kind] : []),
+          ...(query.caller !== undefined ? ["--caller", query.caller] : []),
           ...(query.since !== undefined ? ["--since", query.since.toISOString()] : []),
           ...(query.limit !== undefined ? ["--limit", String(query.limit)] : []),
           "--after",
@@ -146,12 +154,14 @@ export function registerAudit(program: Command, context: CliContext): void {
     .option("--format <format>", "output format (jsonl)", "jsonl")
     .option("--tool <name>", "only entries of this tool")
     .option("--kind <kind>", "only entries of this kind")
+    .option("--caller <name>", "only entries of this caller (API key name or id, or a kind)")
     .option("--since <time>", "only entries at or after an ISO time or a duration ago")
     .option("--after <seq>", "only entries after this seq")
     .action(async (options: {
       format: string;
       tool?: string;
       kind?: string;
+      caller?: string;
       since?: string;
       after?: string;
     }) => {
@@ -161,6 +171,7 @@ export function registerAudit(program: Command, context: CliContext): void {
       const filter = {
         tool: options.tool,
         kind: parseKind(options.kind),
+        caller: parseCaller(options.caller),
         since: parseSince(options.since),
         after: parseAfter(options.after),
       };
@@ -181,6 +192,15 @@ export function registerAudit(program: Command, context: CliContext): void {
         if (showProgress) context.io.stderr(`\rexported ${count}\n`);
       });
     });
+}
+
+/** `--caller`: a non-empty name, id or kind. */
+function parseCaller(raw: string | undefined): string | undefined {
+  if (raw === undefined) return undefined;
+  if (!raw.trim()) {
+    throw usage(`Invalid --caller "": give an API key's name or id, or admin, local or key`);
+  }
+  return raw.trim();
 }
 
 function describeOutcome(outcome: Record<string, unknown>): string {

@@ -16,6 +16,7 @@ import { registerAudit } from "./audit.ts";
 import { registerDlq } from "./dlq.ts";
 import { registerIncoming } from "./incoming.ts";
 import { registerDb } from "./db.ts";
+import { registerKeys } from "./keys.ts";
 
 /** Builds the command tree for one invocation. */
 export function createProgram(context: CliContext): Command {
@@ -36,6 +37,7 @@ export function createProgram(context: CliContext): Command {
   registerTools(program, context);
   registerPlugins(program, context);
   registerKeychain(program, context);
+  registerKeys(program, context);
   registerAudit(program, context);
   registerDlq(program, context);
   registerIncoming(program, context);

@@ -160,6 +160,7 @@ async function startHttp(context: CliContext): Promise<void> {
       isPublicPath: (path) => incoming.match(path) !== undefined,
       log,
       disabledWebhooks: () => runtime.dispatcher.disabledWebhooks(),
+      keys: runtime.store.apiKeys,
       onListen: ({ hostname, port, url }) => {
         // Never a destination of our own requests, whatever egress.allow says.
         runtime.egress.listen({ hostname, port });

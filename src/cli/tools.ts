@@ -7,6 +7,7 @@
  */
 import type { Command } from "commander";
 import { GatewayError } from "../errors/mod.ts";
+import { LOCAL_CALLER } from "../gateway/caller.ts";
 import { type CliContext, debugEnabled, table, usage } from "./context.ts";
 import type { UpstreamSpec } from "../plugins/mcp/mod.ts";
 import { createRuntime, type Runtime } from "./runtime.ts";
@@ -107,7 +108,10 @@ export function registerTools(program: Command, context: CliContext): void {
         (spec) => name.startsWith(`${spec.name}__`) || spec.shape?.prefix === false,
       );
       try {
-        const result = await runtime.gateway.call(name, args, { source: "cli" });
+        const result = await runtime.gateway.call(name, args, {
+          source: "cli",
+          caller: LOCAL_CALLER,
+        });
         if (options.json) {
           context.printJson({
             tool: result.tool,

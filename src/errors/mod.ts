@@ -24,8 +24,17 @@ export const ERROR_CODES = {
     exit: 1,
     doc: "The caller went away or cancelled before the call finished",
   },
-  UNAUTHORIZED: { status: 401, exit: 1, doc: "Missing or wrong bearer token" },
-  FORBIDDEN: { status: 403, exit: 1, doc: "Host or Origin header not allowed" },
+  UNAUTHORIZED: {
+    status: 401,
+    exit: 1,
+    doc: "Missing, malformed, wrong, revoked or expired bearer token or API key",
+  },
+  FORBIDDEN: {
+    status: 403,
+    exit: 1,
+    doc: "The caller may not do this: a tool outside its API key's patterns, the management " +
+      "API with an API key, or a Host or Origin header not allowed",
+  },
   EGRESS_DENIED: {
     status: 403,
     exit: 1,

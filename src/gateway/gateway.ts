@@ -15,6 +15,7 @@ import { newId } from "../ids.ts";
 import { createRedactor, type Redactor } from "../redact.ts";
 import type { Store } from "../store/mod.ts";
 import { VERSION } from "../version.ts";
+import { auditCaller, type Caller, forbiddenCall, mayCall } from "./caller.ts";
 import { Catalog, pausingWhileAsking } from "./catalog.ts";
 import { CircuitBreaker } from "./circuit_breaker.ts";
 import type {
@@ -467,9 +468,14 @@ export class Gateway {
     });
   }
 
-  /** The tools on offer, in registration order. */
-  listTools(): ToolInfo[] {
-    return [...this.#tools.values()].map((tool) => ({
+  /**
+   * The tools on offer, in registration order: those `caller` may call,
+   * when given.
+   */
+  listTools(caller?: Caller): ToolInfo[] {
+    let tools = [...this.#tools.values()];
+    if (caller?.tools) tools = tools.filter((tool) => mayCall(caller, tool.definition.name));
+    return tools.map((tool) => ({
       name: tool.definition.name,
       description: tool.definition.description,
       plugin: tool.plugin.definition.name,
@@ -605,12 +611,18 @@ export class Gateway {
    * events.
    *
    * @throws {GatewayError} `TOOL_NOT_FOUND`, `PLUGIN_NOT_CONFIGURED` or
-   * `PLUGIN_INIT_FAILED` (see {@linkcode Gateway.unavailable}), `CANCELLED`
+   * `PLUGIN_INIT_FAILED` (see {@linkcode Gateway.unavailable}), `FORBIDDEN`
+   * (outside `options.caller`'s tool patterns; audited, no event), `CANCELLED`
    * (`options.signal` aborted: not counted by the breaker), `TOOL_INPUT_INVALID`,
    * `CIRCUIT_OPEN`, `TOOL_TIMEOUT`, `PLUGIN_REQUEST_FAILED`,
    * `TOOL_EXECUTION_FAILED`, or a plugin's own code.
    */
   async call(name: string, args: unknown, options: CallOptions = {}): Promise<CallResult> {
+    // Outside the caller's patterns whether the tool exists or not, so a
+    // refusal says nothing about what is on offer.
+    if (options.caller && !mayCall(options.caller, name)) {
+      return await this.#refuse(name, args, options);
+    }
     const tool = this.#tools.get(name);
     if (!tool) {
       throw this.unavailable(name) ??
@@ -625,6 +637,28 @@ export class Gateway {
     } finally {
       appended();
     }
+  }
+
+  /** Records a call outside the caller's rights in the audit log, then throws `FORBIDDEN`. */
+  async #refuse(name: string, args: unknown, options: CallOptions): Promise<never> {
+    const caller = options.caller!;
+    const error = forbiddenCall(caller, name);
+    await this.#audit?.append({
+      kind: "tool.call",
+      tool: name,
+      session_id: options.sessionId ?? newId("ses"),
+      caller: auditCaller(caller),
+      input: this.#redact(args ?? {}),
+      outcome: {
+        ok: false,
+        error_code: error.code,
+        error: error.message,
+        latency_ms: 0,
+        attempts: 0,
+        source: options.source ?? "api",
+      },
+    });
+    throw error;
   }
 
   async #call(
@@ -665,6 +699,7 @@ export class Gateway {
           kind: "tool.call",
           tool: name,
           session_id: sessionId,
+          ...(options.caller ? { caller: auditCaller(options.caller) } : {}),
           input: redactedInput,
           outcome: { ok: true, latency_ms, source: options.source ?? "api" },
         };
@@ -789,6 +824,7 @@ export class Gateway {
         kind: "tool.call",
         tool: tool.definition.name,
         session_id: sessionId,
+        ...(options.caller ? { caller: auditCaller(options.caller) } : {}),
         input: this.#redact(input),
         outcome: {
           ok: false,

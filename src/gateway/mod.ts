@@ -20,3 +20,15 @@ export type { CircuitBreakerOptions, CircuitState } from "./circuit_breaker.ts";
 export { toErrorResult, toToolResult } from "./result.ts";
 export type { ToolResult } from "./result.ts";
 export type * from "./types.ts";
+export {
+  ADMIN_CALLER,
+  auditCaller,
+  describeCaller,
+  forbiddenCall,
+  isAdministrator,
+  LOCAL_CALLER,
+  matchesToolPatterns,
+  mayCall,
+  parseToolPatterns,
+} from "./caller.ts";
+export type { AuditCaller, Caller } from "./caller.ts";

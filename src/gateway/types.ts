@@ -8,6 +8,7 @@ import type { z } from "zod";
 import type { Config } from "../config/mod.ts";
 import type { EventData } from "../events/mod.ts";
 import type { Store } from "../store/mod.ts";
+import type { AuditCaller, Caller } from "./caller.ts";
 import type { CatalogSource } from "./catalog.ts";
 
 /** Reads a plugin's credentials (keychain, then `TOOLGATE_SECRET_<PLUGIN>_<KEY>`). */
@@ -208,6 +209,12 @@ export interface CallOptions {
   signal?: AbortSignal;
   /** Entry point, recorded in the audit log (`rest`, `mcp`, `cli`, `webhook`). */
   source?: string;
+  /**
+   * Who is calling: a call outside its tool patterns is refused with
+   * `FORBIDDEN` (and audited); recorded in the audit entry as `caller`.
+   * @default none recorded, every tool allowed (the local caller)
+   */
+  caller?: Caller;
   /** Told how far the tool got, when it reports it (an MCP client's progress token). */
   onProgress?: (update: ProgressUpdate) => void;
   /** Told the log messages the tool sends while it runs (an MCP upstream's `notifications/message`). */
@@ -292,6 +299,7 @@ export interface AuditSink {
       kind: string;
       tool: string;
       session_id?: string;
+      caller?: AuditCaller;
       input: unknown;
       outcome: Record<string, unknown>;
     },

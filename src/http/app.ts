@@ -10,8 +10,9 @@ import { cors } from "hono/cors";
 import type { Config } from "../config/mod.ts";
 import { GatewayError } from "../errors/mod.ts";
 import type { Gateway } from "../gateway/mod.ts";
+import type { ApiKeyStore } from "../store/mod.ts";
 import { mcpHttpOptions, McpHttpSessions } from "../mcp/mod.ts";
-import { bearerAuth } from "./bearer_auth.ts";
+import { authenticate } from "./auth.ts";
 import { bodyLimit } from "./body_limit.ts";
 import { dnsRebindingProtection, isLoopback } from "./dns_rebinding.ts";
 import { errorHandler, errorResponse } from "./errors.ts";
@@ -51,6 +52,13 @@ export interface AppOptions {
   log?: (message: string) => void;
   /** Disabled outgoing webhooks, shown by `/health`. @default none */
   disabledWebhooks?: () => readonly DisabledWebhookStatus[];
+  /**
+   * The API keys callers may authenticate with (`toolgate keys`), beside
+   * `TOOLGATE_API_TOKEN`. @default none: only the API token
+   */
+  keys?: ApiKeyStore;
+  /** Clock for API key expiry, ms since the epoch. @default Date.now */
+  now?: () => number;
 }
 
 /** Headers browsers may send and read cross-origin (when `cors_origins` is set). */
@@ -67,8 +75,9 @@ const CORS_EXPOSE_HEADERS = ["Mcp-Session-Id", "Retry-After", "WWW-Authenticate"
 
 /**
  * Builds the app. Middleware, in order: DNS-rebinding protection (loopback
- * bind only), CORS (only with `server.cors_origins`), bearer token (only with
- * `TOOLGATE_API_TOKEN`; not `/health` or public paths), body limit. Every
+ * bind only), CORS (only with `server.cors_origins`), authentication (the
+ * caller from `TOOLGATE_API_TOKEN` or an API key; not `/health` or public
+ * paths; see `auth.ts`), body limit. Every
  * error goes through one handler into `{"error": {code, message, details?}}`.
  *
  * @example
@@ -116,12 +125,15 @@ export function createApp(options: AppOptions): ToolgateApp {
       maxAge: 600,
     }));
   }
-  if (config.apiToken) {
-    app.use(bearerAuth({
-      token: config.apiToken,
-      skip: (path) => path === "/health" || isPublicPath(path),
-    }));
-  }
+  // Every request gets a caller: the administrator (TOOLGATE_API_TOKEN), an
+  // API key, or the local caller when neither token nor key is configured.
+  app.use(authenticate({
+    adminToken: config.apiToken,
+    keys: options.keys,
+    skip: (path) => path === "/health" || isPublicPath(path),
+    now: options.now,
+    log,
+  }));
   // Incoming webhook paths enforce `incoming.body_limit_bytes` themselves,
   // so their rejections are counted and logged per endpoint.
   app.use(bodyLimit({
@@ -135,7 +147,7 @@ export function createApp(options: AppOptions): ToolgateApp {
   });
   registerToolRoutes(app, gateway);
   registerOpenApi(app, { tokenRequired: config.apiToken !== undefined });
-  app.all("/mcp", (c) => mcp.handle(c.req.raw));
+  app.all("/mcp", (c) => mcp.handle(c.req.raw, c.get("caller")));
   for (const mount of routes) mount(app, { gateway, config, lifecycle });
   return app;
 }

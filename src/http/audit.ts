@@ -57,6 +57,11 @@ const QuerySchema = z.object({
     description: `Entries per page, 1 to ${MAX_LIST_LIMIT} (default ${DEFAULT_LIST_LIMIT})`,
   }),
   tool: z.string().min(1).optional().openapi({ description: "Only entries of this tool" }),
+  caller: z.string().min(1).max(256).optional().openapi({
+    description: "Only entries of this caller: an API key's name or id, or a caller kind " +
+      "(admin, local, key)",
+    example: "ci",
+  }),
   kind: z.enum(AUDIT_KINDS, { error: `expected one of ${AUDIT_KINDS.join(", ")}` }).optional()
     .openapi({ description: `Only entries of this kind (${AUDIT_KINDS.join(", ")})` }),
   since: z.string().datetime({ offset: true }).optional().openapi({
@@ -86,7 +91,11 @@ export function auditRoutes(audit: AuditLog): RouteMount {
     app.openapi(auditRoute, async (c) => {
       const query = c.req.valid("query");
       const [page, head] = await Promise.all([audit.list(query), audit.head()]);
-      const checked = await checkPage(audit, page.entries, query.tool || query.kind ? false : true);
+      const checked = await checkPage(
+        audit,
+        page.entries,
+        query.tool || query.kind || query.caller ? false : true,
+      );
       return c.json({
         entries: page.entries,
         next: page.next_after,

@@ -15,6 +15,7 @@
 import { z } from "@hono/zod-openapi";
 import { GatewayError } from "../errors/mod.ts";
 import { EVENT_TYPES, type EventEnvelope, isEventType } from "../events/mod.ts";
+import { type Caller, mayCall } from "../gateway/caller.ts";
 import { errorResponses } from "./errors.ts";
 import type { RouteMount, ToolgateApp } from "./types.ts";
 
@@ -76,6 +77,8 @@ interface StreamLimits {
  */
 class EventStream {
   readonly body: ReadableStream<Uint8Array>;
+  /** Who is listening (its tool patterns filter tool events). */
+  caller: Caller | undefined;
   readonly types: ReadonlySet<string> | undefined;
   #limits: StreamLimits;
   #detach: () => void;
@@ -221,7 +224,21 @@ class EventStream {
 interface Recent {
   id: string;
   type: string;
+  /** The tool the event is about (`tool_name`, or `tool` of `audit.written`), if any. */
+  tool: string | undefined;
   bytes: Uint8Array;
+}
+
+/** The tool an event is about, if any: what an API key's patterns filter on. */
+function toolOf(envelope: EventEnvelope): string | undefined {
+  const data = envelope.data as Record<string, unknown> | undefined;
+  const tool = data?.tool_name ?? data?.tool;
+  return typeof tool === "string" ? tool : undefined;
+}
+
+/** Whether a caller sees an event: those about tools it may not call are left out. */
+function visible(caller: Caller | undefined, tool: string | undefined): boolean {
+  return tool === undefined || mayCall(caller, tool);
 }
 
 /** Parses `?types=a,b`. @throws {GatewayError} `USAGE` naming the valid types. */
@@ -345,15 +362,16 @@ export function eventsRoutes(options: EventsRoutesOptions = {}): RouteMount {
     const forward = (envelope: EventEnvelope) => {
       if (!keeping) return;
       const bytes = frameOf(envelope);
+      const tool = toolOf(envelope);
       if (replayEvents > 0) {
-        recent.push({ id: envelope.id, type: envelope.type, bytes });
+        recent.push({ id: envelope.id, type: envelope.type, tool, bytes });
         recentBytes += bytes.byteLength;
         while (recent.length > replayEvents || (recent.length > 1 && recentBytes > replayBytes)) {
           recentBytes -= recent.shift()!.bytes.byteLength;
         }
       }
       for (const stream of streams) {
-        if (stream.wants(envelope.type)) stream.send(bytes);
+        if (stream.wants(envelope.type) && visible(stream.caller, tool)) stream.send(bytes);
       }
     };
     const unsubscribe = gateway.bus.subscribe(forward);
@@ -384,6 +402,8 @@ export function eventsRoutes(options: EventsRoutesOptions = {}): RouteMount {
       }
       keeping = true;
       const stream: EventStream = new EventStream(types, limits, () => streams.delete(stream));
+      // An API key sees the events of the tools it may call, and the others (plugins, webhooks).
+      stream.caller = c.get("caller");
       stream.write(encoder.encode("retry: 1000\n: toolgate events\n\n"), false);
       const lastEventId = c.req.header("last-event-id")?.trim();
       if (lastEventId) {
@@ -398,7 +418,9 @@ export function eventsRoutes(options: EventsRoutesOptions = {}): RouteMount {
           );
         } else {
           for (const event of recent.slice(index + 1)) {
-            if (stream.wants(event.type)) stream.write(event.bytes, true);
+            if (stream.wants(event.type) && visible(stream.caller, event.tool)) {
+              stream.write(event.bytes, true);
+            }
           }
         }
       }

@@ -43,6 +43,8 @@ export {
 } from "./errors.ts";
 export type { ErrorBody } from "./errors.ts";
 export { bearerAuth, secretsEqual } from "./bearer_auth.ts";
+export { authenticate, isManagementPath, MANAGEMENT_PATHS, resolveCaller } from "./auth.ts";
+export type { AuthenticateOptions } from "./auth.ts";
 export type { BearerAuthOptions } from "./bearer_auth.ts";
 export { bodyLimit } from "./body_limit.ts";
 export type { BodyLimitOptions } from "./body_limit.ts";

@@ -31,6 +31,8 @@ export interface ServeHttpOptions {
   drainTimeoutMs?: number;
   /** Disabled outgoing webhooks, shown by `/health`; see {@linkcode AppOptions.disabledWebhooks}. */
   disabledWebhooks?: AppOptions["disabledWebhooks"];
+  /** API keys; see {@linkcode AppOptions.keys}. */
+  keys?: AppOptions["keys"];
 }
 
 /** A running HTTP server. */
@@ -90,6 +92,7 @@ export function serveHttp(options: ServeHttpOptions): HttpServer {
     isPublicPath,
     log,
     disabledWebhooks: options.disabledWebhooks,
+    keys: options.keys,
   });
   let url = "";
   const server = listenOrExplain(host, port, () =>

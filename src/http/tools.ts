@@ -66,6 +66,7 @@ const listToolsRoute = createRoute({
   operationId: "listTools",
   tags: ["tools"],
   summary: "List the tools on offer",
+  description: "With an API key: only the tools its patterns allow.",
   responses: {
     200: {
       description: "The tools, in registration order",
@@ -122,7 +123,10 @@ function sessionIdOf(c: Context): string | undefined {
 export function registerToolRoutes(app: ToolgateApp, gateway: Gateway): void {
   app.openapi(
     listToolsRoute,
-    (c) => c.json({ tools: gateway.listTools().map(({ mcpListing: _, ...tool }) => tool) }, 200),
+    (c) =>
+      c.json({
+        tools: gateway.listTools(c.get("caller")).map(({ mcpListing: _, ...tool }) => tool),
+      }, 200),
   );
   // Documented from `callToolRoute` but served without its generated
   // validators: `jsonBody` already ensures the body is a JSON object (all the
@@ -138,6 +142,7 @@ export function registerToolRoutes(app: ToolgateApp, gateway: Gateway): void {
       sessionId,
       signal: c.req.raw.signal,
       source: "rest",
+      caller: c.get("caller"),
     });
     c.header("X-Session-Id", sessionId);
     return c.json(toToolResult(result) as z.infer<typeof ToolResultSchema>, 200);

@@ -5,7 +5,7 @@
  */
 import type { OpenAPIHono } from "@hono/zod-openapi";
 import type { Config } from "../config/mod.ts";
-import type { Gateway } from "../gateway/mod.ts";
+import type { Caller, Gateway } from "../gateway/mod.ts";
 import type { ServerLifecycle } from "./lifecycle.ts";
 
 /** Hono environment of the app: per-request variables. */
@@ -13,6 +13,11 @@ export interface AppEnv {
   Variables: {
     /** Set by routes whose errors are tool-call failures (adds `content`/`isError`). */
     toolCall?: boolean;
+    /**
+     * Who is calling, set by authentication (`src/http/auth.ts`); unset on
+     * paths that skip it (`/health`, incoming webhooks).
+     */
+    caller?: Caller;
   };
 }
 

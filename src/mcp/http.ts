@@ -15,6 +15,7 @@
  * @module
  */
 import {
+  type AuthInfo,
   createMcpHandler,
   isLegacyRequest,
   type McpHttpHandler,
@@ -23,9 +24,9 @@ import {
 } from "@modelcontextprotocol/server";
 import { DeadlineQueue } from "../deadlines.ts";
 import type { Config } from "../config/mod.ts";
-import type { Gateway } from "../gateway/mod.ts";
+import type { Caller, Gateway } from "../gateway/mod.ts";
 import { InputRelay } from "./input_relay.ts";
-import { createMcpServer } from "./server.ts";
+import { CALLER_AUTH_KEY, createMcpServer } from "./server.ts";
 
 /** Options of {@linkcode McpHttpSessions}. */
 export interface McpHttpSessionsOptions {
@@ -60,6 +61,8 @@ export function mcpHttpOptions(server: Config["server"]): McpHttpSessionsOptions
 
 interface Session {
   id: string | undefined;
+  /** Who opened it: later requests must come from the same caller. */
+  owner: string;
   server: Server;
   transport: WebStandardStreamableHTTPServerTransport;
   detach: () => void;
@@ -194,18 +197,30 @@ export class McpHttpSessions {
    * Handles one request to the MCP endpoint (POST, GET stream, DELETE).
    * A request without `Mcp-Session-Id` may only initialize a new session; an
    * unknown session id gets 404, so the client starts a new session.
+   *
+   * @param caller Who is calling (authentication's answer): its tool
+   * patterns filter tools/list and refuse calls outside them. A session
+   * belongs to the caller that opened it; another caller gets 403.
+   * @default the local caller (every tool)
    */
-  async handle(request: Request): Promise<Response> {
+  async handle(request: Request, caller?: Caller): Promise<Response> {
     const id = request.headers.get("mcp-session-id");
+    const owner = callerKey(caller);
     if (id !== null) {
       const session = this.#sessions.get(id);
       if (!session) return rpcError(404, CONNECTION_CLOSED, "Session not found");
+      if (session.owner !== owner) {
+        return rpcError(403, SERVER_ERROR, "Forbidden: the session belongs to another caller");
+      }
       if (this.#draining && request.method === "GET") {
         return rpcError(503, SERVER_ERROR, "Server is shutting down");
       }
-      return await this.#serve(session, await withParsedBody(request, this.#maxBodyBytes));
+      return await this.#serve(
+        session,
+        withCaller(await withParsedBody(request, this.#maxBodyBytes), caller),
+      );
     }
-    const parsed = await withParsedBody(request, this.#maxBodyBytes);
+    const parsed = withCaller(await withParsedBody(request, this.#maxBodyBytes), caller);
     const [plain, body] = parsed;
     // A request carrying the 2026-07-28 envelope (not an initialize) is modern on its face:
     // the handler classifies it again, and answers what is wrong with it.
@@ -230,11 +245,11 @@ export class McpHttpSessions {
     if (this.#sessions.size + this.#pending.size >= this.#maxSessions) {
       return rpcError(503, SERVER_ERROR, "Too many MCP sessions: try again later");
     }
-    return await this.#initialize(parsed);
+    return await this.#initialize(parsed, owner);
   }
 
-  async #initialize(parsed: ParsedRequest): Promise<Response> {
-    const session = this.#create();
+  async #initialize(parsed: ParsedRequest, owner: string): Promise<Response> {
+    const session = this.#create(owner);
     this.#pending.add(session);
     try {
       await session.server.connect(session.transport);
@@ -246,7 +261,7 @@ export class McpHttpSessions {
     }
   }
 
-  #create(): Session {
+  #create(owner: string): Session {
     const transport: WebStandardStreamableHTTPServerTransport =
       new WebStandardStreamableHTTPServerTransport({
         sessionIdGenerator: this.#generateId,
@@ -265,6 +280,7 @@ export class McpHttpSessions {
     });
     const session: Session = {
       id: undefined,
+      owner,
       server,
       transport,
       detach,
@@ -556,5 +572,27 @@ async function withParsedBody(request: Request, maxBytes: number): Promise<Parse
 
 const encoder = new TextEncoder();
 
-/** A request and, for a JSON POST, its parsed body. */
-type ParsedRequest = [Request, { parsedBody: unknown }?];
+/** A request and, for a JSON POST, its parsed body; the caller rides along as `authInfo`. */
+type ParsedRequest = [Request, { parsedBody?: unknown; authInfo?: AuthInfo }?];
+
+/**
+ * Hands the caller to the SDK as the request's `authInfo` (its `extra`
+ * carries the {@linkcode Caller}); handlers read it back with
+ * `callerOf` in `server.ts`. The token is never passed on.
+ */
+function withCaller(parsed: ParsedRequest, caller: Caller | undefined): ParsedRequest {
+  if (!caller) return parsed;
+  const authInfo: AuthInfo = {
+    token: "",
+    clientId: caller.id ?? caller.kind,
+    scopes: [],
+    extra: { [CALLER_AUTH_KEY]: caller },
+  };
+  return [parsed[0], { ...parsed[1], authInfo }];
+}
+
+/** Who a session belongs to, as a string. */
+function callerKey(caller: Caller | undefined): string {
+  if (!caller || caller.kind === "local" || caller.kind === "admin") return "admin";
+  return `${caller.kind}:${caller.id ?? caller.name ?? ""}`;
+}

@@ -23,6 +23,7 @@ import {
 } from "@modelcontextprotocol/server";
 import { GatewayError } from "../errors/mod.ts";
 import {
+  type Caller,
   type CallerInput,
   type CallResult,
   type CatalogChange,
@@ -31,6 +32,7 @@ import {
   type InputCapabilities,
   type InputMethod,
   type LogMessage,
+  mayCall,
   type ProgressUpdate,
   toErrorResult,
   toToolResult,
@@ -39,12 +41,21 @@ import { newId } from "../ids.ts";
 import { VERSION } from "../version.ts";
 import { InputRelay, type RelayState, type Step } from "./input_relay.ts";
 
+/** The `authInfo.extra` key under which HTTP hands a request's caller to the handlers. */
+export const CALLER_AUTH_KEY = "toolgate_caller";
+
 /** Options of {@linkcode createMcpServer}. */
 export interface McpServerOptions {
   /** Session id reported in events and audit; for HTTP the MCP session id. */
   sessionId?: () => string | undefined;
   /** Entry point name recorded in the audit log. @default "mcp" */
   source?: string;
+  /**
+   * Who is calling when a request does not say (stdio: the local caller).
+   * Over HTTP each request carries its own, from authentication (its
+   * `authInfo`, see `http.ts`). @default none (every tool, none recorded)
+   */
+  caller?: Caller;
   /**
    * Tell the client when the tool list changes (`notifications/tools/list_changed`
    * on its connection). Off for the one-request instances of stateless
@@ -153,9 +164,13 @@ export function createMcpServer(
       inputRequests: step.requests as never,
       requestState: await relay.codec.mint(step.state),
     }) as never;
-  server.setRequestHandler("tools/list", async () => ({
+  /** The caller of a request: its HTTP authentication's, else the connection's. */
+  const callerOf = (context: ServerContext): Caller | undefined =>
+    (context.http?.authInfo?.extra?.[CALLER_AUTH_KEY] as Caller | undefined) ?? options.caller;
+  server.setRequestHandler("tools/list", async (_request, context) => ({
     // An upstream's tool as the upstream listed it (annotations, outputSchema, icons, _meta, …).
-    tools: (ready ?? await starting!).listTools().map((tool) => ({
+    // Only those the caller may call.
+    tools: (ready ?? await starting!).listTools(callerOf(context)).map((tool) => ({
       ...tool.mcpListing,
       name: tool.name,
       description: tool.description,
@@ -189,7 +204,9 @@ export function createMcpServer(
         : {}),
     };
     const resuming = context.mcpReq.requestState() !== undefined;
-    if (!resuming && !gateway.hasTool(name)) {
+    const caller = callerOf(context);
+    // Outside the caller's patterns the pipeline refuses it (FORBIDDEN, audited), known or not.
+    if (!resuming && !gateway.hasTool(name) && mayCall(caller, name)) {
       // A tool of a plugin that is not ready: its error, as a tool result.
       const unavailable = gateway.unavailable(name);
       if (unavailable) return toErrorResult(unavailable) as CallToolResult;
@@ -205,6 +222,7 @@ export function createMcpServer(
             sessionId: options.sessionId?.() ?? context.sessionId ?? fallbackSession,
             signal,
             source,
+            ...(caller ? { caller } : {}),
             ...(route.progress ? { onProgress: (update) => current().progress?.(update) } : {}),
             ...(route.log ? { onLogMessage: (message) => current().log?.(message) } : {}),
             ...(input.ask ? { input } : {}),

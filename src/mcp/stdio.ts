@@ -18,6 +18,7 @@ import {
 } from "@modelcontextprotocol/server/stdio";
 import process from "node:process";
 import { PassThrough } from "node:stream";
+import { LOCAL_CALLER } from "../gateway/caller.ts";
 import type { Gateway } from "../gateway/mod.ts";
 import { InputRelay } from "./input_relay.ts";
 import { createMcpServer } from "./server.ts";
@@ -60,7 +61,7 @@ export async function serveStdio(
   const made = Promise.withResolvers<void>();
   const handle = serveSdkStdio(() => {
     // Called once per connection (twice when a server/discover probe falls back to initialize).
-    const created = createMcpServer(gateway, { source: "mcp-stdio", relay });
+    const created = createMcpServer(gateway, { source: "mcp-stdio", relay, caller: LOCAL_CALLER });
     detaches.push(created.detach);
     watch = created.watch;
     made.resolve();

@@ -11,6 +11,7 @@ export type { OpenStoreOptions, StoreSchemaStatus } from "./open.ts";
 export { COPY_KINDS, copyStore } from "./copy.ts";
 export type { CopyCounts, CopyKind, CopyStoreOptions, CopyStoreResult } from "./copy.ts";
 export type {
+  ApiKeyStore,
   AuditLimits,
   AuditStore,
   ChangeFeed,

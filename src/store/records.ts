@@ -483,6 +483,36 @@ export const KeychainRecordSchema = z.discriminatedUnion("backend", [
 /** A keychain entry as stored. */
 export type KeychainRecord = z.infer<typeof KeychainRecordSchema>;
 
+/**
+ * An API key as stored: never the key itself, only the SHA-256 of it
+ * (hex) and a short prefix to show.
+ */
+export const ApiKeyRecordSchema = z.strictObject({
+  /** `key_` and a ULID. */
+  id: z.string().regex(/^key_[0-9A-Za-z]+$/),
+  /** Unique name (`ci`, `agent-a`). */
+  name: z.string().min(1).max(64),
+  /** The key's first characters (`tg_` and 6 more), for lists and logs. */
+  prefix: z.string().min(1).max(16),
+  /** Lowercase hex SHA-256 of the whole key. */
+  hash: z.string().regex(/^[0-9a-f]{64}$/),
+  /** Glob patterns of the tools it may call; `null`: every tool. */
+  tools: z.array(z.string().min(1)).nullable(),
+  /** The virtual server it is bound to (not enforced yet). */
+  server: z.string().nullable(),
+  /** Its rate limit as given (`10/s`; not enforced yet). */
+  rate: z.string().nullable(),
+  /** When it stops working (ISO 8601 UTC); `null`: never. */
+  expires_at: z.string().nullable(),
+  /** When it was made (ISO 8601 UTC). */
+  created_at: z.string(),
+  /** When it last authenticated a request, to the minute or so; `null`: never. */
+  last_used_at: z.string().nullable(),
+});
+
+/** An API key as stored (see {@linkcode ApiKeyRecordSchema}). */
+export type ApiKeyRecord = z.infer<typeof ApiKeyRecordSchema>;
+
 /** Longest key, in characters. */
 export const MEMORY_KEY_MAX_CHARS = 512;
 

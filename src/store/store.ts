@@ -11,6 +11,7 @@
  * @module
  */
 import type {
+  ApiKeyRecord,
   AuditChainState,
   AuditCommitGuard,
   AuditCommitOutbox,
@@ -393,6 +394,32 @@ export interface KeychainStore {
   delete(name: string): Promise<boolean>;
 }
 
+/**
+ * API keys (hashes, never the keys), shared by every instance on one store.
+ */
+export interface ApiKeyStore {
+  /**
+   * Stores a new key.
+   *
+   * @throws {GatewayError} `CONFLICT` when a key of that name (or hash) exists.
+   */
+  add(record: ApiKeyRecord): Promise<ApiKeyRecord>;
+  /** Every key, oldest first. */
+  list(): Promise<ApiKeyRecord[]>;
+  /** One key by id, or `null`. */
+  get(id: string): Promise<ApiKeyRecord | null>;
+  /** One key by name, or `null`. */
+  getByName(name: string): Promise<ApiKeyRecord | null>;
+  /** The key whose SHA-256 (lowercase hex) is `hash`, or `null`. */
+  findByHash(hash: string): Promise<ApiKeyRecord | null>;
+  /** Whether any key is stored. */
+  any(): Promise<boolean>;
+  /** Records that the key `id` was used at `at` (ISO 8601); nothing when it is gone. */
+  touch(id: string, at: string): Promise<void>;
+  /** Deletes a key (revocation); says whether it existed. */
+  remove(id: string): Promise<boolean>;
+}
+
 /** MCP upstreams added at run time, and the plugin states running servers publish. */
 export interface UpstreamStore {
   /**
@@ -465,6 +492,8 @@ export interface Store {
   readonly memory: MemoryStore;
   /** Keychain fallback entries. */
   readonly keychain: KeychainStore;
+  /** API keys. */
+  readonly apiKeys: ApiKeyStore;
   /** Upstream registrations and server states. */
   readonly upstreams: UpstreamStore;
   /** Leases. */

@@ -273,3 +273,23 @@ export function incomingLogKey(endpointId: string, entryId: string): Deno.KvKey 
 export function incomingLogPrefix(endpointId: string): Deno.KvKey {
   return ["incoming", "log", endpointId];
 }
+
+/** An API key record (hash, never the key). */
+export function apiKeyKey(id: string): Deno.KvKey {
+  return ["api_keys", "id", id];
+}
+
+/** Prefix of the API key records. */
+export function apiKeysPrefix(): Deno.KvKey {
+  return ["api_keys", "id"];
+}
+
+/** Unique index: API key name → id. */
+export function apiKeyNameIndexKey(name: string): Deno.KvKey {
+  return ["api_keys", "name", name];
+}
+
+/** Unique index: SHA-256 (hex) of an API key → id. */
+export function apiKeyHashIndexKey(hash: string): Deno.KvKey {
+  return ["api_keys", "hash", hash];
+}

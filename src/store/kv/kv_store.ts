@@ -7,6 +7,7 @@
 import { GatewayError } from "../../errors/mod.ts";
 import { newId } from "../../ids.ts";
 import type {
+  ApiKeyStore,
   AuditStore,
   ChangeFeed,
   DeliveryStore,
@@ -81,6 +82,7 @@ import {
   listKeychainRecords,
   putKeychainRecord,
 } from "./keychain.ts";
+import { createKvApiKeyStore } from "./api_keys.ts";
 import { deploymentIdKey, registrationsVersionKey, schemaVersionKey } from "./keys.ts";
 import { claimDeliveryLease, releaseDeliveryLease } from "./lease.ts";
 import { deleteMemory, getMemory, listMemory, setMemory } from "./memory.ts";
@@ -330,6 +332,9 @@ export class KvStore implements Store {
     list: () => listKeychainRecords(this),
     delete: (name) => deleteKeychainRecord(this, name),
   };
+
+  /** API keys. */
+  readonly apiKeys: ApiKeyStore = createKvApiKeyStore(this);
 
   /** Upstream registrations and server states. */
   readonly upstreams: UpstreamStore = {

@@ -7,6 +7,7 @@
  * @module
  */
 import type {
+  ApiKeyStore,
   AuditStore,
   ChangeFeed,
   DeliveryStore,
@@ -32,6 +33,7 @@ import {
 import { createDeliveryStore } from "./deliveries.ts";
 import { createIncomingStore } from "./incoming.ts";
 import { createKeychainStore } from "./keychain.ts";
+import { createApiKeyStore } from "./api_keys.ts";
 import { createLeaseStore } from "./leases.ts";
 import { createMemoryStore } from "./memory.ts";
 import { migrate } from "./migrations.ts";
@@ -80,6 +82,8 @@ export class PostgresStore implements Store {
   readonly memory: MemoryStore;
   /** Keychain fallback entries. */
   readonly keychain: KeychainStore;
+  /** API keys. */
+  readonly apiKeys: ApiKeyStore;
   /** Upstream registrations and server states. */
   readonly upstreams: UpstreamStore;
   /** Leases. */
@@ -107,6 +111,7 @@ export class PostgresStore implements Store {
     this.incoming = createIncomingStore(ctx);
     this.memory = createMemoryStore(ctx);
     this.keychain = createKeychainStore(ctx);
+    this.apiKeys = createApiKeyStore(ctx);
     this.upstreams = createUpstreamStore(ctx);
     this.leases = createLeaseStore(ctx);
     this.changes = this.#feed = new PgChangeFeed(ctx);

@@ -6,6 +6,7 @@
  */
 import { CONTEXT_SCHEMA } from "./_context.ts";
 import { CHANGES_SCHEMA } from "./changes.ts";
+import { API_KEYS_SCHEMA } from "./api_keys.ts";
 import { AUDIT_SCHEMA } from "./audit.ts";
 import { DELIVERIES_SCHEMA } from "./deliveries.ts";
 import { INCOMING_SCHEMA } from "./incoming.ts";
@@ -27,4 +28,5 @@ export const INITIAL_SCHEMA: string = [
   DELIVERIES_SCHEMA,
   AUDIT_SCHEMA,
   INCOMING_SCHEMA,
+  API_KEYS_SCHEMA,
 ].join("\n");

@@ -4,6 +4,7 @@
  * @module
  */
 import type { ContractCase } from "./_contract.ts";
+import { API_KEYS_CONTRACT } from "./api_keys_contract.ts";
 import { AUDIT_CONTRACT } from "./audit_contract.ts";
 import { CHANGES_CONTRACT } from "./changes_contract.ts";
 import { CLAIMS_CONTRACT } from "./claims_contract.ts";
@@ -39,4 +40,5 @@ export const CONTRACT: readonly ContractCase[] = [
   ...CLAIMS_CONTRACT,
   ...OUTCOMES_CONTRACT,
   ...DEDUPE_CONTRACT,
+  ...API_KEYS_CONTRACT,
 ];
