@@ -29,6 +29,7 @@ const COPY_LABELS: Readonly<Record<CopyKind, string>> = {
   incoming_stats: "incoming endpoint counters",
   upstreams: "upstreams",
   keychain: "keychain entries",
+  api_keys: "API keys",
   memory: "memory notes",
   events: "outbox events",
   deliveries: "pending deliveries",

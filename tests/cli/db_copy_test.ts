@@ -29,6 +29,7 @@ async function snapshot(store: Store) {
     stats: await Promise.all(incoming.map(({ id }) => store.webhooks.incomingStats(id))),
     upstreams: await store.upstreams.list(),
     keychain: await store.keychain.list(),
+    apiKeys: await store.apiKeys.list(),
     memory: await store.memory.list({ limit: 1000 }),
     pending: pending.map(({ record, fanout }) => ({ record, fanout })),
     events: await Promise.all(
@@ -89,6 +90,18 @@ async function populate(store: Store): Promise<void> {
   await store.keychain.put("github.token", {
     backend: "secret-tool",
     updated_at: "2026-02-02T00:00:00.000Z",
+  });
+  await store.apiKeys.add({
+    id: "key_01KB0000000000000000000000",
+    name: "ci",
+    prefix: "tg_abcdef",
+    hash: "ab".repeat(32),
+    tools: ["memory_*"],
+    server: null,
+    rate: "10/s",
+    expires_at: "2030-01-01T00:00:00.000Z",
+    created_at: "2026-02-03T00:00:00.000Z",
+    last_used_at: null,
   });
   await store.memory.set("a\u0000b", { b: 1, a: [1, 2.5, { z: null }], "10": "x" });
   await store.memory.set("émoji 🎉", "ünïcode \u2028");
@@ -374,6 +387,7 @@ Deno.test("copyStore() writes in batches, all or nothing, and of two copies at o
     incoming_stats: 1,
     upstreams: 1,
     keychain: 2,
+    api_keys: 1,
     memory: 3,
     events: 2,
     deliveries: 3,

@@ -22,6 +22,8 @@ import {
   type StoredOutgoingWebhook,
 } from "../_sealed_secrets.ts";
 import {
+  type ApiKeyRecord,
+  ApiKeyRecordSchema,
   type AuditEntryWrite,
   type AuditHead,
   AuditHeadSchema,
@@ -62,6 +64,8 @@ export interface ImportCounts {
   upstreams: number;
   /** Keychain entries. */
   keychain: number;
+  /** API keys (their hashes). */
+  api_keys: number;
   /** Memory notes. */
   memory: number;
   /** Outbox events (the bodies of pending deliveries). */
@@ -88,6 +92,7 @@ export const IMPORT_KINDS: readonly ImportKind[] = Object.freeze([
   "incoming_stats",
   "upstreams",
   "keychain",
+  "api_keys",
   "memory",
   "events",
   "deliveries",
@@ -267,6 +272,12 @@ export class PostgresImporter {
     const value = parseRecord(KeychainRecordSchema, record, `keychain entry ${name}`);
     const bytes = value.backend === "file" ? value.iv.byteLength + value.data.byteLength : 0;
     return this.#add("keychain", { name, record: value }, name.length + bytes);
+  }
+
+  /** Queues an API key record (its hash; keys themselves are never stored). */
+  apiKey(record: ApiKeyRecord): Promise<void> {
+    const value = parseRecord(ApiKeyRecordSchema, record, `API key ${record?.id}`);
+    return this.#add("api_keys", value, jsonBytes(value));
   }
 
   /**
@@ -453,6 +464,14 @@ const WRITERS: { [K in ImportKind]: (tx: Tx, rows: never[], stamp: string) => Pr
       select * from unnest(${rows.map((r) => r.name)}::text[],
         ${rows.map((r) => r.record.backend)}::text[], ${bytes((r) => r.iv)}::bytea[],
         ${bytes((r) => r.data)}::bytea[], ${rows.map((r) => r.record.updated_at)}::text[])`;
+  },
+  async api_keys(tx, rows: ApiKeyRecord[]) {
+    await tx`
+      insert into toolgate_api_keys (id, name, hash, record)
+      select u.id, u.name, u.hash, u.record::jsonb
+      from unnest(${rows.map((r) => r.id)}::text[], ${rows.map((r) => r.name)}::text[],
+        ${rows.map((r) => r.hash)}::text[], ${jsonTexts(rows)}::text[])
+        as u(id, name, hash, record)`;
   },
   async memory(tx, rows: { key: Uint8Array; json: string; updated_at: string }[]) {
     await tx`
