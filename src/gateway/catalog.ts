@@ -10,6 +10,7 @@
 import { GatewayError } from "../errors/mod.ts";
 import { newId } from "../ids.ts";
 import { redact as builtinRedact, type Redactor } from "../redact.ts";
+import { auditCaller, type Caller } from "./caller.ts";
 import type { AuditSink, CallerInput } from "./types.ts";
 
 /** A prompt as a plugin offers it. */
@@ -67,6 +68,8 @@ export interface CatalogRequestOptions {
   source?: string;
   /** How to ask the caller for input the plugin needs; waiting for it does not count toward the timeout. */
   input?: CallerInput;
+  /** Who is asking, recorded in the audit entry as `caller`. @default none recorded */
+  caller?: Caller;
 }
 
 /** Options of {@linkcode Catalog}. */
@@ -368,13 +371,14 @@ export class Catalog {
     what: { kind: string; subject: string; input: unknown; options: CatalogRequestOptions },
     run: (signal: AbortSignal, input: CallerInput) => Promise<Record<string, unknown>>,
   ): Promise<Record<string, unknown>> {
-    const { sessionId = newId("ses"), signal, source = "api", input } = what.options;
+    const { sessionId = newId("ses"), signal, source = "api", input, caller } = what.options;
     const started = this.#now();
     const latency = () => Math.max(0, Math.round(this.#now() - started));
     const entry = (outcome: Record<string, unknown>) => ({
       kind: what.kind,
       tool: what.subject,
       session_id: sessionId,
+      ...(caller ? { caller: auditCaller(caller) } : {}),
       input: this.#redact(what.input),
       outcome: { ...outcome, latency_ms: latency(), source },
     });

@@ -237,13 +237,14 @@ export function createMcpServer(
     }
   });
   const requestOptions = (
-    context: { sessionId?: string; mcpReq: { signal: AbortSignal } },
+    context: ServerContext,
     signal: AbortSignal,
     input: CallerInput,
   ) => ({
     sessionId: options.sessionId?.() ?? context.sessionId ?? fallbackSession,
     signal,
     source,
+    ...(callerOf(context) ? { caller: callerOf(context) } : {}),
     ...(input.ask ? { input } : {}),
   });
   server.setRequestHandler("prompts/list", async () => ({

@@ -8,7 +8,13 @@ import { testGateway } from "./_fixtures.ts";
 import { GatewayError } from "../../src/errors/mod.ts";
 import { assert, assertEquals, assertRejects } from "../_asserts.ts";
 
-type Entry = { kind: string; tool: string; input: unknown; outcome: Record<string, unknown> };
+type Entry = {
+  kind: string;
+  tool: string;
+  caller?: unknown;
+  input: unknown;
+  outcome: Record<string, unknown>;
+};
 
 function recorder() {
   const entries: Entry[] = [];
@@ -47,7 +53,10 @@ Deno.test("Catalog routes prompts by name and reads by listed URI or template, a
   assertEquals(changes, ["prompts", "resources", "prompts", "resources"]);
   assertEquals(catalog.listPrompts().map((prompt) => prompt.name), ["one__greet", "two__greet"]);
 
-  const prompt = await catalog.getPrompt("two__greet", { who: "x" }, { sessionId: "ses_1" });
+  const prompt = await catalog.getPrompt("two__greet", { who: "x" }, {
+    sessionId: "ses_1",
+    caller: { kind: "key", name: "ci", id: "key_1", tools: ["two__*"] },
+  });
   assertEquals(prompt, { messages: [{ role: "user", content: { who: "x" } }] });
   assertEquals(await catalog.readResource("one://readme"), {
     contents: [{ uri: "one://readme", text: "one has one://readme" }],
@@ -62,6 +71,9 @@ Deno.test("Catalog routes prompts by name and reads by listed URI or template, a
     ["resource.read", "one://readme", true],
     ["resource.read", "two://items/9", true],
   ]);
+  // Who asked is recorded as an audit caller (no patterns); without one, none.
+  assertEquals(entries[0].caller, { kind: "key", name: "ci", id: "key_1" });
+  assertEquals(entries[1].caller, undefined);
 
   catalog.set("one", undefined);
   assertEquals(catalog.listPrompts().map((prompt) => prompt.name), ["two__greet"]);
