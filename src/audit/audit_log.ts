@@ -122,6 +122,11 @@ export interface AuditLogOptions {
    * gateway's redactor to add `config.redact.patterns`
    */
   redact?: Redactor;
+  /**
+   * Told of every append once committed (`ok`) or failed, with the time from
+   * `append()` to then in ms (metrics). @default none
+   */
+  onAppend?: (append: { ok: boolean; durationMs: number }) => void;
 }
 
 /** The head of the chain. */
@@ -165,6 +170,8 @@ export interface AuditPage {
 
 interface Pending {
   prepared: PreparedEntry;
+  /** `performance.now()` at `append()`, when {@linkcode AuditLogOptions.onAppend} is set. */
+  at: number;
   events: readonly AuditAttachedEvent[];
   writes: StagedWrites | undefined;
   resolve(entry: AuditEntry): void;
@@ -268,6 +275,7 @@ export class AuditLog {
   /** Withdraws announcements after {@linkcode ANNOUNCE_WINDOW_MS}, on one timer. */
   #announcements = new DeadlineQueue(ANNOUNCE_WINDOW_MS, { ref: false });
   #onExpectedDone: (() => void) | undefined;
+  #onAppend: AuditLogOptions["onAppend"];
 
   /** @param options Store, bus and clock. */
   constructor(options: AuditLogOptions) {
@@ -277,6 +285,7 @@ export class AuditLog {
     this.#outbox = bus ? outbox : undefined;
     this.#now = now;
     this.#redact = redact;
+    this.#onAppend = options.onAppend;
   }
 
   /**
@@ -326,6 +335,7 @@ export class AuditLog {
     return new Promise<AuditEntry>((resolve, reject) => {
       this.#queue.push({
         prepared,
+        at: this.#onAppend ? performance.now() : 0,
         events: options.events ?? [],
         writes: options.writes,
         resolve,
@@ -559,6 +569,7 @@ export class AuditLog {
         : new GatewayError("INTERNAL", "Cannot write audit entry: the store failed", {
           cause: error,
         });
+      this.#observe(batch, false);
       for (const pending of batch) {
         // The call happened even if its entry could not be written: its events still go out.
         for (const event of pending.events) this.#track(this.#emitAttached(event));
@@ -570,6 +581,7 @@ export class AuditLog {
     // Entries that did not fit this commit go first in the next one.
     if (sealed.length < batch.length) this.#queue.unshift(...batch.slice(sealed.length));
     committed?.();
+    this.#observe(batch.slice(0, sealed.length), true);
     for (const [index, { entry }] of sealed.entries()) {
       const pending = batch[index];
       if (!this.#bus) {
@@ -582,6 +594,12 @@ export class AuditLog {
       const emitted = Promise.all(envelopes[index].map((envelope) => bus.publish(envelope)));
       this.#track(emitted.then(() => pending.resolve(entry), () => pending.resolve(entry)));
     }
+  }
+
+  #observe(batch: readonly Pending[], ok: boolean): void {
+    if (!this.#onAppend) return;
+    const now = performance.now();
+    for (const pending of batch) this.#onAppend({ ok, durationMs: now - pending.at });
   }
 
   #emitAttached(event: AuditAttachedEvent): Promise<unknown> {

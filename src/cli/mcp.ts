@@ -117,10 +117,14 @@ async function startHttp(context: CliContext): Promise<void> {
     eventsRoutes,
     incomingFailedRoutes,
     incomingRoutes,
+    metricsRoutes,
     serveHttp,
     webhookRoutes,
   } = await import("../http/mod.ts");
-  const runtime = await createRuntime(context, { role: "server", transport: "http" });
+  const { ToolgateMetrics } = await import("../metrics/mod.ts");
+  const metrics = new ToolgateMetrics();
+  const observers = metrics.observers;
+  const runtime = await createRuntime(context, { role: "server", transport: "http", observers });
   const log = (message: string) => context.io.stderr(`toolgate: ${message}\n`);
   const incoming = new IncomingRouter({
     store: runtime.store,
@@ -130,6 +134,13 @@ async function startHttp(context: CliContext): Promise<void> {
     log,
     concurrency: runtime.config.incoming.concurrency,
     loopMarker: runtime.egress.marker,
+    onPayload: observers.onPayload,
+  });
+  metrics.watch({
+    gateway: runtime.gateway,
+    dispatcher: runtime.dispatcher,
+    incoming,
+    deadLetters: async () => (await runtime.store.deliveries.listDlq()).length,
   });
   let signals = 0;
   let server: HttpServer | undefined;
@@ -155,7 +166,8 @@ async function startHttp(context: CliContext): Promise<void> {
         webhookRoutes(runtime.store, { egress: runtime.egress }),
         dlqRoutes(runtime.store),
         incomingFailedRoutes(runtime.store, () => incoming.wake()),
-        incomingRoutes(incoming),
+        metricsRoutes(metrics),
+        incomingRoutes(incoming), // A catch-all: last.
       ],
       isPublicPath: (path) => incoming.match(path) !== undefined,
       log,

@@ -21,7 +21,8 @@ import {
 } from "../plugins/mcp/upstream_spec.ts";
 import { UpstreamSync } from "../plugins/mcp/upstream_sync.ts";
 import type { Store } from "../store/mod.ts";
-import { createDispatcher, type Dispatcher } from "../webhooks/mod.ts";
+import { type AttemptObservation, createDispatcher, type Dispatcher } from "../webhooks/mod.ts";
+import type { CallObservation } from "../gateway/mod.ts";
 import type { CliContext } from "./context.ts";
 
 /** Everything a running gateway process holds. */
@@ -63,6 +64,20 @@ export interface RuntimeOptions {
    * need). @default all
    */
   upstreams?: (spec: UpstreamSpec) => boolean;
+  /** Observers of calls, deliveries and audit appends (a server's metrics). @default none */
+  observers?: RuntimeObservers;
+}
+
+/** What {@linkcode RuntimeOptions.observers} may watch. */
+export interface RuntimeObservers {
+  /** Every answered tool call. */
+  onCall?: (call: CallObservation) => void;
+  /** Every delivery attempt that got an outcome. */
+  onAttempt?: (attempt: AttemptObservation) => void;
+  /** Every delivery moved to the dead-letter queue. */
+  onDeadLetter?: (webhookId: string) => void;
+  /** Every audit append, committed or failed. */
+  onAppend?: (append: { ok: boolean; durationMs: number }) => void;
 }
 
 type UpstreamPluginModule = typeof import("../plugins/mcp/upstream_plugin.ts");
@@ -84,6 +99,7 @@ export async function createRuntime(
     role = "oneshot",
     transport = "unknown",
     upstreams: wantUpstream = () => true,
+    observers = {},
   } = options;
   const config = await context.config();
   const store = await context.store();
@@ -99,11 +115,19 @@ export async function createRuntime(
     egress,
     mode: role === "server" ? "deliver" : "record",
     onError: (error) => log(`webhooks: ${(error as Error).message}`),
+    onAttempt: observers.onAttempt,
+    onDeadLetter: observers.onDeadLetter,
   });
   // The deliveries of `tool.called` and `audit.written` ride in the entry's commit.
   // One redactor (built-in rules and config redact.patterns) for entries and events.
   const redact = createRedactor({ patterns: config.redact.patterns });
-  const audit = createAuditLog({ store, bus, outbox: dispatcher, redact });
+  const audit = createAuditLog({
+    store,
+    bus,
+    outbox: dispatcher,
+    redact,
+    onAppend: observers.onAppend,
+  });
   const keychain = createKeychain({ store, dataDir: config.dataDir, env: config.env });
   // MCP upstreams: config.json, then `toolgate plugins add` registrations.
   const builtins = builtinPlugins({ egress });
@@ -136,6 +160,7 @@ export async function createRuntime(
     log,
     secrets: (plugin) => secretReaderFor(keychain, plugin),
     redact,
+    onCall: observers.onCall,
   });
   // Other instances on the same database stream this one's events on /events.
   const relay = relayEvents(bus, store.changes, {

@@ -149,6 +149,10 @@ export const ConfigFileSchema = z.strictObject({
     /** Unit of the retry schedule of failed handler calls (1, 2, 4, 8, 16 × this, plus jitter). */
     retry_base_ms: z.number().int().positive().default(1000),
   }).prefault({}),
+  metrics: z.strictObject({
+    /** Serve `GET /metrics` without the API token (for a scraper on a private network). */
+    public: z.boolean().default(false),
+  }).prefault({}),
   tools: z.strictObject({
     timeout_ms: z.number().int().positive().default(30_000),
     circuit_threshold: z.number().int().positive().default(5),

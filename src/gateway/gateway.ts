@@ -54,6 +54,21 @@ export interface GatewayOptions {
    * @default the built-in rules and `config.redact.patterns`
    */
   redact?: Redactor;
+  /**
+   * Told of every answered call (metrics): tool, plugin, entry point
+   * (`CallOptions.source`), the error code of a failure, and the time to the
+   * answer in ms of `now`. @default none
+   */
+  onCall?: (call: CallObservation) => void;
+}
+
+/** A call as {@linkcode GatewayOptions.onCall} is told of it. */
+export interface CallObservation {
+  tool: string;
+  plugin: string;
+  source: string;
+  errorCode?: string;
+  durationMs: number;
 }
 
 /** Codes that count as a tool failure for the circuit breaker. */
@@ -103,6 +118,7 @@ export class Gateway {
   #log: (message: string) => void;
   #now: () => number;
   #redact: Redactor;
+  #onCall: ((call: CallObservation) => void) | undefined;
   #plugins: HostedPlugin[] = [];
   #tools = new Map<string, RegisteredTool>();
   #toolListeners = new Set<() => void>();
@@ -139,6 +155,7 @@ export class Gateway {
     this.#secrets = secrets;
     this.#log = log;
     this.#now = now;
+    this.#onCall = options.onCall;
   }
 
   /**
@@ -726,6 +743,12 @@ export class Gateway {
           appended();
           await appending;
         }
+        this.#onCall?.({
+          tool: name,
+          plugin,
+          source: options.source ?? "api",
+          durationMs: this.#now() - started,
+        });
         return tool.definition.rawResult
           ? { tool: name, plugin, output, latency_ms, rawResult: true }
           : { tool: name, plugin, output, latency_ms };
@@ -839,6 +862,13 @@ export class Gateway {
     ]);
     appended();
     await recorded;
+    this.#onCall?.({
+      tool: tool.definition.name,
+      plugin: tool.plugin.definition.name,
+      source: options.source ?? "api",
+      errorCode: error.code,
+      durationMs: this.#now() - started,
+    });
   }
 
   /** Disposes plugins and breaker timers. */

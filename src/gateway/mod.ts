@@ -5,7 +5,7 @@
  * @module
  */
 export { Gateway } from "./gateway.ts";
-export type { GatewayOptions } from "./gateway.ts";
+export type { CallObservation, GatewayOptions } from "./gateway.ts";
 export { Catalog, templatePattern } from "./catalog.ts";
 export type {
   CatalogChange,

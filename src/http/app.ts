@@ -130,7 +130,9 @@ export function createApp(options: AppOptions): ToolgateApp {
   app.use(authenticate({
     adminToken: config.apiToken,
     keys: options.keys,
-    skip: (path) => path === "/health" || isPublicPath(path),
+    skip: (path) =>
+      path === "/health" || (path === "/metrics" && config.metrics.public) ||
+      isPublicPath(path),
     now: options.now,
     log,
   }));

@@ -21,7 +21,7 @@ import { secretsEqual } from "./bearer_auth.ts";
 import type { AppEnv } from "./types.ts";
 
 /** Path prefixes of the management API: the administrator's only. */
-export const MANAGEMENT_PATHS: readonly string[] = ["/webhooks", "/dlq", "/audit"];
+export const MANAGEMENT_PATHS: readonly string[] = ["/webhooks", "/dlq", "/audit", "/metrics"];
 
 /** Whether `path` belongs to the management API. */
 export function isManagementPath(path: string): boolean {

@@ -60,4 +60,5 @@ export { FailedJobSchema, incomingFailedRoutes } from "./incoming_failed.ts";
 export { DlqEntrySchema, dlqRoutes } from "./dlq.ts";
 export { webhookRoutes, type WebhookRoutesOptions, WebhookSchema } from "./webhooks.ts";
 export { eventsRoutes } from "./events.ts";
+export { metricsRoutes, type MetricsSource } from "./metrics.ts";
 export type { EventsRoutesOptions } from "./events.ts";

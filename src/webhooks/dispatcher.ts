@@ -111,6 +111,21 @@ export interface DispatcherOptions {
    * @default "deliver"
    */
   mode?: "deliver" | "record";
+  /** Told of every attempt that got an outcome (metrics). @default none */
+  onAttempt?: (attempt: AttemptObservation) => void;
+  /** Told of every delivery moved to the dead-letter queue, by webhook id (metrics). @default none */
+  onDeadLetter?: (webhookId: string) => void;
+}
+
+/** A delivery attempt as {@linkcode DispatcherOptions.onAttempt} is told of it. */
+export interface AttemptObservation {
+  webhookId: string;
+  /** A 2xx response arrived in time. */
+  ok: boolean;
+  /** HTTP status, when a response arrived. */
+  status?: number;
+  /** Until the response headers (or the failure), in ms. */
+  durationMs: number;
 }
 
 /** A running dispatcher. */
@@ -331,6 +346,8 @@ class WebhookDispatcher implements Dispatcher {
   #logs = new Map<string, Promise<string[]>>();
   #mirrorRunning = false;
   #mirrorDirty = false;
+  #onAttempt: ((attempt: AttemptObservation) => void) | undefined;
+  #onDeadLetter: ((webhookId: string) => void) | undefined;
 
   constructor(options: DispatcherOptions) {
     const {
@@ -371,6 +388,8 @@ class WebhookDispatcher implements Dispatcher {
     this.#perWebhook = perWebhookConcurrency;
     this.#stopTimeoutMs = stopTimeoutMs;
     this.#onError = onError;
+    this.#onAttempt = options.onAttempt;
+    this.#onDeadLetter = options.onDeadLetter;
     this.#disabled = new Set(config.events.disabled);
     this.#freshMs = Math.min(
       MAX_REGISTRATION_AGE_MS,
@@ -1021,6 +1040,12 @@ class WebhookDispatcher implements Dispatcher {
     });
     release();
     if (result.aborted) return; // Stopping: the outcome is unknown, the record stays as it was.
+    this.#onAttempt?.({
+      webhookId: record.webhook_id,
+      ok: result.ok,
+      ...(result.status !== undefined ? { status: result.status } : {}),
+      durationMs: result.duration_ms,
+    });
     const attempt = attemptRecord(record.attempt_count + 1, startedAt, result);
     if (result.ok) {
       await this.#finish(pending, "delivered", attempt, hook);
@@ -1255,6 +1280,7 @@ class WebhookDispatcher implements Dispatcher {
       );
     }
     if (dead) {
+      this.#onDeadLetter?.(record.webhook_id);
       // Appended in place: O(entry), not a rewrite of the whole file per dead letter.
       const entry = dlqEntry(dead, event.event.body);
       this.#background(appendDlqMirror(this.#store, [entry], this.#config.dataDir));

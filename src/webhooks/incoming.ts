@@ -68,6 +68,16 @@ export interface IncomingRouterOptions {
    * @default none
    */
   loopMarker?: string;
+  /** Told how each payload was answered (metrics). @default none */
+  onPayload?: (payload: IncomingPayloadObservation) => void;
+}
+
+/** An incoming payload's answer as {@linkcode IncomingRouterOptions.onPayload} is told of it. */
+export interface IncomingPayloadObservation {
+  endpointId: string;
+  status: "accepted" | "skipped" | "duplicate" | "rejected";
+  /** The error code of a rejected payload. */
+  code?: string;
 }
 
 const FORM_TYPE = "application/x-www-form-urlencoded";
@@ -154,6 +164,7 @@ export class IncomingRouter {
   #store: Store;
   #gateway: Gateway;
   #audit: IncomingAuditLog;
+  #onPayload: ((payload: IncomingPayloadObservation) => void) | undefined;
   #config: Config;
   #log: (message: string) => void;
   #loopMarker: string | undefined;
@@ -216,6 +227,7 @@ export class IncomingRouter {
     this.#store = options.store;
     this.#gateway = options.gateway;
     this.#audit = options.audit;
+    this.#onPayload = options.onPayload;
     this.#config = options.config;
     this.#log = log;
     this.#loopMarker = options.loopMarker;
@@ -344,6 +356,7 @@ export class IncomingRouter {
     } catch (error) {
       if (!(error instanceof GatewayError)) throw error;
       this.#count(endpoint.id, "rejected");
+      this.#onPayload?.({ endpointId: endpoint.id, status: "rejected", code: error.code });
       this.#log(`incoming ${endpoint.path}: rejected ${error.status} ${error.code}`);
       const headers: Record<string, string> = {};
       const details = error.details as { allow?: string; retry_after_s?: number } | undefined;
@@ -443,6 +456,7 @@ export class IncomingRouter {
           status: "duplicate",
           job_id: seen.job_id,
         });
+        this.#onPayload?.({ endpointId: endpoint.id, status: "duplicate" });
         return answer;
       }
     }
@@ -521,6 +535,7 @@ export class IncomingRouter {
         status: "accepted",
         handler: call.handler,
       });
+      this.#onPayload?.({ endpointId: endpoint.id, status: "accepted" });
       if (wait) return await this.#runNow(endpoint, jobId, call.handler, call.args, receivedAt);
       // The job's audit entry is the one whose session_id is the job id.
       const job = staged?.job ?? await this.#store.incoming.put(fields, jobBody, claim);
@@ -586,6 +601,7 @@ export class IncomingRouter {
     });
     this.#count(endpoint.id, "received", receivedAt);
     this.#notePayload(endpoint.id, jobId, receivedAt, { status: "skipped", reason });
+    this.#onPayload?.({ endpointId: endpoint.id, status: "skipped" });
     return Response.json({ id: jobId, status: "skipped", reason }, { status: 202 });
   }
 

@@ -44,6 +44,7 @@ export {
 } from "./retry_policy.ts";
 export type { RetryInput } from "./retry_policy.ts";
 export type {
+  AttemptObservation,
   DisabledWebhook,
   Dispatcher,
   DispatcherConfig,
@@ -130,4 +131,8 @@ export {
   validateMapping,
 } from "./incoming_map.ts";
 export type { Condition, IncomingMappingSpec, MappedCall, Source } from "./incoming_map.ts";
-export type { IncomingAuditLog, IncomingRouterOptions } from "./incoming.ts";
+export type {
+  IncomingAuditLog,
+  IncomingPayloadObservation,
+  IncomingRouterOptions,
+} from "./incoming.ts";
