@@ -962,10 +962,16 @@ export class IncomingRouter {
     }
   }
 
-  /** Looks for due jobs in the store now (a replay queued some), not on the next poll. */
+  /**
+   * Looks for due jobs in the store now (a replay queued some), not on the
+   * next poll, and counts the waiting jobs again (replayed jobs wait too).
+   */
   wake(): void {
     this.#overflow = true;
     this.#pump();
+    this.#countPending().catch((e) =>
+      this.#log(`incoming: cannot count waiting jobs: ${(e as Error).message}`)
+    );
   }
 
   /** Resolves when no job is queued or running (tests, shutdown). */

@@ -266,3 +266,28 @@ Deno.test("the payload log keeps the endpoint's last 20 payloads with their outc
   assertEquals(log.map((e) => e.id), ids.slice(5).reverse());
   assert(log.every((e) => e.status === "ok" && e.handler === "work"));
 });
+
+Deno.test("a job waiting for a retry counts against the queue's bound; a failed job does not, a replayed one again", async () => {
+  await using temp = await tempStore();
+  const state = { failuresLeft: 1000, calls: 0 };
+  const s = await setup(temp, state);
+  try {
+    const id = await s.post({ n: 1 });
+    await until(() => Promise.resolve(s.stored.length === 1), "the first failure");
+    assertEquals(s.router.waiting(s.endpoint.id), 1);
+    await until(async () => (await s.store.incoming.listFailed()).length === 1, "a failed job");
+    assertEquals(s.router.waiting(s.endpoint.id), 0);
+    assertEquals(await replayFailedJobs(s.store, id), { replayed: [id] });
+    s.router.wake();
+    // Counted again (its retries take about 0.6 s), then failed again.
+    await until(() => Promise.resolve(s.router.waiting(s.endpoint.id) === 1), "the recount");
+    await until(
+      async () => (await s.store.incoming.get(id))?.failed_at !== undefined,
+      "the replay to fail again",
+    );
+    await until(() => Promise.resolve(s.router.waiting(s.endpoint.id) === 0), "no job waiting");
+    assertEquals(state.calls, 12);
+  } finally {
+    await s.stop();
+  }
+});
