@@ -38,7 +38,10 @@ export const ADMIN_CALLER: Caller = Object.freeze({ kind: "admin" });
 /** A caller on this machine with nothing to authenticate (stdio, CLI, open loopback HTTP). */
 export const LOCAL_CALLER: Caller = Object.freeze({ kind: "local" });
 
-/** Whether the caller may use the management API (`/webhooks`, `/dlq`, `/audit`, `/metrics`). */
+/**
+ * Whether the caller may use the management API (`/webhooks`, `/dlq`,
+ * `/incoming`, `/audit`, `/metrics`).
+ */
 export function isAdministrator(caller: Caller): boolean {
   return caller.kind === "admin" || caller.kind === "local";
 }

@@ -21,7 +21,13 @@ import { secretsEqual } from "./bearer_auth.ts";
 import type { AppEnv } from "./types.ts";
 
 /** Path prefixes of the management API: the administrator's only. */
-export const MANAGEMENT_PATHS: readonly string[] = ["/webhooks", "/dlq", "/audit", "/metrics"];
+export const MANAGEMENT_PATHS: readonly string[] = [
+  "/webhooks",
+  "/dlq",
+  "/incoming",
+  "/audit",
+  "/metrics",
+];
 
 /** Whether `path` belongs to the management API. */
 export function isManagementPath(path: string): boolean {

@@ -37,7 +37,7 @@ export function registerOpenApi(app: ToolgateApp, options: OpenApiOptions): void
     description: "`TOOLGATE_API_TOKEN` (the administrator) or an API key (`tg_…`, " +
       "`toolgate keys create`); required on every route but /health and incoming webhook paths " +
       "when the token is set or a key exists. A key lists and calls only its tools (403 " +
-      "FORBIDDEN otherwise) and may not use /webhooks, /dlq, /audit or /metrics",
+      "FORBIDDEN otherwise) and may not use /webhooks, /dlq, /incoming, /audit or /metrics",
   });
   const mcpErrors = errorResponses([401, 403, 413]);
   const rpcError = (description: string) => ({

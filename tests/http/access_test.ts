@@ -152,7 +152,9 @@ Deno.test("API keys: GET /tools lists only the key's tools; a call outside them 
 Deno.test("API keys: the management API is the administrator's (403 FORBIDDEN for a key); /events is open to keys", async () => {
   await using t = await setup();
   const { key } = await createApiKey(t.store.apiKeys, { name: "ci", tools: "echo" });
-  for (const path of ["/audit", "/webhooks", "/dlq", "/audit?caller=ci"]) {
+  for (
+    const path of ["/audit", "/webhooks", "/dlq", "/incoming/failed", "/audit?caller=ci"]
+  ) {
     const response = await t.app.request(path, { headers: bearer(key) });
     assertEquals(response.status, 403, path);
     const body = await response.json();
