@@ -113,6 +113,7 @@ async function startHttp(context: CliContext): Promise<void> {
   // Loaded here, not at the top: the stdio transport never needs it.
   const {
     auditRoutes,
+    consoleRoutes,
     dlqRoutes,
     eventsRoutes,
     incomingFailedRoutes,
@@ -167,6 +168,13 @@ async function startHttp(context: CliContext): Promise<void> {
         dlqRoutes(runtime.store),
         incomingFailedRoutes(runtime.store, () => incoming.wake()),
         metricsRoutes(metrics),
+        // Before the incoming routes, which answer every other path.
+        consoleRoutes({
+          store: runtime.store,
+          audit: runtime.audit,
+          egress: runtime.egress,
+          wakeIncoming: () => incoming.wake(),
+        }),
         incomingRoutes(incoming), // A catch-all: last.
       ],
       isPublicPath: (path) => incoming.match(path) !== undefined,

@@ -21,6 +21,7 @@ import { ServerLifecycle } from "./lifecycle.ts";
 import { registerOpenApi } from "./openapi.ts";
 import { registerToolRoutes } from "./tools.ts";
 import type { AppEnv, RouteMount, ToolgateApp } from "./types.ts";
+import { isConsolePath } from "./ui/paths.ts";
 import { validationHook } from "./validation.ts";
 
 /** Options of {@linkcode createApp}. */
@@ -130,9 +131,10 @@ export function createApp(options: AppOptions): ToolgateApp {
   app.use(authenticate({
     adminToken: config.apiToken,
     keys: options.keys,
+    // The console checks its own session (signed in with TOOLGATE_API_TOKEN).
     skip: (path) =>
       path === "/health" || (path === "/metrics" && config.metrics.public) ||
-      isPublicPath(path),
+      isConsolePath(path) || isPublicPath(path),
     now: options.now,
     log,
   }));

@@ -61,4 +61,6 @@ export { DlqEntrySchema, dlqRoutes } from "./dlq.ts";
 export { webhookRoutes, type WebhookRoutesOptions, WebhookSchema } from "./webhooks.ts";
 export { eventsRoutes } from "./events.ts";
 export { metricsRoutes, type MetricsSource } from "./metrics.ts";
+export { type ConsoleOptions, consoleRoutes } from "./ui/routes.tsx";
+export { isConsolePath } from "./ui/paths.ts";
 export type { EventsRoutesOptions } from "./events.ts";

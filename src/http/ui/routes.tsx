@@ -1,0 +1,589 @@
+/** @jsxImportSource hono/jsx */
+/**
+ * The console's routes under `/ui`: sign-in, the pages, their forms, the
+ * event stream for live updates and the audit verify's progress stream.
+ *
+ * @module
+ */
+import type { Context, MiddlewareHandler } from "hono";
+import { deleteCookie, getCookie, setCookie } from "hono/cookie";
+import type { JSX } from "hono/jsx/jsx-runtime";
+import { AUDIT_KINDS, type AuditEntry, type AuditLog, verifyAuditChain } from "../../audit/mod.ts";
+import type { EgressPolicy } from "../../egress/mod.ts";
+import { GatewayError } from "../../errors/mod.ts";
+import { ADMIN_CALLER, LOCAL_CALLER, toToolResult } from "../../gateway/mod.ts";
+import { newId } from "../../ids.ts";
+import type { Store } from "../../store/mod.ts";
+import {
+  disableWebhook,
+  enableWebhook,
+  getDlqEntry,
+  listDlq,
+  listFailedJobs,
+  listWebhooks,
+  recentAttempts,
+  replayDlq,
+  replayFailedJobs,
+  rotateWebhookSecret,
+  testWebhook,
+} from "../../webhooks/mod.ts";
+import { VERSION } from "../../version.ts";
+import type { AppEnv, RouteMount, ToolgateApp } from "../types.ts";
+import { CONSOLE_CSS, CONSOLE_JS } from "./assets.ts";
+import { ConsoleSessions, SESSION_COOKIE, SESSION_TTL_MS } from "./session.ts";
+import { CallStats } from "./stats.ts";
+import {
+  AuditPage,
+  DlqPage,
+  DlqRecordPage,
+  type Flash,
+  IncomingPage,
+  type IncomingPayload,
+  OverviewPage,
+  type PageFrame,
+  replayFlash,
+  secretFlash,
+  SignInPage,
+  testFlash,
+  ToolPage,
+  ToolsPage,
+  WebhooksPage,
+} from "./views.tsx";
+import { isConsolePath, UI } from "./paths.ts";
+
+/** Options of {@linkcode consoleRoutes}. */
+export interface ConsoleOptions {
+  /** The store (webhooks, dead letters, incoming endpoints, the audit chain). */
+  store: Store;
+  /** The audit log the pages browse. */
+  audit: AuditLog;
+  /** The egress policy webhook tests send through. @default the store's defaults */
+  egress?: EgressPolicy;
+  /** Tells the incoming router that replayed jobs wait (`IncomingRouter.wake`). @default none */
+  wakeIncoming?: () => void;
+}
+
+const SECURITY_HEADERS: Record<string, string> = {
+  "content-security-policy": "default-src 'none'; style-src 'self'; script-src 'self'; " +
+    "connect-src 'self'; img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; " +
+    "base-uri 'none'",
+  "x-content-type-options": "nosniff",
+  "referrer-policy": "same-origin",
+  "x-frame-options": "DENY",
+};
+
+/** Entries the incoming page reads back from the audit log's head. */
+const INCOMING_SCAN = 500;
+/** Recent incoming payloads shown. */
+const INCOMING_SHOWN = 50;
+/** Failed incoming jobs shown (the count shows them all). */
+const FAILED_SHOWN = 100;
+/** Dead letters counted on the overview (more shows as `100+`). */
+const DLQ_COUNTED = 100;
+/** Records per dead-letter page. */
+const DLQ_PAGE = 50;
+/** Entries per audit page. */
+const AUDIT_PAGE = 50;
+
+type Ctx = Context<AppEnv>;
+
+/** The session of a request (`"open"` on an open server), set by the console's middleware. */
+const sessions = new WeakMap<Request, string>();
+
+/** What the console asks of a server with API keys but no `TOOLGATE_API_TOKEN`. */
+const NO_ADMIN = "The console needs TOOLGATE_API_TOKEN: API keys exist, so the server is not " +
+  "open, and API keys may not use the management API the console shows. Start the server with " +
+  "TOOLGATE_API_TOKEN set and sign in with it.";
+
+function html(c: Ctx, page: JSX.Element, status: 200 | 400 | 401 | 404 = 200): Promise<Response> {
+  return Promise.resolve(page).then((body) =>
+    c.html(`<!doctype html>${body}`, status, { "cache-control": "no-store" })
+  );
+}
+
+/** A `next` address after sign-in: only console paths, never another site. */
+function safeNext(raw: unknown): string {
+  return typeof raw === "string" && isConsolePath(raw) && !raw.startsWith("//") &&
+      !/[\\\s]/.test(raw)
+    ? raw
+    : UI;
+}
+
+function field(body: Record<string, unknown>, name: string): string | undefined {
+  const value = body[name];
+  return typeof value === "string" ? value : undefined;
+}
+
+/** `datetime-local` (taken as UTC) or ISO 8601 → ISO 8601, or undefined when empty. */
+function sinceOf(raw: string | undefined): string | undefined {
+  if (!raw) return undefined;
+  const iso = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2})?$/.test(raw)
+    ? `${raw}${raw.length === 16 ? ":00" : ""}Z`
+    : raw;
+  if (Number.isNaN(Date.parse(iso))) {
+    throw new GatewayError(
+      "USAGE",
+      `Invalid since: ${JSON.stringify(raw)} is not a time; use YYYY-MM-DDTHH:MM (UTC)`,
+    );
+  }
+  return new Date(iso).toISOString();
+}
+
+/**
+ * Mounts the web console at `/ui` (see docs/console.md). With an API token
+ * the pages need a session from the sign-in form (an HttpOnly, SameSite=Strict
+ * cookie); without one (a loopback-only server) they are open like the rest
+ * of the API. Every form carries a CSRF token, and a form from another
+ * origin is refused. Mount it before routes that answer every path.
+ *
+ * @example
+ * ```ts
+ * serveHttp({ gateway, config, routes: [consoleRoutes({ store, audit })] });
+ * ```
+ */
+export function consoleRoutes(options: ConsoleOptions): RouteMount {
+  const { store, audit, egress } = options;
+  return function mountConsole(app: ToolgateApp, { gateway, config, lifecycle }) {
+    const auth = new ConsoleSessions({ token: config.apiToken });
+    // Open like the rest of the API: no token, and no API key yet.
+    const isOpen = async () => !config.apiToken && !await store.apiKeys.any();
+    const stats = new CallStats();
+    const unfollow = stats.follow(gateway.bus);
+    lifecycle.signal.addEventListener("abort", unfollow, { once: true });
+
+    const frameOf = (c: Ctx, path: string): PageFrame => {
+      const session = sessions.get(c.req.raw) ?? "open";
+      return { csrf: auth.csrfToken(session), signedIn: session !== "open", path };
+    };
+    const pathOf = (c: Ctx) => {
+      const url = new URL(c.req.url);
+      return url.pathname + url.search;
+    };
+
+    app.use(`${UI}/*`, securityHeaders);
+    app.use(UI, securityHeaders);
+
+    app.get(`${UI}/assets/console.css`, (c) =>
+      c.body(CONSOLE_CSS, 200, {
+        "content-type": "text/css; charset=utf-8",
+        "cache-control": `public, max-age=3600`,
+        etag: `"${VERSION}"`,
+      }));
+    app.get(`${UI}/assets/console.js`, (c) =>
+      c.body(CONSOLE_JS, 200, {
+        "content-type": "text/javascript; charset=utf-8",
+        "cache-control": `public, max-age=3600`,
+        etag: `"${VERSION}"`,
+      }));
+
+    app.get(`${UI}/login`, async (c) => {
+      if (await isOpen()) return c.redirect(UI, 303);
+      const error = config.apiToken ? undefined : NO_ADMIN;
+      return html(c, <SignInPage next={safeNext(c.req.query("next"))} error={error} />);
+    });
+    app.post(`${UI}/login`, async (c) => {
+      sameOrigin(c);
+      const body = await c.req.parseBody();
+      const next = safeNext(field(body, "next"));
+      if (await isOpen()) return c.redirect(next, 303);
+      const cookie = auth.signIn(field(body, "token") ?? "");
+      if (!cookie) {
+        const error = config.apiToken
+          ? "That is not the API token (TOOLGATE_API_TOKEN)."
+          : NO_ADMIN;
+        return html(c, <SignInPage next={next} error={error} />, 401);
+      }
+      setCookie(c, SESSION_COOKIE, cookie, {
+        httpOnly: true,
+        sameSite: "Strict",
+        secure: new URL(c.req.url).protocol === "https:",
+        path: UI,
+        maxAge: SESSION_TTL_MS / 1000,
+      });
+      return c.redirect(next, 303);
+    });
+
+    // Everything below needs a session (or a server without a token).
+    const requireSession: MiddlewareHandler<AppEnv> = async (c, next) => {
+      const path = c.req.path;
+      if (path === `${UI}/login` || path.startsWith(`${UI}/assets/`)) return await next();
+      const session = auth.check(getCookie(c, SESSION_COOKIE)) ??
+        (await isOpen() ? "open" : undefined);
+      if (!session) {
+        if (c.req.method === "GET" && !path.endsWith("/stream") && path !== `${UI}/events`) {
+          return c.redirect(`${UI}/login?next=${encodeURIComponent(pathOf(c))}`, 303);
+        }
+        throw new GatewayError("UNAUTHORIZED", "Unauthorized: sign in to the console at /ui/login");
+      }
+      sessions.set(c.req.raw, session);
+      if (c.req.method === "POST") {
+        sameOrigin(c);
+        const body = await c.req.parseBody();
+        if (!auth.csrfValid(session, field(body, "_csrf"))) {
+          throw new GatewayError(
+            "FORBIDDEN",
+            "Forbidden: the form's CSRF token is missing or stale; reload the page and try again",
+          );
+        }
+      }
+      await next();
+    };
+    app.use(`${UI}/*`, requireSession);
+    app.use(UI, requireSession);
+
+    app.post(`${UI}/logout`, (c) => {
+      const session = sessions.get(c.req.raw);
+      if (session) auth.signOut(session);
+      deleteCookie(c, SESSION_COOKIE, { path: UI });
+      return c.redirect(session === "open" ? UI : `${UI}/login`, 303);
+    });
+
+    // Live updates: the event stream, authorized by the session cookie.
+    app.get(`${UI}/events`, (c) => {
+      const headers = new Headers();
+      for (const name of ["host", "last-event-id", "accept"]) {
+        const value = c.req.header(name);
+        if (value !== undefined) headers.set(name, value);
+      }
+      if (sessions.get(c.req.raw) !== "open" && config.apiToken) {
+        headers.set("authorization", `Bearer ${config.apiToken}`);
+      }
+      const url = new URL(c.req.url);
+      return app.fetch(
+        new Request(new URL(`/events${url.search}`, url), { headers, signal: c.req.raw.signal }),
+      );
+    });
+
+    app.get(UI, async (c) => {
+      const [webhooks, dlq] = await Promise.all([
+        listWebhooks(store),
+        listDlq(store, { limit: DLQ_COUNTED + 1 }),
+      ]);
+      return html(
+        c,
+        <OverviewPage
+          frame={frameOf(c, UI)}
+          data={{
+            status: lifecycle.draining ? "draining" : "ok",
+            version: VERSION,
+            uptimeMs: Math.max(0, Date.now() - lifecycle.startedAt),
+            toolCount: gateway.listTools().length,
+            plugins: gateway.listPlugins(),
+            openCircuits: gateway.openCircuits(),
+            minutes: stats.lastHour(),
+            webhooks: webhooks.length,
+            disabledWebhooks: webhooks.filter((w) => w.disabled).length,
+            dlqCount: Math.min(dlq.length, DLQ_COUNTED),
+            dlqMore: dlq.length > DLQ_COUNTED,
+          }}
+        />,
+      );
+    });
+
+    app.get(`${UI}/tools`, (c) => {
+      return html(c, <ToolsPage frame={frameOf(c, `${UI}/tools`)} tools={gateway.listTools()} />);
+    });
+    const toolOf = (name: string) => {
+      const tool = gateway.listTools().find((t) => t.name === name);
+      if (!tool) throw new GatewayError("TOOL_NOT_FOUND", `Unknown tool ${JSON.stringify(name)}`);
+      return tool;
+    };
+    app.get(`${UI}/tools/:name`, (c) => {
+      const tool = toolOf(c.req.param("name"));
+      const path = `${UI}/tools/${encodeURIComponent(tool.name)}`;
+      return html(c, <ToolPage frame={frameOf(c, path)} tool={tool} args="{}" />);
+    });
+    app.post(`${UI}/tools/:name`, async (c) => {
+      const tool = toolOf(c.req.param("name"));
+      const frame = frameOf(c, `${UI}/tools/${encodeURIComponent(tool.name)}`);
+      const raw = field(await c.req.parseBody(), "arguments")?.trim() || "{}";
+      let args: unknown;
+      try {
+        args = JSON.parse(raw);
+      } catch (error) {
+        const text = `Invalid arguments: not JSON (${(error as Error).message}); ` +
+          `write a JSON object such as {"key": "value"}`;
+        return html(
+          c,
+          <ToolPage frame={frame} tool={tool} args={raw} flash={{ kind: "bad", text }} />,
+          400,
+        );
+      }
+      if (typeof args !== "object" || args === null || Array.isArray(args)) {
+        const text = 'Invalid arguments: expected a JSON object such as {"key": "value"}';
+        return html(
+          c,
+          <ToolPage frame={frame} tool={tool} args={raw} flash={{ kind: "bad", text }} />,
+          400,
+        );
+      }
+      try {
+        const result = await gateway.call(tool.name, args, {
+          sessionId: newId("ses"),
+          signal: c.req.raw.signal,
+          source: "console",
+          caller: sessions.get(c.req.raw) === "open" ? LOCAL_CALLER : ADMIN_CALLER,
+        });
+        return html(
+          c,
+          <ToolPage
+            frame={frame}
+            tool={tool}
+            args={raw}
+            result={{ ok: true, body: toToolResult(result), latencyMs: result.latency_ms }}
+          />,
+        );
+      } catch (error) {
+        if (!(error instanceof GatewayError)) throw error;
+        const body = { code: error.code, message: error.message, details: error.details };
+        return html(
+          c,
+          <ToolPage frame={frame} tool={tool} args={raw} result={{ ok: false, body }} />,
+        );
+      }
+    });
+
+    const webhooksPage = async (c: Ctx, flash?: Flash) => {
+      const hooks = await listWebhooks(store);
+      const rows = await Promise.all(
+        hooks.map(async (webhook) => ({
+          webhook,
+          attempts: await recentAttempts(store, webhook.id),
+        })),
+      );
+      return html(
+        c,
+        <WebhooksPage frame={frameOf(c, `${UI}/webhooks`)} rows={rows} flash={flash} />,
+      );
+    };
+    app.get(`${UI}/webhooks`, (c) => webhooksPage(c));
+    app.post(`${UI}/webhooks/:id/test`, async (c) => {
+      const result = await testWebhook(store, c.req.param("id"), { egress });
+      return webhooksPage(c, testFlash(result));
+    });
+    app.post(`${UI}/webhooks/:id/disable`, async (c) => {
+      const hook = await disableWebhook(store, c.req.param("id"), "disabled in the console");
+      return webhooksPage(c, {
+        kind: "ok",
+        text: `Disabled ${hook.url}: its events wait in the dead-letter queue`,
+      });
+    });
+    app.post(`${UI}/webhooks/:id/enable`, async (c) => {
+      const { webhook } = await enableWebhook(store, c.req.param("id"));
+      return webhooksPage(c, { kind: "ok", text: `Enabled ${webhook.url}` });
+    });
+    app.post(`${UI}/webhooks/:id/rotate`, async (c) => {
+      const { webhook, secret } = await rotateWebhookSecret(store, c.req.param("id"));
+      return webhooksPage(c, secretFlash(webhook.url, secret));
+    });
+
+    const dlqPage = async (c: Ctx, flash?: Flash) => {
+      const webhook = c.req.query("webhook") || undefined;
+      const after = c.req.query("after") || undefined;
+      const records = await listDlq(store, { webhook, after, limit: DLQ_PAGE + 1 });
+      const page = records.slice(0, DLQ_PAGE);
+      const next = records.length > DLQ_PAGE ? page.at(-1)!.dlq_id : null;
+      const params = new URLSearchParams();
+      if (webhook) params.set("webhook", webhook);
+      if (after) params.set("after", after);
+      const path = `${UI}/dlq${params.size ? `?${params}` : ""}`;
+      return html(
+        c,
+        <DlqPage
+          frame={frameOf(c, path)}
+          records={page}
+          webhook={webhook}
+          next={next}
+          flash={flash}
+        />,
+      );
+    };
+    app.get(`${UI}/dlq`, (c) => dlqPage(c));
+    app.post(`${UI}/dlq/replay`, async (c) => {
+      const webhook = c.req.query("webhook");
+      const result = await replayDlq(store, webhook ? { webhook } : "all");
+      return dlqPage(c, replayFlash(result));
+    });
+    app.get(`${UI}/dlq/:id`, async (c) => {
+      const record = await getDlqEntry(store, c.req.param("id"));
+      const path = `${UI}/dlq/${encodeURIComponent(record.dlq_id)}`;
+      return html(c, <DlqRecordPage frame={frameOf(c, path)} record={record} />);
+    });
+    app.post(`${UI}/dlq/:id/replay`, async (c) => {
+      const result = await replayDlq(store, c.req.param("id"));
+      return dlqPage(c, replayFlash(result));
+    });
+
+    const incomingPage = async (c: Ctx, flash?: Flash) => {
+      const endpoints = await store.webhooks.listIncoming();
+      const [rows, failed, head] = await Promise.all([
+        Promise.all(endpoints.map(async (endpoint) => ({
+          endpoint,
+          stats: await store.webhooks.incomingStats(endpoint.id),
+        }))),
+        listFailedJobs(store),
+        audit.head(),
+      ]);
+      const after = Math.max(0, head.head_seq - INCOMING_SCAN);
+      const { entries } = await audit.list({ after, limit: INCOMING_SCAN });
+      const calls = new Map<string, AuditEntry>();
+      for (const entry of entries) {
+        if (entry.kind === "tool.call" && entry.session_id) calls.set(entry.session_id, entry);
+      }
+      const payloads: IncomingPayload[] = entries
+        .filter((e) => e.kind === "webhook.incoming")
+        .reverse()
+        .slice(0, INCOMING_SHOWN)
+        .map((entry) => ({
+          entry,
+          handled: entry.session_id ? calls.get(entry.session_id) : undefined,
+        }));
+      return html(
+        c,
+        <IncomingPage
+          frame={frameOf(c, `${UI}/incoming`)}
+          rows={rows}
+          payloads={payloads}
+          scanned={entries.length}
+          failed={failed.slice(0, FAILED_SHOWN)}
+          failedCount={failed.length}
+          flash={flash}
+        />,
+      );
+    };
+    app.get(`${UI}/incoming`, (c) => incomingPage(c));
+    const replayIncoming = async (c: Ctx, target: string) => {
+      const { replayed } = await replayFailedJobs(store, target);
+      if (replayed.length) options.wakeIncoming?.();
+      return incomingPage(c, {
+        kind: replayed.length ? "ok" : "info",
+        text:
+          `Replay: ${replayed.length} failed payload${replayed.length === 1 ? "" : "s"} queued ` +
+          "for their handlers again",
+      });
+    };
+    app.post(`${UI}/incoming/failed/replay`, (c) => replayIncoming(c, "all"));
+    app.post(`${UI}/incoming/failed/:id/replay`, (c) => replayIncoming(c, c.req.param("id")));
+
+    const auditPage = async (c: Ctx, flash?: Flash) => {
+      const tool = c.req.query("tool") || undefined;
+      const rawKind = c.req.query("kind") || undefined;
+      if (rawKind && !AUDIT_KINDS.includes(rawKind)) {
+        throw new GatewayError(
+          "USAGE",
+          `Invalid kind: ${JSON.stringify(rawKind)}; expected one of ${AUDIT_KINDS.join(", ")}`,
+        );
+      }
+      const sinceRaw = c.req.query("since") || undefined;
+      const since = sinceOf(sinceRaw);
+      const afterRaw = c.req.query("after");
+      const head = await audit.head();
+      let after = afterRaw === undefined ? undefined : Number(afterRaw);
+      if (after !== undefined && (!Number.isInteger(after) || after < 0)) {
+        throw new GatewayError("USAGE", `Invalid after: ${JSON.stringify(afterRaw)} is not a seq`);
+      }
+      // Unfiltered, the page starts with the latest entries; filtered, from the start.
+      if (after === undefined && !tool && !rawKind && !since) {
+        after = Math.max(0, head.head_seq - AUDIT_PAGE);
+      }
+      const page = await audit.list({ after, tool, kind: rawKind, since, limit: AUDIT_PAGE });
+      return html(
+        c,
+        <AuditPage
+          frame={frameOf(c, pathOf(c).startsWith(`${UI}/audit/`) ? `${UI}/audit` : pathOf(c))}
+          kinds={AUDIT_KINDS}
+          filters={{ tool, kind: rawKind, since: sinceRaw }}
+          entries={page.entries}
+          next={page.next_after}
+          headSeq={head.head_seq}
+          flash={flash}
+        />,
+      );
+    };
+    app.get(`${UI}/audit`, (c) => auditPage(c));
+    app.post(`${UI}/audit/verify`, async (c) => {
+      const result = await verifyAuditChain(store, { signal: c.req.raw.signal });
+      const flash: Flash = result.ok
+        ? {
+          kind: "ok",
+          text: `Intact: ${result.count} entries verified up to seq ${result.head_seq}`,
+        }
+        : {
+          kind: "bad",
+          text: `Broken at seq ${result.seq} (${result.reason}): ${result.message}`,
+        };
+      return auditPage(c, flash);
+    });
+    app.get(`${UI}/audit/verify/stream`, (c) => {
+      const encoder = new TextEncoder();
+      const signal = AbortSignal.any([c.req.raw.signal, lifecycle.signal]);
+      const body = new ReadableStream<Uint8Array>({
+        async start(controller) {
+          const send = (event: string, data: unknown) => {
+            try {
+              controller.enqueue(
+                encoder.encode(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`),
+              );
+            } catch {
+              // The client went away.
+            }
+          };
+          try {
+            const result = await verifyAuditChain(store, {
+              signal,
+              onProgress: (progress) => send("progress", progress),
+            });
+            send("done", result);
+          } catch (error) {
+            send("done", {
+              ok: false,
+              seq: 0,
+              reason: "stopped",
+              message: (error as Error).message,
+            });
+          }
+          try {
+            controller.close();
+          } catch {
+            // Already cancelled.
+          }
+        },
+      });
+      return new Response(body, {
+        headers: {
+          "content-type": "text/event-stream; charset=utf-8",
+          "cache-control": "no-cache, no-transform",
+        },
+      });
+    });
+  };
+}
+
+const securityHeaders: MiddlewareHandler<AppEnv> = async (c, next) => {
+  await next();
+  for (const [name, value] of Object.entries(SECURITY_HEADERS)) c.res.headers.set(name, value);
+};
+
+/**
+ * Refuses a form sent from another origin: its `Origin` (or, without one,
+ * its `Referer`) must name this server's `Host`.
+ *
+ * @throws {GatewayError} `FORBIDDEN`
+ */
+function sameOrigin(c: Ctx): void {
+  const host = c.req.header("host") ?? new URL(c.req.url).host;
+  const from = c.req.header("origin") ?? c.req.header("referer");
+  let fromHost: string | undefined;
+  try {
+    fromHost = from === undefined || from === "null" ? undefined : new URL(from).host;
+  } catch {
+    fromHost = undefined;
+  }
+  if (fromHost === undefined || fromHost.toLowerCase() !== host.toLowerCase()) {
+    throw new GatewayError(
+      "FORBIDDEN",
+      "Forbidden: console forms are taken only from the console's own pages " +
+        "(Origin or Referer must name this server)",
+    );
+  }
+}
