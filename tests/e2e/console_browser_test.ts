@@ -160,6 +160,11 @@ Deno.test({
     await page.locator("tr.audit-entry").first().waitFor();
     const tools = await page.locator("tr.audit-entry td:nth-child(4)").allTextContents();
     assert(tools.length > 0 && tools.every((t) => t === "memory_get"), tools.join());
+    await page.getByLabel("Caller").fill("admin");
+    await page.getByRole("button", { name: "Filter" }).click();
+    await page.locator("tr.audit-entry").first().waitFor();
+    const callers = await page.locator("tr.audit-entry td:nth-child(5)").allTextContents();
+    assert(callers.length > 0 && callers.every((c) => c === "admin"), callers.join());
     await shot(page, "audit", true);
 
     // A failed incoming payload, replayed: queued again (and refused again).

@@ -42,6 +42,12 @@ Deno.test("console: open without a token, forms need their CSRF token and the sa
   assertEquals(ok.status, 200);
   assertMatch(await ok.text(), /id="tool-result"/);
 
+  // An error answers a page, with the code.
+  const missing = await fetch(`${server.url}/ui/dlq/dlq_missing`);
+  assertEquals(missing.status, 404);
+  assertEquals(missing.headers.get("content-type"), "text/html; charset=utf-8");
+  assertMatch(await missing.text(), /<code>NOT_FOUND<\/code>/);
+
   // Sign-in has nothing to do: back to the console.
   const login = await fetch(`${server.url}/ui/login`, { redirect: "manual" });
   await login.body?.cancel();

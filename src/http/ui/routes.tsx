@@ -36,6 +36,7 @@ import {
   AuditPage,
   DlqPage,
   DlqRecordPage,
+  ErrorPage,
   type Flash,
   IncomingPage,
   type IncomingPayload,
@@ -78,8 +79,8 @@ const INCOMING_SCAN = 500;
 const INCOMING_SHOWN = 50;
 /** Failed incoming jobs shown (the count shows them all). */
 const FAILED_SHOWN = 100;
-/** Dead letters counted on the overview (more shows as `100+`). */
-const DLQ_COUNTED = 100;
+/** How long the overview's dead-letter count is reused, in ms. */
+const DLQ_RECOUNT_MS = 5000;
 /** Records per dead-letter page. */
 const DLQ_PAGE = 50;
 /** Entries per audit page. */
@@ -151,6 +152,19 @@ export function consoleRoutes(options: ConsoleOptions): RouteMount {
     const unfollow = stats.follow(gateway.bus);
     lifecycle.signal.addEventListener("abort", unfollow, { once: true });
 
+    // The overview's dead-letter count reads every record (no bodies): counted
+    // at most once per DLQ_RECOUNT_MS, requests meanwhile share the count.
+    let dlqCounted: { at: number; count: Promise<number> } | undefined;
+    const countDlq = (): Promise<number> => {
+      const now = Date.now();
+      if (!dlqCounted || now - dlqCounted.at >= DLQ_RECOUNT_MS) {
+        const count = store.deliveries.listDlq().then((records) => records.length);
+        dlqCounted = { at: now, count };
+        count.catch(() => dlqCounted = undefined);
+      }
+      return dlqCounted.count;
+    };
+
     const frameOf = (c: Ctx, path: string): PageFrame => {
       const session = sessions.get(c.req.raw) ?? "open";
       return { csrf: auth.csrfToken(session), signedIn: session !== "open", path };
@@ -160,8 +174,25 @@ export function consoleRoutes(options: ConsoleOptions): RouteMount {
       return url.pathname + url.search;
     };
 
-    app.use(`${UI}/*`, securityHeaders);
-    app.use(UI, securityHeaders);
+    // Errors of pages and forms answer a page, not the API's JSON (streams keep it).
+    const errorPages: MiddlewareHandler<AppEnv> = async (c, next) => {
+      await next();
+      const error = c.error;
+      if (!(error instanceof GatewayError)) return;
+      if (c.req.path === `${UI}/events` || c.req.path.endsWith("/stream")) return;
+      const session = sessions.get(c.req.raw);
+      const frame = session === undefined ? undefined : frameOf(c, UI);
+      const status = c.res.status;
+      const page = await Promise.resolve(
+        <ErrorPage frame={frame} status={status} code={error.code} message={error.message} />,
+      );
+      c.res = new Response(`<!doctype html>${page}`, {
+        status,
+        headers: { "content-type": "text/html; charset=utf-8", "cache-control": "no-store" },
+      });
+    };
+    app.use(`${UI}/*`, securityHeaders, errorPages);
+    app.use(UI, securityHeaders, errorPages);
 
     app.get(`${UI}/assets/console.css`, (c) =>
       c.body(CONSOLE_CSS, 200, {
@@ -255,10 +286,7 @@ export function consoleRoutes(options: ConsoleOptions): RouteMount {
     });
 
     app.get(UI, async (c) => {
-      const [webhooks, dlq] = await Promise.all([
-        listWebhooks(store),
-        listDlq(store, { limit: DLQ_COUNTED + 1 }),
-      ]);
+      const [webhooks, dlqCount] = await Promise.all([listWebhooks(store), countDlq()]);
       return html(
         c,
         <OverviewPage
@@ -273,8 +301,7 @@ export function consoleRoutes(options: ConsoleOptions): RouteMount {
             minutes: stats.lastHour(),
             webhooks: webhooks.length,
             disabledWebhooks: webhooks.filter((w) => w.disabled).length,
-            dlqCount: Math.min(dlq.length, DLQ_COUNTED),
-            dlqMore: dlq.length > DLQ_COUNTED,
+            dlqCount,
           }}
         />,
       );
@@ -474,6 +501,7 @@ export function consoleRoutes(options: ConsoleOptions): RouteMount {
           `Invalid kind: ${JSON.stringify(rawKind)}; expected one of ${AUDIT_KINDS.join(", ")}`,
         );
       }
+      const caller = c.req.query("caller") || undefined;
       const sinceRaw = c.req.query("since") || undefined;
       const since = sinceOf(sinceRaw);
       const afterRaw = c.req.query("after");
@@ -483,16 +511,23 @@ export function consoleRoutes(options: ConsoleOptions): RouteMount {
         throw new GatewayError("USAGE", `Invalid after: ${JSON.stringify(afterRaw)} is not a seq`);
       }
       // Unfiltered, the page starts with the latest entries; filtered, from the start.
-      if (after === undefined && !tool && !rawKind && !since) {
+      if (after === undefined && !tool && !rawKind && !caller && !since) {
         after = Math.max(0, head.head_seq - AUDIT_PAGE);
       }
-      const page = await audit.list({ after, tool, kind: rawKind, since, limit: AUDIT_PAGE });
+      const page = await audit.list({
+        after,
+        tool,
+        kind: rawKind,
+        caller,
+        since,
+        limit: AUDIT_PAGE,
+      });
       return html(
         c,
         <AuditPage
           frame={frameOf(c, pathOf(c).startsWith(`${UI}/audit/`) ? `${UI}/audit` : pathOf(c))}
           kinds={AUDIT_KINDS}
-          filters={{ tool, kind: rawKind, since: sinceRaw }}
+          filters={{ tool, kind: rawKind, caller, since: sinceRaw }}
           entries={page.entries}
           next={page.next_after}
           headSeq={head.head_seq}

@@ -231,7 +231,6 @@ export interface OverviewData {
   webhooks: number;
   disabledWebhooks: number;
   dlqCount: number;
-  dlqMore: boolean;
 }
 
 function stateClass(state: string): string {
@@ -276,7 +275,6 @@ export function OverviewPage(props: { frame: PageFrame; data: OverviewData }) {
             <div class="muted">Dead letters</div>
             <div class={`big ${data.dlqCount ? "bad" : "ok"}`}>
               {data.dlqCount}
-              {data.dlqMore ? "+" : ""}
             </div>
             <a href={`${UI}/dlq`}>Inspect</a>
           </div>
@@ -904,6 +902,8 @@ export function IncomingPage(
 export interface AuditFilters {
   tool?: string;
   kind?: string;
+  /** An API key's name or id, or a caller kind (`admin`, `key`, `local`). */
+  caller?: string;
   since?: string;
 }
 
@@ -963,6 +963,18 @@ export function AuditPage(
           </select>
         </div>
         <div>
+          <label for="f-caller">Caller</label>
+          <input
+            id="f-caller"
+            name="caller"
+            value={filters.caller ?? ""}
+            aria-describedby="f-caller-help"
+          />
+          <span id="f-caller-help" class="sr-only">
+            An API key's name or id, or admin, key or local
+          </span>
+        </div>
+        <div>
           <label for="f-since">Since (UTC)</label>
           <input
             id="f-since"
@@ -986,6 +998,7 @@ export function AuditPage(
                   <th scope="col">At</th>
                   <th scope="col">Kind</th>
                   <th scope="col">Tool</th>
+                  <th scope="col">Caller</th>
                   <th scope="col">Outcome</th>
                   <th scope="col">Details</th>
                 </tr>
@@ -1002,6 +1015,7 @@ export function AuditPage(
                       </td>
                       <td>{e.kind}</td>
                       <td>{e.tool}</td>
+                      <td>{e.caller ? (e.caller.name ?? e.caller.kind) : ""}</td>
                       <td class={ok ? "ok" : "bad"}>
                         {ok ? "ok" : String(o.error_code ?? "failed")}
                       </td>
@@ -1022,6 +1036,26 @@ export function AuditPage(
       <p class="actions">
         {props.next !== null && <a href={query(props.next)}>Next entries</a>}
         <a href={query(Math.max(0, props.headSeq - 50))}>Latest entries</a>
+      </p>
+    </Layout>
+  );
+}
+
+/** A failed request, as a page: what went wrong and the way back. */
+export function ErrorPage(
+  props: { frame?: PageFrame; status: number; code: string; message: string },
+) {
+  return (
+    <Layout
+      title={props.status === 404 ? "Not found" : "Something went wrong"}
+      frame={props.frame}
+      flash={{ kind: "bad", text: props.message }}
+    >
+      <p class="muted">
+        HTTP {props.status}, error code <code>{props.code}</code> (see docs/error-codes.md).
+      </p>
+      <p>
+        <a href={UI}>Back to the overview</a>
       </p>
     </Layout>
   );
