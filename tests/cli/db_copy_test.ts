@@ -23,6 +23,7 @@ async function snapshot(store: Store) {
     audit.push(...page.map(({ seq, bytes }) => ({ seq, bytes })));
   }
   const jobs = await store.incoming.list();
+  const failed = await store.incoming.listFailed();
   return {
     outgoing,
     incoming,
@@ -46,6 +47,8 @@ async function snapshot(store: Store) {
     // How many chunks a body is stored in is the adapter's own affair.
     jobs: jobs.map(({ chunks: _chunks, ...job }) => job),
     jobBodies: await Promise.all(jobs.map((job) => store.incoming.readBody(job))),
+    failed: failed.map(({ chunks: _chunks, ...job }) => job),
+    failedBodies: await Promise.all(failed.map((job) => store.incoming.readBody(job))),
   };
 }
 
@@ -195,6 +198,22 @@ async function populate(store: Store): Promise<void> {
     received_at: "2026-03-01T10:00:04.000Z",
     audit_seq: 3,
   }, new Uint8Array());
+  // A job waiting for its retry and a failed job keep their attempts and schedule.
+  for (const n of [3, 4]) {
+    await store.incoming.put({
+      id: `job_0${n}`,
+      endpoint_id: endpoint.id,
+      handler: "memory_set",
+      received_at: `2026-03-01T10:00:0${n + 2}.000Z`,
+    }, bytes(1000, n));
+  }
+  const claimed = await store.incoming.claim({ owner: "copy", until: now + 60_000, now, limit: 4 });
+  const attempt = (code: string) => ({ at: "2026-03-01T10:01:00.000Z", code, message: code });
+  await store.incoming.fail([
+    { job: claimed[2], attempt: attempt("TOOL_TIMEOUT"), retry_at: now + 3_600_000 },
+    { job: claimed[3], attempt: { ...attempt("TOOL_INPUT_INVALID"), fields: ["value"] } },
+  ]);
+  await store.incoming.releaseClaims("copy");
 
   const log = createAuditLog({ store });
   try {
@@ -234,6 +253,10 @@ Deno.test("db copy moves every record of the KV store into an empty PostgreSQL d
   }
   assertEquals(before.audit.length, 41);
   assertEquals(before.pending.length, 3);
+  assertEquals(before.jobs.map((job) => job.next_attempt_at !== undefined), [false, false, true]);
+  assertEquals(before.failed.map((job) => [job.id, job.attempts?.[0].fields]), [
+    ["job_04", ["value"]],
+  ]);
 
   // From a PostgreSQL store: refused, the source is the embedded one.
   const fromPg = await toolgate(["db", "copy", "--to", pg.url], tmp.home, { env });
@@ -394,7 +417,7 @@ Deno.test("copyStore() writes in batches, all or nothing, and of two copies at o
     dlq: 1,
     delivery_log: 3,
     audit_entries: 40,
-    incoming_jobs: 2,
+    incoming_jobs: 4,
   });
   const error = lost[0].reason;
   assert(error instanceof GatewayError);
