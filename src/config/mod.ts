@@ -73,6 +73,84 @@ export const McpUpstreamSchema = z.strictObject({
   }
 });
 
+/** A scope name as OAuth defines it (RFC 6749 §3.3: printable ASCII but space, `"` and `\\`). */
+const SCOPE_PATTERN = /^[\x21\x23-\x5B\x5D-\x7E]{1,128}$/;
+
+/** A tool pattern of a scope rule, as `--tools` takes them (`memory_*`). */
+const TOOL_PATTERN = /^[A-Za-z0-9_.*?-]{1,128}$/;
+
+/** An absolute `http(s)` URL without a fragment, given as `field`. */
+function oauthUrl(what: string) {
+  return z.string().superRefine((value, context) => {
+    let url: URL;
+    try {
+      url = new URL(value);
+    } catch {
+      context.addIssue({
+        code: "custom",
+        message: `expected an absolute https:// URL (${what}), got ${JSON.stringify(value)}`,
+      });
+      return;
+    }
+    if (!/^https?:$/.test(url.protocol) || url.hash || value.includes("#")) {
+      context.addIssue({
+        code: "custom",
+        message: `expected an https:// (or http://) URL without a #fragment (${what}), got ${
+          JSON.stringify(value)
+        }`,
+      });
+    }
+  });
+}
+
+/**
+ * `auth.oauth`: toolgate as an OAuth 2.1 resource server (the MCP
+ * authorization specification). JWT access tokens from `issuer`, for
+ * `audience`, are validated against the issuer's JWKS and their scopes mapped
+ * to tool patterns.
+ */
+export const OAuthConfigSchema = z.strictObject({
+  /** The authorization server's issuer identifier; a token's `iss` must equal it. */
+  issuer: oauthUrl("the authorization server's issuer identifier"),
+  /** toolgate's own resource URL (`https://toolgate.example.com/mcp`); a token's `aud` must contain it. */
+  audience: oauthUrl("toolgate's own resource URL, e.g. https://toolgate.example.com/mcp"),
+  /** The issuer's JWKS; default: `jwks_uri` of its authorization server or OpenID metadata. */
+  jwks_url: oauthUrl("the issuer's JSON Web Key Set").optional(),
+  /** Scope → tool patterns a token with that scope may call (`{"tools:all": ["*"]}`). */
+  scopes: z.record(
+    z.string(),
+    z.array(
+      z.string().regex(TOOL_PATTERN, {
+        message: "expected a tool name or pattern of A-Z a-z 0-9 _ . - with * and ?, e.g. memory_*",
+      }),
+    ),
+  ).superRefine((scopes, context) => {
+    for (const scope of Object.keys(scopes)) {
+      if (!SCOPE_PATTERN.test(scope)) {
+        context.addIssue({
+          code: "custom",
+          path: [scope],
+          message: 'expected a scope name of printable ASCII without spaces, " or \\',
+        });
+      }
+    }
+  }).refine((scopes) => Object.keys(scopes).length > 0, {
+    message: 'expected at least one scope rule, e.g. {"tools:read": ["memory_get"], ' +
+      '"tools:all": ["*"]}: a token may call the tools of its scopes, and without rules none',
+  }),
+  /** Scopes every token must carry (403 insufficient_scope otherwise). */
+  required_scopes: z.array(
+    z.string().regex(SCOPE_PATTERN, {
+      message: 'expected a scope name of printable ASCII without spaces, " or \\',
+    }),
+  ).default([]),
+  /** Seconds of clock difference allowed on `exp`, `nbf` and `iat`. */
+  clock_tolerance_s: z.number().int().min(0).max(3600).default(60),
+});
+
+/** The `auth.oauth` configuration. */
+export type OAuthConfig = z.infer<typeof OAuthConfigSchema>;
+
 /** Schema of `config.json`. Unknown keys are rejected. */
 export const ConfigFileSchema = z.strictObject({
   server: z.strictObject({
@@ -148,6 +226,10 @@ export const ConfigFileSchema = z.strictObject({
     max_pending: z.number().int().min(1).default(100_000),
     /** Unit of the retry schedule of failed handler calls (1, 2, 4, 8, 16 × this, plus jitter). */
     retry_base_ms: z.number().int().positive().default(1000),
+  }).prefault({}),
+  /** Who may call, beside TOOLGATE_API_TOKEN and API keys (docs/access.md). */
+  auth: z.strictObject({
+    oauth: OAuthConfigSchema.optional(),
   }).prefault({}),
   metrics: z.strictObject({
     /** Serve `GET /metrics` without the API token (for a scraper on a private network). */

@@ -27,13 +27,15 @@ export const ERROR_CODES = {
   UNAUTHORIZED: {
     status: 401,
     exit: 1,
-    doc: "Missing, malformed, wrong, revoked or expired bearer token or API key",
+    doc: "Missing, malformed, wrong, revoked or expired bearer token, API key or OAuth " +
+      "access token",
   },
   FORBIDDEN: {
     status: 403,
     exit: 1,
-    doc: "The caller may not do this: a tool outside its API key's patterns, the management " +
-      "API with an API key, or a Host or Origin header not allowed",
+    doc: "The caller may not do this: a tool outside its API key's patterns or its OAuth " +
+      "token's scopes, an OAuth token without a required scope, the management API with an " +
+      "API key or OAuth token, or a Host or Origin header not allowed",
   },
   EGRESS_DENIED: {
     status: 403,
@@ -72,7 +74,12 @@ export const ERROR_CODES = {
   STORE_CORRUPT: { status: 500, exit: 1, doc: "The data directory cannot be read" },
   STORE_UNAVAILABLE: { status: 503, exit: 1, doc: "The database cannot be reached; retry later" },
   DELIVERY_FAILED: { status: 502, exit: 1, doc: "A webhook delivery failed" },
-  UNAVAILABLE: { status: 503, exit: 1, doc: "The server is not serving" },
+  UNAVAILABLE: {
+    status: 503,
+    exit: 1,
+    doc: "The server is not serving, or the OAuth issuer's keys (JWKS) cannot be fetched to " +
+      "check an access token; retry after Retry-After",
+  },
   LISTEN_FAILED: {
     status: 500,
     exit: 1,

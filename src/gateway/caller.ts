@@ -15,14 +15,15 @@ import { GatewayError } from "../errors/mod.ts";
  *   or any key), stdio, the CLI; the same rights as `admin`.
  * - `key`: an API key (`toolgate keys create`): the tools its patterns
  *   allow, no management API.
- * - `oauth`: an OAuth access token (not issued yet; reserved).
+ * - `oauth`: an OAuth access token (`auth.oauth`): the tools its scopes
+ *   map to, no management API.
  */
 export interface Caller {
   /** How the caller authenticated. */
   kind: "admin" | "local" | "key" | "oauth";
-  /** The key's name, or the OAuth subject. */
+  /** The key's name, or the OAuth client (`client_id`, else `azp`, else the subject). */
   name?: string;
-  /** The key's id, or the OAuth client id. */
+  /** The key's id, or the OAuth subject (`sub`). */
   id?: string;
   /** Glob patterns of the tools it may call (`memory_*`); absent: every tool. */
   tools?: readonly string[];
@@ -92,7 +93,7 @@ export function describeCaller(caller: Caller): string {
     case "key":
       return `API key ${caller.name ?? caller.id}`;
     case "oauth":
-      return `OAuth subject ${caller.name ?? "?"}`;
+      return `OAuth client ${caller.name ?? "?"} (subject ${caller.id ?? "?"})`;
     case "admin":
       return "the administrator";
     default:

@@ -12,7 +12,8 @@ import { GatewayError } from "../errors/mod.ts";
 import type { Gateway } from "../gateway/mod.ts";
 import type { ApiKeyStore } from "../store/mod.ts";
 import { mcpHttpOptions, McpHttpSessions } from "../mcp/mod.ts";
-import { authenticate } from "./auth.ts";
+import { OAuthValidator } from "../auth/oauth.ts";
+import { authenticate, registerProtectedResourceMetadata } from "./auth.ts";
 import { bodyLimit } from "./body_limit.ts";
 import { dnsRebindingProtection, isLoopback } from "./dns_rebinding.ts";
 import { errorHandler, errorResponse } from "./errors.ts";
@@ -127,10 +128,14 @@ export function createApp(options: AppOptions): ToolgateApp {
     }));
   }
   // Every request gets a caller: the administrator (TOOLGATE_API_TOKEN), an
-  // API key, or the local caller when neither token nor key is configured.
+  // API key, an OAuth access token (auth.oauth), or the local caller when
+  // nothing is configured.
+  const oauth = config.auth.oauth &&
+    new OAuthValidator(config.auth.oauth, { now: options.now, log });
   app.use(authenticate({
     adminToken: config.apiToken,
     keys: options.keys,
+    oauth,
     // The console checks its own session (signed in with TOOLGATE_API_TOKEN).
     skip: (path) =>
       path === "/health" || (path === "/metrics" && config.metrics.public) ||
@@ -149,6 +154,7 @@ export function createApp(options: AppOptions): ToolgateApp {
     mcpSessions: () => mcp.size,
     disabledWebhooks: options.disabledWebhooks,
   });
+  if (oauth) registerProtectedResourceMetadata(app, oauth);
   registerToolRoutes(app, gateway);
   registerOpenApi(app, { tokenRequired: config.apiToken !== undefined });
   app.all("/mcp", (c) => mcp.handle(c.req.raw, c.get("caller")));

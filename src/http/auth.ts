@@ -1,13 +1,23 @@
 /**
  * Authentication: one step that turns a request's bearer token into a
  * {@linkcode Caller} (the administrator's `TOOLGATE_API_TOKEN`, an API key,
- * or the local caller when nothing is configured) and keeps API keys off the
- * management API. Routes read the caller with `c.get("caller")`.
+ * an OAuth access token with `auth.oauth`, or the local caller when nothing
+ * is configured) and keeps API keys and OAuth callers off the management
+ * API. Routes read the caller with `c.get("caller")`. With `auth.oauth`, it
+ * also serves the RFC 9728 protected-resource metadata and adds the MCP
+ * authorization specification's `WWW-Authenticate` challenges.
  *
  * @module
  */
 import type { MiddlewareHandler } from "hono";
 import { looksLikeApiKey, MAX_TOKEN_CHARS, resolveApiKey } from "../auth/api_keys.ts";
+import {
+  challengeValue,
+  looksLikeJwt,
+  MAX_JWT_CHARS,
+  type OAuthValidator,
+  PROTECTED_RESOURCE_PATH,
+} from "../auth/oauth.ts";
 import { GatewayError } from "../errors/mod.ts";
 import {
   ADMIN_CALLER,
@@ -18,7 +28,8 @@ import {
 } from "../gateway/caller.ts";
 import type { ApiKeyStore } from "../store/mod.ts";
 import { secretsEqual } from "./bearer_auth.ts";
-import type { AppEnv } from "./types.ts";
+import { errorResponse } from "./errors.ts";
+import type { AppEnv, ToolgateApp } from "./types.ts";
 
 /** Path prefixes of the management API: the administrator's only. */
 export const MANAGEMENT_PATHS: readonly string[] = [
@@ -52,10 +63,19 @@ export interface AuthenticateOptions {
    * server that had no key stays open on loopback as before
    */
   keysExist?: () => Promise<boolean>;
+  /**
+   * OAuth access tokens (`auth.oauth`): a bearer token shaped like a JWT is
+   * validated by it, and no request is open any more. @default none
+   */
+  oauth?: OAuthValidator;
 }
 
 /** What a client is told to send. */
 function hint(options: AuthenticateOptions): string {
+  if (options.oauth) {
+    return `send Authorization: Bearer <an access token from ${options.oauth.config.issuer}` +
+      `${options.adminToken ? ", TOOLGATE_API_TOKEN" : ""} or an API key>`;
+  }
   return options.adminToken
     ? "send Authorization: Bearer <TOOLGATE_API_TOKEN or an API key>"
     : "send Authorization: Bearer <API key> (toolgate keys create)";
@@ -68,20 +88,25 @@ function hint(options: AuthenticateOptions): string {
  *   API key exists (open on loopback, as before keys); otherwise 401.
  * - `Bearer <TOOLGATE_API_TOKEN>`: the administrator.
  * - `Bearer tg_…`: the API key's caller; unknown, revoked or expired: 401.
- * - A token over {@linkcode MAX_TOKEN_CHARS}: 401, always.
+ * - A JWT (three base64url segments) with `auth.oauth`: the OAuth caller
+ *   of a valid access token; any fault: 401.
+ * - A token over {@linkcode MAX_TOKEN_CHARS} ({@linkcode MAX_JWT_CHARS} for
+ *   a JWT with `auth.oauth`): 401, always.
  * - Anything else (malformed, a wrong token): 401, unless nothing is
  *   configured (then the local caller, as before).
  *
- * @throws {GatewayError} `UNAUTHORIZED` with a message that says what is wrong.
+ * @throws {GatewayError} `UNAUTHORIZED` with a message that says what is
+ * wrong; with `auth.oauth`, `FORBIDDEN` for a token without a required
+ * scope and `UNAVAILABLE` when the issuer's keys cannot be fetched.
  */
 export async function resolveCaller(
   header: string | undefined,
   options: AuthenticateOptions,
 ): Promise<Caller> {
-  const { adminToken, keys } = options;
+  const { adminToken, keys, oauth } = options;
   const anyKeys = async () => keys !== undefined && await (options.keysExist ?? keys.any)();
   if (header === undefined) {
-    if (adminToken) {
+    if (adminToken || oauth) {
       throw new GatewayError("UNAUTHORIZED", `Unauthorized: ${hint(options)}`);
     }
     if (await anyKeys()) {
@@ -92,12 +117,13 @@ export async function resolveCaller(
     }
     return LOCAL_CALLER;
   }
-  const open = async () => !adminToken && !await anyKeys();
-  if (header.length > MAX_TOKEN_CHARS + 16) {
+  const open = async () => !adminToken && !oauth && !await anyKeys();
+  const maxChars = oauth ? MAX_JWT_CHARS : MAX_TOKEN_CHARS;
+  if (header.length > maxChars + 16) {
     throw new GatewayError(
       "UNAUTHORIZED",
       `Unauthorized: the Authorization header is ${header.length} characters; ` +
-        `a token has at most ${MAX_TOKEN_CHARS}`,
+        `a token has at most ${maxChars}`,
     );
   }
   const match = /^Bearer +([^\s]+) *$/i.exec(header);
@@ -109,20 +135,26 @@ export async function resolveCaller(
     );
   }
   const token = match[1];
-  if (token.length > MAX_TOKEN_CHARS) {
+  const jwt = oauth !== undefined && looksLikeJwt(token);
+  const tokenMax = jwt ? MAX_JWT_CHARS : MAX_TOKEN_CHARS;
+  if (token.length > tokenMax) {
     throw new GatewayError(
       "UNAUTHORIZED",
-      `Unauthorized: the bearer token is ${token.length} characters; at most ${MAX_TOKEN_CHARS}`,
+      `Unauthorized: the bearer token is ${token.length} characters; at most ${tokenMax}`,
     );
   }
   if (adminToken && secretsEqual(token, adminToken)) return ADMIN_CALLER;
   if (keys && looksLikeApiKey(token)) {
     return await resolveApiKey(keys, token, { now: options.now?.(), log: options.log });
   }
+  if (jwt) return await oauth.verify(token);
   if (await open()) return LOCAL_CALLER;
   throw new GatewayError(
     "UNAUTHORIZED",
-    adminToken
+    oauth
+      ? "Unauthorized: the bearer token is neither an OAuth access token (a JWT) " +
+        `${adminToken ? "nor TOOLGATE_API_TOKEN " : ""}nor an API key (tg_…)`
+      : adminToken
       ? "Unauthorized: the bearer token is wrong (neither TOOLGATE_API_TOKEN nor an API key)"
       : "Unauthorized: the bearer token is not an API key (tg_…)",
   );
@@ -154,9 +186,21 @@ export function authenticate(options: AuthenticateOptions): MiddlewareHandler<Ap
     }
   });
   const resolving = { ...options, ...(keysExist ? { keysExist } : {}) };
+  const { oauth } = options;
   return async function authenticate(c, next) {
-    if (options.skip?.(c.req.path)) return await next();
-    const caller = await resolveCaller(c.req.header("authorization"), resolving);
+    if (options.skip?.(c.req.path) || isProtectedResourcePath(c.req.path)) return await next();
+    const header = c.req.header("authorization");
+    let caller: Caller;
+    try {
+      caller = await resolveCaller(header, resolving);
+    } catch (error) {
+      const challenge = oauth && error instanceof GatewayError &&
+        oauthChallenge(oauth, error, header);
+      if (!challenge) throw error;
+      const response = errorResponse(error as GatewayError);
+      response.headers.set("www-authenticate", challenge);
+      return response;
+    }
     if (!isAdministrator(caller) && isManagementPath(c.req.path)) {
       throw new GatewayError(
         "FORBIDDEN",
@@ -166,5 +210,90 @@ export function authenticate(options: AuthenticateOptions): MiddlewareHandler<Ap
     }
     c.set("caller", caller);
     await next();
+    // A REST tool call outside an OAuth caller's scopes: 403 with the
+    // scopes that would allow it (RFC 6750 §3.1, insufficient_scope).
+    const failed = c.error;
+    if (
+      oauth && caller.kind === "oauth" && failed instanceof GatewayError &&
+      failed.code === "FORBIDDEN" && c.res.status === 403
+    ) {
+      const tool = (failed.details as { tool?: unknown } | undefined)?.tool;
+      const scopes = typeof tool === "string" ? oauth.scopesFor(tool) : [];
+      if (scopes.length) {
+        c.res.headers.set(
+          "www-authenticate",
+          bearerChallenge({
+            error: "insufficient_scope",
+            scope: scopes.join(" "),
+            resource_metadata: oauth.metadataUrl,
+            error_description: failed.message,
+          }),
+        );
+      }
+    }
   };
+}
+
+/** Whether `path` is the protected-resource metadata (public, RFC 9728). */
+export function isProtectedResourcePath(path: string): boolean {
+  return path === PROTECTED_RESOURCE_PATH || path.startsWith(`${PROTECTED_RESOURCE_PATH}/`);
+}
+
+/** A `Bearer` challenge with its auth-params, values made safe for the header. */
+function bearerChallenge(params: Record<string, string | undefined>): string {
+  const parts = Object.entries(params)
+    .filter((entry): entry is [string, string] => entry[1] !== undefined)
+    .map(([name, value]) => `${name}="${challengeValue(value)}"`);
+  return `Bearer ${parts.join(", ")}`;
+}
+
+/**
+ * The `WWW-Authenticate` challenge of a refused request with `auth.oauth`
+ * (MCP authorization; RFC 6750 §3, RFC 9728 §5.1): every 401 names the
+ * metadata document; a given but bad token adds `error="invalid_token"`; a
+ * token without a required scope is 403 `insufficient_scope`.
+ */
+function oauthChallenge(
+  oauth: OAuthValidator,
+  error: GatewayError,
+  header: string | undefined,
+): string | undefined {
+  const { required_scopes } = oauth.config;
+  const scope = required_scopes.length ? required_scopes.join(" ") : undefined;
+  if (error.code === "UNAUTHORIZED") {
+    return bearerChallenge({
+      realm: "toolgate",
+      resource_metadata: oauth.metadataUrl,
+      scope,
+      ...(header === undefined ? {} : { error: "invalid_token", error_description: error.message }),
+    });
+  }
+  if (error.code === "FORBIDDEN" && scope) {
+    return bearerChallenge({
+      error: "insufficient_scope",
+      scope,
+      resource_metadata: oauth.metadataUrl,
+      error_description: error.message,
+    });
+  }
+  return undefined;
+}
+
+/**
+ * Serves the protected-resource metadata (RFC 9728) at
+ * `/.well-known/oauth-protected-resource` and at the path derived from the
+ * audience (`/.well-known/oauth-protected-resource/mcp`), without a token.
+ */
+export function registerProtectedResourceMetadata(app: ToolgateApp, oauth: OAuthValidator): void {
+  const serve = () =>
+    new Response(JSON.stringify(oauth.metadata()), {
+      headers: {
+        "content-type": "application/json",
+        "cache-control": "public, max-age=300",
+        // Public and without credentials: browser-based MCP clients read it too.
+        "access-control-allow-origin": "*",
+      },
+    });
+  app.get(PROTECTED_RESOURCE_PATH, serve);
+  if (oauth.metadataPath !== PROTECTED_RESOURCE_PATH) app.get(oauth.metadataPath, serve);
 }
