@@ -7,6 +7,7 @@ import { GatewayError } from "../../errors/mod.ts";
 import { newId } from "../../ids.ts";
 import {
   deadLetterStreakKey,
+  incomingLogPrefix,
   incomingNameIndexKey,
   incomingPathIndexKey,
   incomingStatsPrefix,
@@ -241,6 +242,10 @@ export async function removeWebhook(
         .delete(incomingNameIndexKey(record.name));
       for await (const stat of store.kv.list({ prefix: incomingStatsPrefix(id) })) {
         atomic = atomic.delete(stat.key);
+      }
+      // Its payload log goes with it (at most INCOMING_LOG_SIZE entries).
+      for await (const logged of store.kv.list({ prefix: incomingLogPrefix(id) })) {
+        atomic = atomic.delete(logged.key);
       }
       const result = await bump(atomic).commit();
       if (!result.ok) throw new Error("database is locked (concurrent change)");

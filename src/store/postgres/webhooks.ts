@@ -278,6 +278,7 @@ class PgWebhookStore implements WebhookStore {
         // A record that does not parse is reported and stays (the transaction rolls back), as on KV.
         parseRecord(StoredIncomingWebhookSchema, row.record, id);
         await tx`delete from toolgate_incoming_stats where endpoint_id = ${id}`;
+        await tx`delete from toolgate_incoming_log where endpoint_id = ${id}`;
         await bumpCounter(tx, "registrations");
         return "incoming";
       });

@@ -246,4 +246,31 @@ export const INCOMING_RETRY_CONTRACT: readonly ContractCase[] = [
       assert((await store.incoming.readPayloadLog("in_log", 100)).length === 20);
     },
   },
+  {
+    name: "incoming: removing an endpoint removes its payload log; its failed jobs stay",
+    async run({ store, another }) {
+      const endpoint = await store.webhooks.addIncoming({
+        name: "gone",
+        path: "/hooks/gone",
+        handler: "echo",
+      });
+      const at = new Date(T0).toISOString();
+      await store.incoming.logPayloads([
+        {
+          id: "inj_000001",
+          endpoint_id: endpoint.id,
+          received_at: at,
+          updated_at: at,
+          status: "ok",
+        },
+      ]);
+      await store.incoming.put(jobFields(1, endpoint.id), encoder.encode("{}"));
+      const [job] = await store.incoming.claim({ owner: "a", until: T0 + 1000, now: T0, limit: 1 });
+      await store.incoming.fail([{ job, attempt: attempt("TOOL_NOT_FOUND") }]);
+      const other = await another();
+      assertEquals(await other.webhooks.remove(endpoint.id), "incoming");
+      assertEquals(await store.incoming.readPayloadLog(endpoint.id), []);
+      assertEquals((await other.incoming.listFailed()).map((j) => j.id), [job.id]);
+    },
+  },
 ];
