@@ -77,6 +77,9 @@ export const RESERVED_PATHS = [
   "/webhooks",
   "/dlq",
   "/incoming",
+  "/metrics",
+  "/ui",
+  "/.well-known",
 ];
 
 /** A plain URL path: segments of letters, digits and `-._~`, each after one `/`. */

@@ -423,6 +423,14 @@ const BAD_INPUT: { name: string; args: string[]; code: number; message: RegExp }
     code: 2,
     message: /shadows the built-in route \/health/,
   },
+  ...["/ui/x", "/metrics", "/.well-known/oauth-protected-resource", "/incoming/failed"].map((
+    path,
+  ) => ({
+    name: `path shadowing ${path}`,
+    args: ["webhooks", "create", "--name", "a", "--url", path, "--handler", "t"],
+    code: 2,
+    message: new RegExp(`shadows the built-in route ${path.split("/").slice(0, 2).join("/")}`),
+  })),
   { name: "unknown command", args: ["webhooks", "explode"], code: 2, message: /unknown command/ },
   {
     name: "unknown flag",
