@@ -156,7 +156,9 @@ export function createApp(options: AppOptions): ToolgateApp {
   });
   if (oauth) registerProtectedResourceMetadata(app, oauth);
   registerToolRoutes(app, gateway);
-  registerOpenApi(app, { tokenRequired: config.apiToken !== undefined });
+  registerOpenApi(app, {
+    tokenRequired: config.apiToken !== undefined || config.auth.oauth !== undefined,
+  });
   app.all("/mcp", (c) => mcp.handle(c.req.raw, c.get("caller")));
   for (const mount of routes) mount(app, { gateway, config, lifecycle });
   return app;

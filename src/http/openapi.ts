@@ -34,9 +34,11 @@ export function registerOpenApi(app: ToolgateApp, options: OpenApiOptions): void
   app.openAPIRegistry.registerComponent("securitySchemes", "bearerAuth", {
     type: "http",
     scheme: "bearer",
-    description: "`TOOLGATE_API_TOKEN` (the administrator) or an API key (`tg_…`, " +
-      "`toolgate keys create`); required on every route but /health and incoming webhook paths " +
-      "when the token is set or a key exists. A key lists and calls only its tools (403 " +
+    description: "`TOOLGATE_API_TOKEN` (the administrator), an API key (`tg_…`, " +
+      "`toolgate keys create`) or, with auth.oauth, an OAuth access token (a JWT of its issuer; " +
+      "a 401 names the RFC 9728 metadata in WWW-Authenticate resource_metadata); required on " +
+      "every route but /health and incoming webhook paths when the token is set, auth.oauth " +
+      "is configured or a key exists. A key or token lists and calls only its tools (403 " +
       "FORBIDDEN otherwise) and may not use /webhooks, /dlq, /incoming, /audit or /metrics",
   });
   const mcpErrors = errorResponses([401, 403, 413]);

@@ -16,6 +16,9 @@ import { auditRoutes, createApp } from "../../src/http/mod.ts";
 import { mcpHttpOptions, McpHttpSessions } from "../../src/mcp/mod.ts";
 import { openStore } from "../../src/store/mod.ts";
 import { testGateway } from "../gateway/_fixtures.ts";
+import { inheritedEnv, mcpUpstreamPlugin } from "../../src/plugins/mcp/mod.ts";
+import { pluginGateway } from "../plugins/_gateway.ts";
+import { startHttpFixture } from "../plugins/_upstreams.ts";
 import { httpConfig, mcpClient, postJson } from "./_fixtures.ts";
 
 const AUDIENCE = "https://toolgate.example.com/mcp";
@@ -436,6 +439,54 @@ Deno.test("OAuth: required_scopes: a token without one is 403 insufficient_scope
   await none.body?.cancel();
   const metadata = await (await t.app.request("/.well-known/oauth-protected-resource/mcp")).json();
   assertEquals(metadata.scopes_supported, ["tools:read", "tools:all", "mcp"]);
+});
+
+Deno.test("OAuth: a client's token is never passed on to an MCP upstream, which gets only its configured headers", async () => {
+  await using issuer = await startIssuer();
+  await using fixture = await startHttpFixture();
+  await using gw = await pluginGateway([
+    mcpUpstreamPlugin({
+      name: "remote",
+      source: "cli",
+      url: fixture.url,
+      args: [],
+      env: {},
+      headers: { "X-Api-Key": "keychain:remote.key" },
+      enabled: true,
+    }, {
+      settings: {
+        connectTimeoutMs: 60_000,
+        restartInitialMs: 300,
+        restartMaxMs: 2_000,
+        inheritedEnv: inheritedEnv(Deno.env.toObject()),
+      },
+      resolveSecret: (name) => Promise.resolve(name === "remote.key" ? "k-1" : undefined),
+    }),
+  ]);
+  const config = await httpConfig({
+    auth: {
+      oauth: {
+        issuer: issuer.issuer,
+        audience: AUDIENCE,
+        jwks_url: `${issuer.issuer}/jwks`,
+        scopes: { "tools:all": ["*"] },
+      },
+    },
+  });
+  const app = createApp({ gateway: gw.gateway, config, log: () => {} });
+  const now = Math.floor(Date.now() / 1000);
+  const token = await new SignJWT({ scope: "tools:all" })
+    .setProtectedHeader({ alg: "RS256", kid: "rsa-1" })
+    .setIssuer(issuer.issuer).setAudience(AUDIENCE).setSubject("user-42")
+    .setExpirationTime(now + 300)
+    .sign(issuer.rsa.privateKey);
+  const header = async (name: string) => {
+    const response = await postJson(app, "/tools/remote__header", { name }, bearer(token));
+    assertEquals(response.status, 200);
+    return ((await response.json()).content as { text: string }[])[0].text;
+  };
+  assertEquals(await header("Authorization"), "(unset)");
+  assertEquals(await header("X-Api-Key"), "k-1");
 });
 
 Deno.test("OAuth: auth.oauth is checked at config parse, each error naming its key", () => {
