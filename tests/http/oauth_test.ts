@@ -12,7 +12,7 @@ import { assert, assertEquals, assertStringIncludes } from "../_asserts.ts";
 import { createAuditLog } from "../../src/audit/mod.ts";
 import { parseConfigFile } from "../../src/config/mod.ts";
 import { GatewayError } from "../../src/errors/mod.ts";
-import { auditRoutes, createApp } from "../../src/http/mod.ts";
+import { auditRoutes, consoleRoutes, createApp } from "../../src/http/mod.ts";
 import { mcpHttpOptions, McpHttpSessions } from "../../src/mcp/mod.ts";
 import { openStore } from "../../src/store/mod.ts";
 import { testGateway } from "../gateway/_fixtures.ts";
@@ -117,7 +117,7 @@ async function setup(
     mcp,
     keys: store.apiKeys,
     now: () => clock.now,
-    routes: [auditRoutes(audit)],
+    routes: [consoleRoutes({ store, audit }), auditRoutes(audit)],
     log: () => {},
   });
   /** A token signed by the issuer's RSA key unless told otherwise. */
@@ -214,6 +214,10 @@ Deno.test("OAuth: the challenge an MCP client follows: 401 → resource_metadata
   // With a token from there, the same request goes through.
   await using session = await mcpClient(t.app, bearer(await t.token({ scope: "tools:all" })));
   assert((await session.client.listTools()).tools.length > 1);
+  // The console is not open either (no TOOLGATE_API_TOKEN, no key, but an issuer).
+  const console = await t.app.request("/ui");
+  assertEquals(console.status, 303);
+  assertStringIncludes(console.headers.get("location") ?? "", "/ui/login");
   // The JWKS was found through the issuer's metadata (no jwks_url configured).
   assertEquals(issuer.state.metadataFetches, 2);
   assertEquals(issuer.state.jwksFetches, 1);

@@ -146,8 +146,8 @@ export function consoleRoutes(options: ConsoleOptions): RouteMount {
   const { store, audit, egress } = options;
   return function mountConsole(app: ToolgateApp, { gateway, config, lifecycle }) {
     const auth = new ConsoleSessions({ token: config.apiToken });
-    // Open like the rest of the API: no token, and no API key yet.
-    const isOpen = async () => !config.apiToken && !await store.apiKeys.any();
+    // Open like the rest of the API: no token, no OAuth issuer, and no API key yet.
+    const isOpen = async () => !config.apiToken && !config.auth.oauth && !await store.apiKeys.any();
     const stats = new CallStats();
     const unfollow = stats.follow(gateway.bus);
     lifecycle.signal.addEventListener("abort", unfollow, { once: true });
