@@ -19,6 +19,7 @@ import {
   type JWTPayload,
   jwtVerify,
 } from "jose";
+import { createHash } from "node:crypto";
 import type { OAuthConfig } from "../config/mod.ts";
 import { GatewayError } from "../errors/mod.ts";
 import type { Caller } from "../gateway/caller.ts";
@@ -45,6 +46,9 @@ export const OAUTH_ALGORITHMS: readonly string[] = [
 /** Path of the protected-resource metadata (RFC 9728 §3). */
 export const PROTECTED_RESOURCE_PATH = "/.well-known/oauth-protected-resource";
 
+/** Verified tokens remembered (by SHA-256), so a client's next request skips the signature check. */
+const VERIFIED_MAX = 1000;
+
 /** Largest issuer metadata or JWKS document read, in bytes. */
 const MAX_DOCUMENT_BYTES = 512 * 1024;
 
@@ -65,6 +69,11 @@ export interface OAuthValidatorOptions {
   failureCooldownMs?: number;
   /** Longest wait for the issuer's metadata or JWKS, in ms. @default 5 s */
   timeoutMs?: number;
+  /**
+   * How long a verified token is taken again without checking its signature
+   * (its `exp` is still checked on every request), in ms. @default 60 s
+   */
+  verifiedTtlMs?: number;
   /** Where a stale JWKS kept after a failed refresh is reported. @default ignored */
   log?: (message: string) => void;
 }
@@ -108,6 +117,9 @@ export class OAuthValidator {
   #loading?: Promise<KeySet>;
   #failure?: { at: number; error: GatewayError };
   #lastKidRefresh = Number.NEGATIVE_INFINITY;
+  readonly #verifiedTtlMs: number;
+  /** SHA-256 of a verified token → its caller, `exp` (s) and until when it is remembered (ms). */
+  readonly #verified = new Map<string, { caller: Caller; exp: number; until: number }>();
 
   constructor(config: OAuthConfig, options: OAuthValidatorOptions = {}) {
     this.config = config;
@@ -117,6 +129,7 @@ export class OAuthValidator {
     this.#refreshCooldownMs = options.refreshCooldownMs ?? 30_000;
     this.#failureCooldownMs = options.failureCooldownMs ?? 5_000;
     this.#timeoutMs = options.timeoutMs ?? 5_000;
+    this.#verifiedTtlMs = options.verifiedTtlMs ?? 60_000;
     this.#log = options.log ?? (() => {});
   }
 
@@ -164,6 +177,31 @@ export class OAuthValidator {
    * `required_scopes`; `UNAVAILABLE` when the issuer's keys cannot be fetched.
    */
   async verify(token: string): Promise<Caller> {
+    // The same token verified a moment ago: same claims, so only time can
+    // have made it invalid (the signature check is most of the cost).
+    const digest = createHash("sha256").update(token).digest("base64url");
+    const now = this.#now();
+    const known = this.#verified.get(digest);
+    if (known) {
+      if (now < known.until && known.exp > Math.floor(now / 1000) - this.config.clock_tolerance_s) {
+        return known.caller;
+      }
+      this.#verified.delete(digest);
+    }
+    const { caller, exp } = await this.#verify(token);
+    if (this.#verified.size >= VERIFIED_MAX) {
+      this.#verified.delete(this.#verified.keys().next().value!);
+    }
+    this.#verified.set(digest, {
+      caller,
+      exp,
+      until: this.#now() + this.#verifiedTtlMs,
+    });
+    return caller;
+  }
+
+  /** The full check: header, signature, claims, scopes. */
+  async #verify(token: string): Promise<{ caller: Caller; exp: number }> {
     let alg: unknown;
     try {
       alg = decodeProtectedHeader(token).alg;
@@ -210,7 +248,13 @@ export class OAuthValidator {
       : typeof payload.azp === "string"
       ? payload.azp
       : sub;
-    return Object.freeze({ kind: "oauth", id: sub, name: client, tools: [...tools] });
+    const caller: Caller = Object.freeze({
+      kind: "oauth",
+      id: sub,
+      name: client,
+      tools: [...tools],
+    });
+    return { caller, exp: Number(payload.exp) };
   }
 
   /** The key for a token's header, refreshing the JWKS once for an unknown key id. */

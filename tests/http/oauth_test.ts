@@ -390,6 +390,25 @@ Deno.test("OAuth: an unknown key id refreshes the JWKS once, then 401; a rotated
   assertEquals(issuer.state.jwksFetches, 3);
 });
 
+Deno.test("OAuth: a token verified once is taken again while it is valid, and refused once it expires", async () => {
+  await using issuer = await startIssuer();
+  await using t = await setup(issuer, { jwks_url: `${issuer.issuer}/jwks` });
+  const token = await t.token({ scope: "tools:read", exp: 100 });
+  assertEquals((await t.app.request("/tools", { headers: bearer(token) })).status, 200);
+  // The issuer goes down: the remembered token needs no key.
+  issuer.state.down = true;
+  t.clock.now += 30_000;
+  assertEquals((await t.app.request("/tools", { headers: bearer(token) })).status, 200);
+  assertEquals(issuer.state.jwksFetches, 1);
+  // Past exp and the tolerance (100 + 60 s) it is refused, remembered or not.
+  issuer.state.down = false;
+  t.clock.now += 131_000;
+  const expired = await t.app.request("/tools", { headers: bearer(token) });
+  assertEquals(expired.status, 401);
+  assertStringIncludes((await expired.json()).error.message, "expired at");
+  assertEquals(challenge(expired).error, "invalid_token");
+});
+
 Deno.test("OAuth: a JWKS that cannot be fetched is 503 UNAVAILABLE with Retry-After, and works again once the issuer is back", async () => {
   await using issuer = await startIssuer();
   await using t = await setup(issuer, { jwks_url: `${issuer.issuer}/jwks` });
