@@ -120,11 +120,16 @@ Deno.test({
     await liveAttempts.getByText("delivered").first().waitFor();
     assertEquals(live.requests.map((r) => r.type), ["tool.called"]);
     await shot(page, "webhooks", true);
+    await page.getByRole("button", { name: `Send test to ${live.url}` }).click();
+    await page.getByText(/Test delivered: HTTP 204 in \d+ ms/).waitFor();
+    assertEquals(live.requests.at(-1)?.type, "webhook.test");
+    await page.getByRole("button", { name: `Rotate secret of ${live.url}` }).click();
+    assertMatch(await page.locator("#new-secret").textContent() ?? "", /^whsec_/);
 
     // The disabled webhook's event is a dead letter: enable it, replay, see it delivered.
     await page.getByRole("button", { name: `Enable ${late.url}` }).click();
     await page.getByText(`Enabled ${late.url}`).waitFor();
-    await page.getByRole("link", { name: "Dead letters" }).first().click();
+    await page.getByRole("link", { name: `Dead letters of ${late.url}` }).click();
     await page.getByRole("heading", { name: "Dead-letter queue" }).waitFor();
     await page.getByRole("link", { name: "tool.called" }).click();
     await page.getByLabel("Event payload").getByText('"memory_set"').first().waitFor();

@@ -477,7 +477,7 @@ export function WebhooksPage(
                   action={`${base}/test`}
                   csrf={csrf}
                   label="Send test"
-                  name={`Send a test delivery to ${w.url}`}
+                  name={`Send test to ${w.url}`}
                 />
                 {w.disabled
                   ? (
@@ -500,9 +500,14 @@ export function WebhooksPage(
                   action={`${base}/rotate`}
                   csrf={csrf}
                   label="Rotate secret"
-                  name={`Rotate the secret of ${w.url}`}
+                  name={`Rotate secret of ${w.url}`}
                 />
-                <a href={`${UI}/dlq?webhook=${encodeURIComponent(w.id)}`}>Dead letters</a>
+                <a
+                  href={`${UI}/dlq?webhook=${encodeURIComponent(w.id)}`}
+                  aria-label={`Dead letters of ${w.url}`}
+                >
+                  Dead letters
+                </a>
               </div>
               <h3>Recent attempts</h3>
               {attempts.length === 0 ? <p class="muted">No attempts yet.</p> : (
