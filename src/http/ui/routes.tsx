@@ -92,9 +92,10 @@ type Ctx = Context<AppEnv>;
 const sessions = new WeakMap<Request, string>();
 
 /** What the console asks of a server with API keys but no `TOOLGATE_API_TOKEN`. */
-const NO_ADMIN = "The console needs TOOLGATE_API_TOKEN: API keys exist, so the server is not " +
-  "open, and API keys may not use the management API the console shows. Start the server with " +
-  "TOOLGATE_API_TOKEN set and sign in with it.";
+const NO_ADMIN = "The console needs TOOLGATE_API_TOKEN: API keys or an OAuth issuer " +
+  "(auth.oauth) are configured, so the server is not open, and neither a key nor an access token " +
+  "may use the management API the console shows. Start the server with TOOLGATE_API_TOKEN set " +
+  "and sign in with it.";
 
 function html(c: Ctx, page: JSX.Element, status: 200 | 400 | 401 | 404 = 200): Promise<Response> {
   return Promise.resolve(page).then((body) =>
