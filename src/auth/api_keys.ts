@@ -11,6 +11,7 @@ import { createHash, timingSafeEqual } from "node:crypto";
 import { GatewayError } from "../errors/mod.ts";
 import type { Caller } from "../gateway/caller.ts";
 import { parseToolPatterns } from "../gateway/caller.ts";
+import { parseRate } from "../gateway/rate_limit.ts";
 import { newId } from "../ids.ts";
 import type { ApiKeyRecord, ApiKeyStore } from "../store/mod.ts";
 
@@ -51,26 +52,8 @@ export function generateApiKey(): string {
   return `${API_KEY_PREFIX}${base64url}`;
 }
 
-/** Units of `--rate`, in ms. */
-const RATE_UNITS: Record<string, number> = { s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
-
-/**
- * Checks a rate limit (`10/s`, `600/m`, `1000/h`, `5000/d`).
- *
- * @returns The rate, normalized (`10/s`).
- * @throws {GatewayError} `USAGE` naming `--rate` and the form.
- */
-export function parseRate(raw: string, field = "--rate"): string {
-  const match = /^\s*(\d{1,7})\s*\/\s*([a-z]+)\s*$/.exec(raw);
-  if (!match || Number(match[1]) < 1 || !(match[2] in RATE_UNITS)) {
-    throw new GatewayError(
-      "USAGE",
-      `Invalid ${field} ${JSON.stringify(raw)}: use <calls>/<s|m|h|d> with at least 1 call, ` +
-        `e.g. 10/s or 1000/h`,
-    );
-  }
-  return `${Number(match[1])}/${match[2]}`;
-}
+/** Checks a rate limit (`10/s`, `600/m`, `1000/h`, `5000/d`). */
+export { parseRate };
 
 /** Units of `--expires`, in ms. */
 const EXPIRY_UNITS: Record<string, number> = {

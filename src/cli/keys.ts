@@ -38,7 +38,7 @@ export function registerKeys(program: Command, context: CliContext): void {
     )
     .option(
       "--rate <n/unit>",
-      "rate limit, e.g. 10/s or 1000/h (stored; enforced once rate limits land)",
+      "rate limit of its tool calls, e.g. 10/s or 1000/h (a bucket of one unit's worth)",
     )
     .option("--expires <when>", "expiry: a duration from now (30d, 12h, 90m, 2w) or an ISO time")
     .option("--json", "print the key and its record as JSON")

@@ -11,12 +11,25 @@ import { GatewayError } from "../errors/mod.ts";
 // Not the folder's mod.ts: parsing the config needs only the entry check.
 import { allowEntryProblem } from "../egress/allow_list.ts";
 import { EventTypeSchema } from "../events/schemas.ts";
+import { rateProblem } from "../gateway/rate_limit.ts";
+
+/** A rate limit: `"10/s"` (a bucket of one unit's worth), or `{rate, burst}`. */
+const RateSchema = z.string().superRefine((rate, context) => {
+  const problem = rateProblem(rate);
+  if (problem) context.addIssue({ code: "custom", message: `${JSON.stringify(rate)}: ${problem}` });
+});
+const RateSettingSchema = z.union([
+  RateSchema,
+  z.strictObject({ rate: RateSchema, burst: z.number().int().min(1).optional() }),
+]);
 
 const ToolSettingsSchema = z.strictObject({
   timeout_ms: z.number().int().positive().optional(),
   retries: z.number().int().min(0).max(10).optional(),
   circuit_threshold: z.number().int().positive().optional(),
   circuit_reset_ms: z.number().int().positive().optional(),
+  /** The tool's rate limit, all callers together (docs/access.md). */
+  rate: RateSettingSchema.optional(),
 });
 
 /** Pattern of an MCP upstream plugin name (also the prefix of its tools: `<name>__<tool>`). */
@@ -230,6 +243,11 @@ export const ConfigFileSchema = z.strictObject({
   /** Who may call, beside TOOLGATE_API_TOKEN and API keys (docs/access.md). */
   auth: z.strictObject({
     oauth: OAuthConfigSchema.optional(),
+  }).prefault({}),
+  /** Rate limits of callers (docs/access.md); tools' are `tools.overrides.<tool>.rate`. */
+  limits: z.strictObject({
+    /** The rate of each API key without its own `--rate`, and of each OAuth client. */
+    per_caller: RateSettingSchema.optional(),
   }).prefault({}),
   metrics: z.strictObject({
     /** Serve `GET /metrics` without the API token (for a scraper on a private network). */

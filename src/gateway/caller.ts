@@ -29,7 +29,7 @@ export interface Caller {
   tools?: readonly string[];
   /** The virtual server it is bound to (recorded; enforced once virtual servers land). */
   server?: string;
-  /** Its rate limit as configured (`10/s`; recorded; enforced once rate limits land). */
+  /** Its rate limit (`10/s`): a token bucket of its tool calls (`rate_limit.ts`). */
   rate?: string;
 }
 

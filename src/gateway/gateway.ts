@@ -18,6 +18,7 @@ import { VERSION } from "../version.ts";
 import { auditCaller, type Caller, forbiddenCall, mayCall } from "./caller.ts";
 import { Catalog, pausingWhileAsking } from "./catalog.ts";
 import { CircuitBreaker } from "./circuit_breaker.ts";
+import { RateLimiter } from "./rate_limit.ts";
 import type {
   AuditSink,
   CallOptions,
@@ -49,6 +50,8 @@ export interface GatewayOptions {
   log?: (message: string) => void;
   /** Clock. @default performance.now for latency, Date.now for time */
   now?: () => number;
+  /** Wall-clock time in ms since the epoch, of rate limit buckets. @default Date.now */
+  clock?: () => number;
   /**
    * Redacts tool inputs, outputs and errors for the audit log and events.
    * @default the built-in rules and `config.redact.patterns`
@@ -119,6 +122,7 @@ export class Gateway {
   #now: () => number;
   #redact: Redactor;
   #onCall: ((call: CallObservation) => void) | undefined;
+  #limiter: RateLimiter;
   #plugins: HostedPlugin[] = [];
   #tools = new Map<string, RegisteredTool>();
   #toolListeners = new Set<() => void>();
@@ -156,6 +160,12 @@ export class Gateway {
     this.#log = log;
     this.#now = now;
     this.#onCall = options.onCall;
+    this.#limiter = new RateLimiter(store.rateLimits, {
+      perCaller: config.limits.per_caller,
+      tools: Object.fromEntries(
+        Object.entries(config.tools.overrides).map(([tool, settings]) => [tool, settings.rate]),
+      ),
+    }, options.clock ?? Date.now);
   }
 
   /**
@@ -623,13 +633,16 @@ export class Gateway {
   }
 
   /**
-   * Calls a tool through the pipeline: validate input → circuit check →
+   * Calls a tool through the pipeline: caller's rights → rate limits →
+   * validate input → circuit check →
    * execute with timeout (retrying idempotent tools as configured) → audit →
    * events.
    *
    * @throws {GatewayError} `TOOL_NOT_FOUND`, `PLUGIN_NOT_CONFIGURED` or
    * `PLUGIN_INIT_FAILED` (see {@linkcode Gateway.unavailable}), `FORBIDDEN`
-   * (outside `options.caller`'s tool patterns; audited, no event), `CANCELLED`
+   * (outside `options.caller`'s tool patterns; audited, no event), `RATE_LIMITED`
+   * (past the caller's or the tool's rate; audited, no event, not counted by
+   * the breaker), `CANCELLED`
    * (`options.signal` aborted: not counted by the breaker), `TOOL_INPUT_INVALID`,
    * `CIRCUIT_OPEN`, `TOOL_TIMEOUT`, `PLUGIN_REQUEST_FAILED`,
    * `TOOL_EXECUTION_FAILED`, or a plugin's own code.
@@ -647,6 +660,22 @@ export class Gateway {
           details: { tool: name },
         });
     }
+    // Past the caller's or the tool's rate: refused before anything runs (no breaker count).
+    if (this.#limiter.active || options.caller?.rate) {
+      try {
+        await this.#limiter.check(name, options.caller);
+      } catch (error) {
+        if (!(error instanceof GatewayError && error.code === "RATE_LIMITED")) throw error;
+        this.#onCall?.({
+          tool: name,
+          plugin: tool.plugin.definition.name,
+          source: options.source ?? "api",
+          errorCode: error.code,
+          durationMs: 0,
+        });
+        return await this.#refuse(name, args, options, error);
+      }
+    }
     // Concurrent calls share audit commits: the log briefly waits for the announced appends.
     const appended = this.#audit?.expect?.() ?? NOTHING;
     try {
@@ -656,15 +685,23 @@ export class Gateway {
     }
   }
 
-  /** Records a call outside the caller's rights in the audit log, then throws `FORBIDDEN`. */
-  async #refuse(name: string, args: unknown, options: CallOptions): Promise<never> {
-    const caller = options.caller!;
-    const error = forbiddenCall(caller, name);
+  /**
+   * Records a refused call in the audit log, then throws its error:
+   * `FORBIDDEN` (outside the caller's rights) unless `error` is given
+   * (`RATE_LIMITED`).
+   */
+  async #refuse(
+    name: string,
+    args: unknown,
+    options: CallOptions,
+    error: GatewayError = forbiddenCall(options.caller!, name),
+  ): Promise<never> {
+    const caller = options.caller;
     await this.#audit?.append({
       kind: "tool.call",
       tool: name,
       session_id: options.sessionId ?? newId("ses"),
-      caller: auditCaller(caller),
+      ...(caller ? { caller: auditCaller(caller) } : {}),
       input: this.#redact(args ?? {}),
       outcome: {
         ok: false,

@@ -74,6 +74,14 @@ export function errorResponses(statuses: readonly number[], tool = false): Error
         "WWW-Authenticate": { description: "`Bearer`", schema: { type: "string" } },
       };
     }
+    if (status === 429) {
+      responses[status].headers = {
+        "Retry-After": {
+          description: "Seconds until the caller's or the tool's rate allows a call (RATE_LIMITED)",
+          schema: { type: "integer" },
+        },
+      };
+    }
     if (status === 503) {
       responses[status].headers = {
         "Retry-After": {
@@ -115,7 +123,8 @@ export function errorHandler(
 
 /**
  * The response for an error: status from the code's table entry, JSON body,
- * `Retry-After` for `CIRCUIT_OPEN` and `STORE_UNAVAILABLE`, `WWW-Authenticate` for `UNAUTHORIZED`.
+ * `Retry-After` for `CIRCUIT_OPEN`, `STORE_UNAVAILABLE` and `RATE_LIMITED` (seconds, rounded up),
+ * `WWW-Authenticate` for `UNAUTHORIZED`.
  *
  * @param error The error.
  * @param toolCall Add the MCP-style result fields of a failed tool call.
@@ -136,13 +145,16 @@ export function errorResponse(error: GatewayError, toolCall = false): Response {
 }
 
 function retryAfter(error: GatewayError): number | undefined {
-  if (error.status !== 503) return undefined;
+  if (error.status !== 503 && error.code !== "RATE_LIMITED") return undefined;
   const details = error.details;
   if (details && typeof details === "object" && "retry_after_ms" in details) {
     const value = (details as { retry_after_ms: unknown }).retry_after_ms;
     if (typeof value === "number" && Number.isFinite(value)) return value;
   }
-  return error.code === "CIRCUIT_OPEN" || error.code === "STORE_UNAVAILABLE" ? 1000 : undefined;
+  return error.code === "CIRCUIT_OPEN" || error.code === "STORE_UNAVAILABLE" ||
+      error.code === "RATE_LIMITED"
+    ? 1000
+    : undefined;
 }
 
 /** HTTP statuses Hono's own validators may throw, as codes. */

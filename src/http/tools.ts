@@ -102,7 +102,7 @@ const callToolRoute = createRoute({
       },
       content: { "application/json": { schema: ToolResultSchema } },
     },
-    ...errorResponses([400, 401, 403, 404, 413, 415, 499, 500, 502, 503, 504], true),
+    ...errorResponses([400, 401, 403, 404, 413, 415, 429, 499, 500, 502, 503, 504], true),
   },
 });
 

@@ -22,6 +22,7 @@ export type {
   KeychainStore,
   LeaseStore,
   MemoryStore,
+  RateLimitStore,
   StagedWrites,
   Store,
   StoreCost,
@@ -29,5 +30,7 @@ export type {
   WebhookStore,
 } from "./store.ts";
 export * from "./records.ts";
+export { MemoryRateLimitStore, takeToken, TOKEN_EPSILON, tokensAnswer } from "./rate_buckets.ts";
+export type { BucketState, RateRule, RateTake } from "./rate_buckets.ts";
 export { DATA_KEY_BYTES, DataKey, decodeSecretKey, KEY_FILE } from "./data_key.ts";
 export type { DataKeyOptions, DataKeySource } from "./data_key.ts";

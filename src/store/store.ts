@@ -51,6 +51,7 @@ import type {
   WriteResult,
 } from "./records.ts";
 import type { DataKey } from "./data_key.ts";
+import type { RateRule, RateTake } from "./rate_buckets.ts";
 
 /** What a set of writes adds to one commit, for adapters that bound commits. */
 export interface StoreCost {
@@ -420,6 +421,18 @@ export interface ApiKeyStore {
   remove(id: string): Promise<boolean>;
 }
 
+/**
+ * Where buckets live: in memory for one server (Deno KV), in the database
+ * for instances sharing one (PostgreSQL). Each take is atomic.
+ */
+export interface RateLimitStore {
+  /**
+   * Refills the bucket `key` to `now` (ms since the epoch) by `rule` and
+   * takes one token if there is one; a bucket never seen starts full.
+   */
+  take(key: string, rule: RateRule, now: number): Promise<RateTake>;
+}
+
 /** MCP upstreams added at run time, and the plugin states running servers publish. */
 export interface UpstreamStore {
   /**
@@ -494,6 +507,8 @@ export interface Store {
   readonly keychain: KeychainStore;
   /** API keys. */
   readonly apiKeys: ApiKeyStore;
+  /** Rate limit buckets (in memory on Deno KV, shared rows on PostgreSQL). */
+  readonly rateLimits: RateLimitStore;
   /** Upstream registrations and server states. */
   readonly upstreams: UpstreamStore;
   /** Leases. */

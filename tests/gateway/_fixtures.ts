@@ -126,6 +126,7 @@ export async function testGateway(
     plugins: options.plugins ?? [testPlugin()],
     audit: options.audit,
     secrets: options.secrets,
+    ...(options.clock ? { clock: options.clock } : {}),
     log: () => {},
   });
   await gateway.start();

@@ -58,6 +58,7 @@ Deno.test("GET /openapi.json describes every error status of POST /tools/{name}"
     "404",
     "413",
     "415",
+    "429",
     "499",
     "500",
     "502",

@@ -15,6 +15,7 @@ import type {
   KeychainStore,
   LeaseStore,
   MemoryStore,
+  RateLimitStore,
   Store,
   UpstreamStore,
   WebhookStore,
@@ -83,6 +84,7 @@ import {
   putKeychainRecord,
 } from "./keychain.ts";
 import { createKvApiKeyStore } from "./api_keys.ts";
+import { MemoryRateLimitStore } from "../rate_buckets.ts";
 import { deploymentIdKey, registrationsVersionKey, schemaVersionKey } from "./keys.ts";
 import { claimDeliveryLease, releaseDeliveryLease } from "./lease.ts";
 import { deleteMemory, getMemory, listMemory, setMemory } from "./memory.ts";
@@ -335,6 +337,8 @@ export class KvStore implements Store {
 
   /** API keys. */
   readonly apiKeys: ApiKeyStore = createKvApiKeyStore(this);
+  /** Rate limit buckets in this process's memory: one server per data directory, no KV write per call. */
+  readonly rateLimits: RateLimitStore = new MemoryRateLimitStore();
 
   /** Upstream registrations and server states. */
   readonly upstreams: UpstreamStore = {

@@ -15,6 +15,7 @@ import type {
   KeychainStore,
   LeaseStore,
   MemoryStore,
+  RateLimitStore,
   Store,
   UpstreamStore,
   WebhookStore,
@@ -34,6 +35,7 @@ import { createDeliveryStore } from "./deliveries.ts";
 import { createIncomingStore } from "./incoming.ts";
 import { createKeychainStore } from "./keychain.ts";
 import { createApiKeyStore } from "./api_keys.ts";
+import { createRateLimitStore } from "./rate_limits.ts";
 import { createLeaseStore } from "./leases.ts";
 import { createMemoryStore } from "./memory.ts";
 import { migrate } from "./migrations.ts";
@@ -84,6 +86,8 @@ export class PostgresStore implements Store {
   readonly keychain: KeychainStore;
   /** API keys. */
   readonly apiKeys: ApiKeyStore;
+  /** Rate limit buckets, one row each. */
+  readonly rateLimits: RateLimitStore;
   /** Upstream registrations and server states. */
   readonly upstreams: UpstreamStore;
   /** Leases. */
@@ -112,6 +116,7 @@ export class PostgresStore implements Store {
     this.memory = createMemoryStore(ctx);
     this.keychain = createKeychainStore(ctx);
     this.apiKeys = createApiKeyStore(ctx);
+    this.rateLimits = createRateLimitStore(ctx);
     this.upstreams = createUpstreamStore(ctx);
     this.leases = createLeaseStore(ctx);
     this.changes = this.#feed = new PgChangeFeed(ctx);

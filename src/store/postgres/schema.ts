@@ -13,6 +13,7 @@ import { INCOMING_SCHEMA } from "./incoming.ts";
 import { KEYCHAIN_SCHEMA } from "./keychain.ts";
 import { LEASES_SCHEMA } from "./leases.ts";
 import { MEMORY_SCHEMA } from "./memory.ts";
+import { RATE_LIMITS_SCHEMA } from "./rate_limits.ts";
 import { UPSTREAMS_SCHEMA } from "./upstreams.ts";
 import { WEBHOOKS_SCHEMA } from "./webhooks.ts";
 
@@ -29,4 +30,5 @@ export const INITIAL_SCHEMA: string = [
   AUDIT_SCHEMA,
   INCOMING_SCHEMA,
   API_KEYS_SCHEMA,
+  RATE_LIMITS_SCHEMA,
 ].join("\n");

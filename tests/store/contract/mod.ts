@@ -17,6 +17,7 @@ import { KEYCHAIN_CONTRACT } from "./keychain_contract.ts";
 import { LEASES_CONTRACT } from "./leases_contract.ts";
 import { MEMORY_CONTRACT } from "./memory_contract.ts";
 import { OUTCOMES_CONTRACT } from "./outcomes_contract.ts";
+import { RATE_LIMITS_CONTRACT } from "./rate_limits_contract.ts";
 import { UPSTREAMS_CONTRACT } from "./upstreams_contract.ts";
 import { WEBHOOKS_CONTRACT } from "./webhooks_contract.ts";
 import { WEBHOOK_UPDATES_CONTRACT } from "./webhook_updates_contract.ts";
@@ -41,4 +42,5 @@ export const CONTRACT: readonly ContractCase[] = [
   ...OUTCOMES_CONTRACT,
   ...DEDUPE_CONTRACT,
   ...API_KEYS_CONTRACT,
+  ...RATE_LIMITS_CONTRACT,
 ];
