@@ -9,9 +9,10 @@
  * @module
  */
 import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
+import { StdioClientTransport } from "@modelcontextprotocol/client/stdio";
 import { ToolgateClient, ToolgateError } from "../../sdk/typescript/mod.ts";
 import { assert, assertEquals, assertRejects, assertStringIncludes } from "../_asserts.ts";
-import { runCli, tempHome } from "../_helpers.ts";
+import { childEnv, MAIN, ROOT, runCli, tempHome } from "../_helpers.ts";
 import { startPostgres } from "../_postgres.ts";
 import { startHttpServer } from "./_http_server.ts";
 
@@ -112,4 +113,39 @@ Deno.test("e2e: two instances on one PostgreSQL database share a key's bucket", 
     await response.body?.cancel();
   }
   assertEquals(statuses, [200, 200, 200, 200, 429, 429]);
+});
+
+Deno.test("e2e: over MCP stdio a tool's rate (tools.overrides.<tool>.rate) holds: past it, an isError result saying when to retry", async () => {
+  await using tmp = await tempHome();
+  await Deno.writeTextFile(
+    `${tmp.home}/config.json`,
+    JSON.stringify({ tools: { overrides: { memory_set: { rate: "2/d" } } } }),
+  );
+  const client = new Client({ name: "rate-stdio", version: "1.0.0" });
+  await client.connect(
+    new StdioClientTransport({
+      command: Deno.execPath(),
+      args: ["run", "-A", "--cached-only", "--unstable-kv", MAIN, "mcp", "start"],
+      env: childEnv({ TOOLGATE_HOME: tmp.home, NO_COLOR: "1" }),
+      cwd: ROOT,
+      stderr: "pipe",
+    }),
+  );
+  try {
+    const results = [];
+    for (let i = 0; i < 3; i++) {
+      results.push(
+        await client.callTool({ name: "memory_set", arguments: { key: `k${i}`, value: i } }),
+      );
+    }
+    assertEquals(results.map((result) => result.isError ?? false), [false, false, true]);
+    const text = JSON.stringify(results[2].content);
+    assertStringIncludes(text, "RATE_LIMITED: Too many calls: tool memory_set is limited to 2/d");
+    assertStringIncludes(text, "retry memory_set in");
+    // Other tools are not limited.
+    const got = await client.callTool({ name: "memory_get", arguments: { key: "k0" } });
+    assertEquals(got.isError ?? false, false);
+  } finally {
+    await client.close();
+  }
 });
