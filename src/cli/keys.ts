@@ -8,6 +8,7 @@ import type { Command } from "commander";
 import { createApiKey, findApiKey, revokeApiKey } from "../auth/api_keys.ts";
 import type { ApiKeyRecord } from "../store/mod.ts";
 import { type CliContext, table } from "./context.ts";
+import { requireServer } from "./servers.ts";
 
 /** A key as `keys list --json` shows it: never the key or its hash. */
 function view(record: ApiKeyRecord, now: number): Record<string, unknown> {
@@ -34,7 +35,7 @@ export function registerKeys(program: Command, context: CliContext): void {
     )
     .option(
       "--server <virtual>",
-      "virtual server it is bound to (stored; enforced once virtual servers land)",
+      "virtual server it is bound to: it may use /mcp/<virtual> and that server's tools only",
     )
     .option(
       "--rate <n/unit>",
@@ -51,6 +52,9 @@ export function registerKeys(program: Command, context: CliContext): void {
       json?: boolean;
     }) => {
       const store = await context.store();
+      if (options.server !== undefined) {
+        await requireServer(store, await context.config(), options.server, "--server");
+      }
       const { record, key } = await createApiKey(store.apiKeys, options);
       if (options.json) {
         context.printJson({ key, ...view(record, Date.now()) });

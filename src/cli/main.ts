@@ -17,6 +17,7 @@ import { registerDlq } from "./dlq.ts";
 import { registerIncoming } from "./incoming.ts";
 import { registerDb } from "./db.ts";
 import { registerKeys } from "./keys.ts";
+import { registerServers } from "./servers.ts";
 
 /** Builds the command tree for one invocation. */
 export function createProgram(context: CliContext): Command {
@@ -38,6 +39,7 @@ export function createProgram(context: CliContext): Command {
   registerPlugins(program, context);
   registerKeychain(program, context);
   registerKeys(program, context);
+  registerServers(program, context);
   registerAudit(program, context);
   registerDlq(program, context);
   registerIncoming(program, context);

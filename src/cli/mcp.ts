@@ -10,6 +10,7 @@ import { serveStdio } from "../mcp/stdio.ts";
 import { IncomingRouter } from "../webhooks/mod.ts";
 import { VERSION } from "../version.ts";
 import { type CliContext, usage } from "./context.ts";
+import { parseServerName, requireServer } from "./servers.ts";
 import { createRuntime, type Runtime } from "./runtime.ts";
 
 interface StartOptions {
@@ -17,6 +18,7 @@ interface StartOptions {
   host?: string;
   port?: string;
   databaseUrl?: string;
+  server?: string;
 }
 
 function parsePort(raw: string): number {
@@ -39,6 +41,11 @@ export function registerMcp(program: Command, context: CliContext): void {
       "--database-url <url>",
       "keep state in this PostgreSQL database (postgres://…) instead of the data dir's KV file",
     )
+    .option(
+      "--server <name>",
+      "stdio: serve only this virtual server's tools (toolgate servers list); " +
+        "over HTTP each one is at /mcp/<name>",
+    )
     .action(async (options: StartOptions) => {
       if (options.transport !== "stdio" && options.transport !== "http") {
         throw usage(`Invalid --transport "${options.transport}": expected stdio or http`);
@@ -46,6 +53,13 @@ export function registerMcp(program: Command, context: CliContext): void {
       if (options.transport === "stdio" && (options.host || options.port)) {
         throw usage("Invalid --host/--port: they apply only with --transport http");
       }
+      if (options.transport === "http" && options.server !== undefined) {
+        throw usage(
+          `Invalid --server: it applies only with --transport stdio; over HTTP every virtual ` +
+            `server is served at /mcp/<name> (here /mcp/${options.server})`,
+        );
+      }
+      if (options.server !== undefined) parseServerName(options.server, "--server");
       if (options.host) context.io.env.TOOLGATE_HOST = options.host;
       if (options.port) context.io.env.TOOLGATE_PORT = String(parsePort(options.port));
       if (options.databaseUrl) {
@@ -56,7 +70,7 @@ export function registerMcp(program: Command, context: CliContext): void {
         }
         context.io.env.TOOLGATE_DATABASE_URL = options.databaseUrl;
       }
-      if (options.transport === "stdio") await startStdio(context);
+      if (options.transport === "stdio") await startStdio(context, options.server);
       else await startHttp(context);
     });
 }
@@ -66,11 +80,13 @@ export function registerMcp(program: Command, context: CliContext): void {
  * nothing of the HTTP transport (Hono, OpenAPI), so an MCP host gets its
  * `initialize` reply sooner.
  */
-export async function startStdio(context: CliContext): Promise<void> {
+export async function startStdio(context: CliContext, server?: string): Promise<void> {
   // A bad configuration fails before any MCP traffic. The rest of start-up
   // (the store, plugins, the dispatcher) runs while the host's `initialize`
   // is answered: MCP hosts spawn a server per session and wait for that reply.
-  await context.config();
+  const config = await context.config();
+  // So does an unknown virtual server (exit 2); the store is opened for it.
+  if (server !== undefined) await requireServer(await context.store(), config, server, "--server");
   if (context.io.stdinIsTty) {
     context.io.stderr(
       "toolgate: speaking MCP (JSON-RPC) on stdin/stdout for an MCP host such as Claude Desktop or Cursor; " +
@@ -86,6 +102,7 @@ export async function startStdio(context: CliContext): Promise<void> {
   try {
     const serving = serveStdio(starting.then((started) => started.gateway), {
       signal: stop.signal,
+      ...(server === undefined ? {} : { server }),
     });
     try {
       runtime = await starting;

@@ -8,7 +8,7 @@ import { type AuditLog, createAuditLog, createRedactor } from "../audit/mod.ts";
 import type { Config } from "../config/mod.ts";
 import { type EgressPolicy, egressPolicyFromConfig } from "../egress/mod.ts";
 import { EventBus, relayEvents } from "../events/mod.ts";
-import { Gateway } from "../gateway/mod.ts";
+import { followVirtualServers, Gateway, VirtualServers } from "../gateway/mod.ts";
 import { createKeychain, secretReaderFor } from "../keychain/mod.ts";
 import { builtinPlugins, ServerStatusPublisher } from "../plugins/mod.ts";
 // Not the folder's mod.ts: the upstream plugin (MCP SDK client, ajv) loads
@@ -151,7 +151,11 @@ export async function createRuntime(
     };
     return upstreamModule.mcpUpstreamPlugin(spec, options);
   };
+  // Virtual servers: config `servers`, then `toolgate servers create` definitions.
+  const servers = new VirtualServers(config.servers);
+  servers.setStored(await store.servers.list());
   const gateway = new Gateway({
+    servers,
     config,
     store,
     bus,
@@ -178,7 +182,16 @@ export async function createRuntime(
   let closed = false;
   let publisher: ServerStatusPublisher | undefined;
   let publisherStarting: Promise<void> | undefined;
+  let stopFollowing: (() => Promise<void>) | undefined;
   if (role === "server") {
+    // `toolgate servers create|update|remove` reach running servers (clients hear list_changed).
+    stopFollowing = followVirtualServers({
+      servers,
+      store,
+      pollMs: config.plugins.upstream_settings.poll_ms,
+      version: upstreamsVersion,
+      log,
+    });
     sync = new UpstreamSync({
       gateway,
       store,
@@ -213,6 +226,7 @@ export async function createRuntime(
     egress,
     close: async () => {
       closed = true;
+      await stopFollowing?.();
       await syncStarting;
       await sync?.stop();
       await publisherStarting;

@@ -35,6 +35,9 @@ const ToolSettingsSchema = z.strictObject({
 /** Pattern of an MCP upstream plugin name (also the prefix of its tools: `<name>__<tool>`). */
 export const UPSTREAM_NAME_PATTERN = /^[a-z0-9][a-z0-9_-]{0,31}$/;
 
+/** A virtual server's name: it is a URL path segment (`/mcp/<name>`). */
+export const VIRTUAL_SERVER_NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/;
+
 /**
  * The fields that describe how to reach an MCP upstream, shared by
  * `config.json` entries and `toolgate plugins add` registrations.
@@ -249,6 +252,33 @@ export const ConfigFileSchema = z.strictObject({
     /** The rate of each API key without its own `--rate`, and of each OAuth client. */
     per_caller: RateSettingSchema.optional(),
   }).prefault({}),
+  /**
+   * Virtual servers: named tool subsets, each served at `/mcp/<name>` and by
+   * `mcp start --server <name>` (docs/access.md). A name also defined with
+   * `toolgate servers create` is this one: config wins.
+   */
+  servers: z.record(
+    z.string(),
+    z.strictObject({
+      tools: z.array(
+        z.string().regex(TOOL_PATTERN, {
+          message:
+            "expected a tool name or pattern of A-Z a-z 0-9 _ . - with * and ?, e.g. memory_*",
+        }),
+      ).min(1, { message: 'expected one or more tool names or patterns, e.g. ["memory_*"]' }),
+      description: z.string().max(1024).optional(),
+    }),
+  ).superRefine((servers, context) => {
+    for (const name of Object.keys(servers)) {
+      if (!VIRTUAL_SERVER_NAME_PATTERN.test(name)) {
+        context.addIssue({
+          code: "custom",
+          path: [name],
+          message: "expected a name matching ^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$ (it is a URL path)",
+        });
+      }
+    }
+  }).default({}),
   metrics: z.strictObject({
     /** Serve `GET /metrics` without the API token (for a scraper on a private network). */
     public: z.boolean().default(false),

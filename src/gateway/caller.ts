@@ -27,7 +27,7 @@ export interface Caller {
   id?: string;
   /** Glob patterns of the tools it may call (`memory_*`); absent: every tool. */
   tools?: readonly string[];
-  /** The virtual server it is bound to (recorded; enforced once virtual servers land). */
+  /** The virtual server it is bound to (`/mcp/<server>`): it sees and calls only that server's tools. */
   server?: string;
   /** Its rate limit (`10/s`): a token bucket of its tool calls (`rate_limit.ts`). */
   rate?: string;

@@ -70,6 +70,11 @@ export interface CatalogRequestOptions {
   input?: CallerInput;
   /** Who is asking, recorded in the audit entry as `caller`. @default none recorded */
   caller?: Caller;
+  /**
+   * Whether the caller sees a plugin's prompts and resources: others are
+   * `NOT_FOUND`, not recorded. @default every plugin
+   */
+  visible?: (plugin: string) => boolean;
 }
 
 /** Options of {@linkcode Catalog}. */
@@ -223,21 +228,26 @@ export class Catalog {
     return [...this.#sources.values()].some((source) => source.prompts.length > 0);
   }
 
-  /** Every prompt, as `prompts/list` shows it. */
-  listPrompts(): Record<string, unknown>[] {
-    return [...this.#sources.values()].flatMap((source) =>
+  /** Every prompt, as `prompts/list` shows it (of the plugins `visible` allows, when given). */
+  listPrompts(visible?: (plugin: string) => boolean): Record<string, unknown>[] {
+    return this.#visible(visible).flatMap((source) =>
       source.prompts.map((prompt) => ({ ...prompt.info, name: prompt.name }))
     );
   }
 
-  /** Every resource, as `resources/list` shows it. */
-  listResources(): Record<string, unknown>[] {
-    return [...this.#sources.values()].flatMap((source) => source.resources);
+  /** Every resource, as `resources/list` shows it (of the plugins `visible` allows, when given). */
+  listResources(visible?: (plugin: string) => boolean): Record<string, unknown>[] {
+    return this.#visible(visible).flatMap((source) => source.resources);
   }
 
-  /** Every resource template, as `resources/templates/list` shows it. */
-  listResourceTemplates(): Record<string, unknown>[] {
-    return [...this.#sources.values()].flatMap((source) => source.templates);
+  /** Every resource template, as `resources/templates/list` shows it (of the plugins `visible` allows). */
+  listResourceTemplates(visible?: (plugin: string) => boolean): Record<string, unknown>[] {
+    return this.#visible(visible).flatMap((source) => source.templates);
+  }
+
+  #visible(visible: ((plugin: string) => boolean) | undefined): Registered[] {
+    const sources = [...this.#sources.values()];
+    return visible ? sources.filter((source) => visible(source.plugin)) : sources;
   }
 
   /**
@@ -254,7 +264,7 @@ export class Catalog {
   ): Promise<Record<string, unknown>> {
     const owner = [...this.#sources.values()].find((source) => source.promptsByName.has(name));
     const prompt = owner?.promptsByName.get(name);
-    if (!owner || !prompt) {
+    if (!owner || !prompt || options.visible?.(owner.plugin) === false) {
       throw new GatewayError("NOT_FOUND", `Unknown prompt: ${name}`, { details: { prompt: name } });
     }
     return await this.#recorded(
@@ -275,7 +285,7 @@ export class Catalog {
     options: CatalogRequestOptions = {},
   ): Promise<Record<string, unknown>> {
     const owner = this.#ownerOf(uri);
-    if (!owner) {
+    if (!owner || options.visible?.(owner.plugin) === false) {
       throw new GatewayError("NOT_FOUND", `Resource ${uri} not found`, { details: { uri } });
     }
     return await this.#recorded(

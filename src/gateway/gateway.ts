@@ -19,6 +19,7 @@ import { auditCaller, type Caller, forbiddenCall, mayCall } from "./caller.ts";
 import { Catalog, pausingWhileAsking } from "./catalog.ts";
 import { CircuitBreaker } from "./circuit_breaker.ts";
 import { RateLimiter } from "./rate_limit.ts";
+import { coversPlugin, notOnServer, VirtualServers } from "./virtual_servers.ts";
 import type {
   AuditSink,
   CallOptions,
@@ -63,6 +64,11 @@ export interface GatewayOptions {
    * answer in ms of `now`. @default none
    */
   onCall?: (call: CallObservation) => void;
+  /**
+   * The virtual servers a caller may be bound to (`Caller.server`).
+   * @default those of `config.servers`
+   */
+  servers?: VirtualServers;
 }
 
 /** A call as {@linkcode GatewayOptions.onCall} is told of it. */
@@ -116,6 +122,8 @@ export class Gateway {
   readonly bus: EventBus;
   /** Prompts and resources of the plugins (MCP upstreams), with their audited reads. */
   readonly catalog: Catalog;
+  /** The virtual servers (named tool subsets) callers may be bound to. */
+  readonly servers: VirtualServers;
   #audit: AuditSink | undefined;
   #secrets: (plugin: string) => SecretReader;
   #log: (message: string) => void;
@@ -166,6 +174,7 @@ export class Gateway {
         Object.entries(config.tools.overrides).map(([tool, settings]) => [tool, settings.rate]),
       ),
     }, options.clock ?? Date.now);
+    this.servers = options.servers ?? new VirtualServers(config.servers);
   }
 
   /**
@@ -501,7 +510,9 @@ export class Gateway {
    */
   listTools(caller?: Caller): ToolInfo[] {
     let tools = [...this.#tools.values()];
-    if (caller?.tools) tools = tools.filter((tool) => mayCall(caller, tool.definition.name));
+    if (caller?.tools || caller?.server !== undefined) {
+      tools = tools.filter((tool) => this.offers(caller, tool.definition.name));
+    }
     return tools.map((tool) => ({
       name: tool.definition.name,
       description: tool.definition.description,
@@ -509,6 +520,26 @@ export class Gateway {
       inputSchema: tool.inputSchema ??= toJsonSchema(tool.definition.input),
       ...(tool.definition.mcpListing ? { mcpListing: tool.definition.mcpListing } : {}),
     }));
+  }
+
+  /**
+   * Whether `caller` may see and call `name`: its own patterns allow it and,
+   * when it is bound to a virtual server, the tool is on that server.
+   */
+  offers(caller: Caller | undefined, name: string): boolean {
+    return mayCall(caller, name) &&
+      (caller?.server === undefined || this.servers.has(caller.server, name));
+  }
+
+  /**
+   * Whether `caller` sees the prompts and resources of `plugin`: its
+   * patterns and its virtual server's cover the plugin's prefix `<plugin>__`.
+   */
+  showsPlugin(caller: Caller | undefined, plugin: string): boolean {
+    if (caller?.tools && !coversPlugin(caller.tools, plugin)) return false;
+    if (caller?.server === undefined) return true;
+    const server = this.servers.get(caller.server);
+    return server !== undefined && coversPlugin(server.tools, plugin);
   }
 
   /** Whether a tool with that name is on offer. */
@@ -642,16 +673,22 @@ export class Gateway {
    * `PLUGIN_INIT_FAILED` (see {@linkcode Gateway.unavailable}), `FORBIDDEN`
    * (outside `options.caller`'s tool patterns; audited, no event), `RATE_LIMITED`
    * (past the caller's or the tool's rate; audited, no event, not counted by
-   * the breaker), `CANCELLED`
+   * the breaker), `TOOL_NOT_FOUND`
+   * also when the tool is not on the caller's virtual server (audited), `CANCELLED`
    * (`options.signal` aborted: not counted by the breaker), `TOOL_INPUT_INVALID`,
    * `CIRCUIT_OPEN`, `TOOL_TIMEOUT`, `PLUGIN_REQUEST_FAILED`,
    * `TOOL_EXECUTION_FAILED`, or a plugin's own code.
    */
   async call(name: string, args: unknown, options: CallOptions = {}): Promise<CallResult> {
+    const server = options.caller?.server;
+    // Not on the caller's virtual server: the tool does not exist there.
+    if (server !== undefined && !this.servers.has(server, name)) {
+      return await this.#refuse(name, args, options, notOnServer(server, name));
+    }
     // Outside the caller's patterns whether the tool exists or not, so a
     // refusal says nothing about what is on offer.
     if (options.caller && !mayCall(options.caller, name)) {
-      return await this.#refuse(name, args, options);
+      return await this.#refuse(name, args, options, forbiddenCall(options.caller, name));
     }
     const tool = this.#tools.get(name);
     if (!tool) {

@@ -32,3 +32,14 @@ export {
   parseToolPatterns,
 } from "./caller.ts";
 export type { AuditCaller, Caller } from "./caller.ts";
+export {
+  coversPlugin,
+  followVirtualServers,
+  notOnServer,
+  VirtualServers,
+} from "./virtual_servers.ts";
+export type {
+  FollowVirtualServersOptions,
+  VirtualServer,
+  VirtualServerConfig,
+} from "./virtual_servers.ts";

@@ -9,7 +9,7 @@ import { OpenAPIHono } from "@hono/zod-openapi";
 import { cors } from "hono/cors";
 import type { Config } from "../config/mod.ts";
 import { GatewayError } from "../errors/mod.ts";
-import type { Gateway } from "../gateway/mod.ts";
+import { type Caller, describeCaller, type Gateway } from "../gateway/mod.ts";
 import type { ApiKeyStore } from "../store/mod.ts";
 import { mcpHttpOptions, McpHttpSessions } from "../mcp/mod.ts";
 import { OAuthValidator } from "../auth/oauth.ts";
@@ -61,6 +61,22 @@ export interface AppOptions {
   keys?: ApiKeyStore;
   /** Clock for API key expiry, ms since the epoch. @default Date.now */
   now?: () => number;
+}
+
+/**
+ * The caller of a request to `/mcp` (`server` undefined) or `/mcp/<server>`.
+ *
+ * @throws {GatewayError} `FORBIDDEN` when the caller is bound to another
+ * virtual server (an API key made with `--server`).
+ */
+function boundTo(caller: Caller | undefined, server: string | undefined): Caller | undefined {
+  if (caller?.server === undefined || caller.server === server) return caller;
+  throw new GatewayError(
+    "FORBIDDEN",
+    `Forbidden: ${describeCaller(caller)} is bound to virtual server ${caller.server}; ` +
+      `use /mcp/${caller.server}`,
+    { details: { server: caller.server } },
+  );
 }
 
 /** Headers browsers may send and read cross-origin (when `cors_origins` is set). */
@@ -159,7 +175,17 @@ export function createApp(options: AppOptions): ToolgateApp {
   registerOpenApi(app, {
     tokenRequired: config.apiToken !== undefined || config.auth.oauth !== undefined,
   });
-  app.all("/mcp", (c) => mcp.handle(c.req.raw, c.get("caller")));
+  app.all("/mcp", (c) => mcp.handle(c.req.raw, boundTo(c.get("caller"), undefined)));
+  // Each virtual server (config `servers`, `toolgate servers create`) at /mcp/<name>.
+  app.all("/mcp/:server", (c) => {
+    const name = c.req.param("server");
+    if (!gateway.servers.get(name)) {
+      throw new GatewayError("NOT_FOUND", `No virtual server named ${name}`, {
+        details: { server: name },
+      });
+    }
+    return mcp.forServer(name).handle(c.req.raw, boundTo(c.get("caller"), name));
+  });
   for (const mount of routes) mount(app, { gateway, config, lifecycle });
   return app;
 }

@@ -48,6 +48,11 @@ export interface McpHttpSessionsOptions {
    * silent responses). @default "json"
    */
   responses?: "json" | "sse";
+  /**
+   * The virtual server these sessions serve (`/mcp/<name>`); see
+   * {@linkcode McpHttpSessions.forServer}. @default none: every tool
+   */
+  server?: string;
 }
 
 /** The options of {@linkcode McpHttpSessions} that `server.*` in the configuration sets. */
@@ -107,6 +112,10 @@ export class McpHttpSessions {
   #draining = false;
   /** Idle expiries of all sessions, on one timer that does not keep the process alive. */
   #expiries: DeadlineQueue;
+  #options: McpHttpSessionsOptions;
+  #server: string | undefined;
+  /** The sessions of each virtual server (`/mcp/<name>`), made on first use. */
+  #virtual = new Map<string, McpHttpSessions>();
 
   /**
    * @param gateway The gateway whose tools the sessions offer.
@@ -121,11 +130,14 @@ export class McpHttpSessions {
       generateId = () => crypto.randomUUID(),
       source = "mcp-http",
       responses = "json",
+      server,
     } = options;
     for (const [name, value] of Object.entries({ idleMs, maxSessions, maxBodyBytes })) {
       if (!(value > 0)) throw new RangeError(`Invalid ${name}: ${value} is not positive`);
     }
     this.#gateway = gateway;
+    this.#options = options;
+    this.#server = server;
     this.#expiries = new DeadlineQueue(idleMs, { ref: false });
     this.#maxSessions = maxSessions;
     this.#maxBodyBytes = maxBodyBytes;
@@ -133,7 +145,9 @@ export class McpHttpSessions {
     this.#source = source;
     this.#jsonResponses = responses === "json";
     this.#modern = createMcpHandler(
-      () => createMcpServer(gateway, { source, listChanged: false, relay: this.#relay }).server,
+      () =>
+        createMcpServer(gateway, { source, listChanged: false, relay: this.#relay, server })
+          .server,
       {
         // 2025 traffic never reaches it: sessions are served above.
         legacy: "reject",
@@ -149,10 +163,33 @@ export class McpHttpSessions {
         ? this.#modern.notify.promptsChanged()
         : this.#modern.notify.resourcesChanged()
     );
+    // A virtual server whose definition changed: its tools, prompts and resources may have.
+    const offServer = server === undefined ? () => {} : gateway.servers.onChanged((names) => {
+      if (!names.includes(server)) return;
+      this.#modern.notify.toolsChanged();
+      this.#modern.notify.promptsChanged();
+      this.#modern.notify.resourcesChanged();
+    });
     this.#detachModern = () => {
       offTools();
       offCatalog();
+      offServer();
     };
+  }
+
+  /**
+   * The sessions of the virtual server `name` (`/mcp/<name>`), with the same
+   * options; made on first use, drained and closed with these. The caller
+   * checks that the server exists.
+   */
+  forServer(name: string): McpHttpSessions {
+    let sessions = this.#virtual.get(name);
+    if (!sessions) {
+      sessions = new McpHttpSessions(this.#gateway, { ...this.#options, server: name });
+      if (this.#draining) sessions.drain();
+      this.#virtual.set(name, sessions);
+    }
+    return sessions;
   }
 
   /**
@@ -183,9 +220,11 @@ export class McpHttpSessions {
     };
   }
 
-  /** Number of open sessions. */
+  /** Number of open sessions (those of the virtual servers too). */
   get size(): number {
-    return this.#sessions.size;
+    let size = this.#sessions.size;
+    for (const sessions of this.#virtual.values()) size += sessions.size;
+    return size;
   }
 
   /** Ids of the open sessions. */
@@ -277,6 +316,7 @@ export class McpHttpSessions {
       sessionId: () => transport.sessionId,
       source: this.#source,
       relay: this.#relay,
+      server: this.#server,
     });
     const session: Session = {
       id: undefined,
@@ -348,6 +388,7 @@ export class McpHttpSessions {
     for (const session of this.#sessions.values()) {
       session.transport.closeStandaloneSSEStream();
     }
+    for (const sessions of this.#virtual.values()) sessions.drain();
   }
 
   /** Closes every session and 2026 exchange (their streams end, in-flight calls are aborted). */
@@ -357,6 +398,7 @@ export class McpHttpSessions {
     await Promise.all([
       this.#modern.close(),
       ...[...this.#sessions.values()].map((session) => session.server.close()),
+      ...[...this.#virtual.values()].map((sessions) => sessions.closeAll()),
     ]);
   }
 }

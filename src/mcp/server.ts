@@ -31,8 +31,8 @@ import {
   type Gateway,
   type InputCapabilities,
   type InputMethod,
+  LOCAL_CALLER,
   type LogMessage,
-  mayCall,
   type ProgressUpdate,
   toErrorResult,
   toToolResult,
@@ -56,6 +56,13 @@ export interface McpServerOptions {
    * `authInfo`, see `http.ts`). @default none (every tool, none recorded)
    */
   caller?: Caller;
+  /**
+   * The virtual server this instance serves (`/mcp/<name>`, `mcp start
+   * --server <name>`): every request's caller is bound to it, so tools,
+   * prompts and resources are that server's, and its clients hear when its
+   * definition changes. @default none: every tool the caller may call
+   */
+  server?: string;
   /**
    * Tell the client when the tool list changes (`notifications/tools/list_changed`
    * on its connection). Off for the one-request instances of stateless
@@ -165,8 +172,12 @@ export function createMcpServer(
       requestState: await relay.codec.mint(step.state),
     }) as never;
   /** The caller of a request: its HTTP authentication's, else the connection's. */
-  const callerOf = (context: ServerContext): Caller | undefined =>
-    (context.http?.authInfo?.extra?.[CALLER_AUTH_KEY] as Caller | undefined) ?? options.caller;
+  const callerOf = (context: ServerContext): Caller | undefined => {
+    const caller = (context.http?.authInfo?.extra?.[CALLER_AUTH_KEY] as Caller | undefined) ??
+      options.caller;
+    if (options.server === undefined || caller?.server === options.server) return caller;
+    return { ...(caller ?? LOCAL_CALLER), server: options.server };
+  };
   server.setRequestHandler("tools/list", async (_request, context) => ({
     // An upstream's tool as the upstream listed it (annotations, outputSchema, icons, _meta, …).
     // Only those the caller may call.
@@ -205,8 +216,9 @@ export function createMcpServer(
     };
     const resuming = context.mcpReq.requestState() !== undefined;
     const caller = callerOf(context);
-    // Outside the caller's patterns the pipeline refuses it (FORBIDDEN, audited), known or not.
-    if (!resuming && !gateway.hasTool(name) && mayCall(caller, name)) {
+    // Outside the caller's patterns (FORBIDDEN) or its virtual server (TOOL_NOT_FOUND) the
+    // pipeline refuses it, audited, known or not.
+    if (!resuming && !gateway.hasTool(name) && gateway.offers(caller, name)) {
       // A tool of a plugin that is not ready: its error, as a tool result.
       const unavailable = gateway.unavailable(name);
       if (unavailable) return toErrorResult(unavailable) as CallToolResult;
@@ -236,7 +248,13 @@ export function createMcpServer(
       throw error;
     }
   });
+  /** Whether the caller of a request sees a plugin's prompts and resources. */
+  const visibleTo = (gateway: Gateway, context: ServerContext) => {
+    const caller = callerOf(context);
+    return (plugin: string) => gateway.showsPlugin(caller, plugin);
+  };
   const requestOptions = (
+    gateway: Gateway,
     context: ServerContext,
     signal: AbortSignal,
     input: CallerInput,
@@ -246,20 +264,25 @@ export function createMcpServer(
     source,
     ...(callerOf(context) ? { caller: callerOf(context) } : {}),
     ...(input.ask ? { input } : {}),
+    visible: visibleTo(gateway, context),
   });
-  server.setRequestHandler("prompts/list", async () => ({
-    prompts: (ready ?? await starting!).catalog.listPrompts() as { name: string }[],
-  }));
+  server.setRequestHandler("prompts/list", async (_request, context) => {
+    const gateway = ready ?? await starting!;
+    return {
+      prompts: gateway.catalog.listPrompts(visibleTo(gateway, context)) as { name: string }[],
+    };
+  });
   server.setRequestHandler("prompts/get", async (request, context) => {
     const { name, arguments: args = {} } = request.params;
-    const { catalog } = ready ?? await starting!;
+    const gateway = ready ?? await starting!;
     const resuming = context.mcpReq.requestState() !== undefined;
     try {
       const step = await relayed(
         context,
         `prompt ${name}`,
         {},
-        (input, signal) => catalog.getPrompt(name, args, requestOptions(context, signal, input)),
+        (input, signal) =>
+          gateway.catalog.getPrompt(name, args, requestOptions(gateway, context, signal, input)),
       );
       if (step.kind === "input") return await asInputRequired(step);
       return step.value as never;
@@ -271,22 +294,29 @@ export function createMcpServer(
       throw asProtocolError(error);
     }
   });
-  server.setRequestHandler("resources/list", async () => ({
-    resources: (ready ?? await starting!).catalog.listResources() as never[],
-  }));
-  server.setRequestHandler("resources/templates/list", async () => ({
-    resourceTemplates: (ready ?? await starting!).catalog.listResourceTemplates() as never[],
-  }));
+  server.setRequestHandler("resources/list", async (_request, context) => {
+    const gateway = ready ?? await starting!;
+    return { resources: gateway.catalog.listResources(visibleTo(gateway, context)) as never[] };
+  });
+  server.setRequestHandler("resources/templates/list", async (_request, context) => {
+    const gateway = ready ?? await starting!;
+    return {
+      resourceTemplates: gateway.catalog.listResourceTemplates(
+        visibleTo(gateway, context),
+      ) as never[],
+    };
+  });
   server.setRequestHandler("resources/read", async (request, context) => {
     const { uri } = request.params;
-    const { catalog } = ready ?? await starting!;
+    const gateway = ready ?? await starting!;
     const resuming = context.mcpReq.requestState() !== undefined;
     try {
       const step = await relayed(
         context,
         `resource ${uri}`,
         {},
-        (input, signal) => catalog.readResource(uri, requestOptions(context, signal, input)),
+        (input, signal) =>
+          gateway.catalog.readResource(uri, requestOptions(gateway, context, signal, input)),
       );
       if (step.kind === "input") return await asInputRequired(step);
       return step.value as never;
@@ -370,9 +400,19 @@ export function createMcpServer(
     if (detached) return;
     const offTools = attached.onToolsChanged(notify);
     const offCatalog = attached.catalog.onChanged(notifyCatalog);
+    // The virtual server's definition changed: its tools, prompts and resources may have.
+    const offServer = options.server === undefined
+      ? () => {}
+      : attached.servers.onChanged((names) => {
+        if (!names.includes(options.server!)) return;
+        notify();
+        notifyCatalog("prompts");
+        notifyCatalog("resources");
+      });
     detachGateway = () => {
       offTools();
       offCatalog();
+      offServer();
     };
   };
   if (ready) attach(ready);

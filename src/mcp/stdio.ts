@@ -29,6 +29,12 @@ export interface ServeStdioOptions {
   signal?: AbortSignal;
   /** Longest wait for in-flight requests when stdin closes or `signal` aborts, in ms. @default 10000 */
   drainTimeoutMs?: number;
+  /**
+   * Serve only this virtual server (`mcp start --server <name>`): its tools,
+   * prompts and resources, and list_changed when its definition changes.
+   * @default none: every tool
+   */
+  server?: string;
 }
 
 /**
@@ -46,7 +52,8 @@ export async function serveStdio(
   gateway: Gateway | Promise<Gateway>,
   options: ServeStdioOptions = {},
 ): Promise<void> {
-  const { signal, drainTimeoutMs = 10_000 } = options;
+  const { signal, drainTimeoutMs = 10_000, server } = options;
+  const caller = server === undefined ? LOCAL_CALLER : { ...LOCAL_CALLER, server };
   const detaches: (() => void)[] = [];
   const { stdin, stdout } = process;
   // The SDK's transport closes at the end of its input; it reads a copy of
@@ -61,7 +68,7 @@ export async function serveStdio(
   const made = Promise.withResolvers<void>();
   const handle = serveSdkStdio(() => {
     // Called once per connection (twice when a server/discover probe falls back to initialize).
-    const created = createMcpServer(gateway, { source: "mcp-stdio", relay, caller: LOCAL_CALLER });
+    const created = createMcpServer(gateway, { source: "mcp-stdio", relay, caller, server });
     detaches.push(created.detach);
     watch = created.watch;
     made.resolve();

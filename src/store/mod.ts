@@ -27,6 +27,7 @@ export type {
   Store,
   StoreCost,
   UpstreamStore,
+  VirtualServerStore,
   WebhookStore,
 } from "./store.ts";
 export * from "./records.ts";

@@ -498,7 +498,7 @@ export const ApiKeyRecordSchema = z.strictObject({
   hash: z.string().regex(/^[0-9a-f]{64}$/),
   /** Glob patterns of the tools it may call; `null`: every tool. */
   tools: z.array(z.string().min(1)).nullable(),
-  /** The virtual server it is bound to (not enforced yet). */
+  /** The virtual server it is bound to (it may use `/mcp/<server>` and that server's tools only). */
   server: z.string().nullable(),
   /** Its rate limit as given (`10/s`; not enforced yet). */
   rate: z.string().nullable(),
@@ -512,6 +512,34 @@ export const ApiKeyRecordSchema = z.strictObject({
 
 /** An API key as stored (see {@linkcode ApiKeyRecordSchema}). */
 export type ApiKeyRecord = z.infer<typeof ApiKeyRecordSchema>;
+
+/** A virtual server's name: letters, digits, `_` and `-` (it is a URL path segment, `/mcp/<name>`). */
+export const VIRTUAL_SERVER_NAME = /^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/;
+
+/** A virtual server defined with `toolgate servers create`: a named subset of the tools. */
+export const VirtualServerRecordSchema = z.strictObject({
+  /** Unique name, served at `/mcp/<name>`. */
+  name: z.string().regex(VIRTUAL_SERVER_NAME),
+  /** Glob patterns of its tools (`memory_*`, `github__*`). */
+  tools: z.array(z.string().min(1).max(128)).min(1),
+  /** What it is for; `null`: nothing said. */
+  description: z.string().max(1024).nullable(),
+  /** When it was made (ISO 8601 UTC). */
+  created_at: z.string(),
+  /** When it last changed (ISO 8601 UTC). */
+  updated_at: z.string(),
+});
+
+/** A virtual server as stored (see {@linkcode VirtualServerRecordSchema}). */
+export type VirtualServerRecord = z.infer<typeof VirtualServerRecordSchema>;
+
+/** What `toolgate servers update` may change. */
+export interface VirtualServerUpdate {
+  /** New tool patterns. */
+  tools?: string[];
+  /** New description; `null` clears it. */
+  description?: string | null;
+}
 
 /** Longest key, in characters. */
 export const MEMORY_KEY_MAX_CHARS = 512;

@@ -48,6 +48,8 @@ import type {
   SetMemoryResult,
   StoredDelivery,
   UpstreamRecord,
+  VirtualServerRecord,
+  VirtualServerUpdate,
   WriteResult,
 } from "./records.ts";
 import type { DataKey } from "./data_key.ts";
@@ -433,6 +435,28 @@ export interface RateLimitStore {
   take(key: string, rule: RateRule, now: number): Promise<RateTake>;
 }
 
+/**
+ * Virtual servers (`toolgate servers`): named tool subsets, shared by every
+ * instance on one store. Every change bumps the registrations version, so
+ * running servers pick it up.
+ */
+export interface VirtualServerStore {
+  /**
+   * Stores a new virtual server.
+   *
+   * @throws {GatewayError} `CONFLICT` when one of that name exists.
+   */
+  add(record: VirtualServerRecord): Promise<VirtualServerRecord>;
+  /** Every virtual server, by name. */
+  list(): Promise<VirtualServerRecord[]>;
+  /** One by name, or `null`. */
+  get(name: string): Promise<VirtualServerRecord | null>;
+  /** Changes its tools or description (and `updated_at`); `null` when there is none of that name. */
+  update(name: string, update: VirtualServerUpdate): Promise<VirtualServerRecord | null>;
+  /** Deletes one; says whether it existed. */
+  remove(name: string): Promise<boolean>;
+}
+
 /** MCP upstreams added at run time, and the plugin states running servers publish. */
 export interface UpstreamStore {
   /**
@@ -509,13 +533,15 @@ export interface Store {
   readonly apiKeys: ApiKeyStore;
   /** Rate limit buckets (in memory on Deno KV, shared rows on PostgreSQL). */
   readonly rateLimits: RateLimitStore;
+  /** Virtual servers (named tool subsets). */
+  readonly servers: VirtualServerStore;
   /** Upstream registrations and server states. */
   readonly upstreams: UpstreamStore;
   /** Leases. */
   readonly leases: LeaseStore;
   /** Change notification across instances. */
   readonly changes: ChangeFeed;
-  /** The registration change counter (webhooks, upstreams), polled by running servers. */
+  /** The registration change counter (webhooks, upstreams, virtual servers), polled by running servers. */
   registrationsVersion(): Promise<bigint>;
   /**
    * This deployment's id (`dep_…`), made on first use and kept in the store,

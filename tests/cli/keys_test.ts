@@ -17,6 +17,8 @@ async function dataBytes(home: string): Promise<string> {
 
 Deno.test("keys create prints the key once and stores its hash only; list never shows it; revoke removes it", async () => {
   await using tmp = await tempHome();
+  const server = await toolgate(["servers", "create", "team-a", "--tools", "memory_*"], tmp.home);
+  assertEquals(server.code, 0, server.stderr);
   const created = await toolgate(
     [
       "keys",
@@ -93,6 +95,7 @@ Deno.test("keys create refuses bad input with exit 2 naming the flag, and stores
     [["--name", "ci", "--expires", "yesterday"], "Invalid --expires"],
     [["--name", "ci", "--expires", "2001-01-01T00:00:00Z"], "Invalid --expires"],
     [["--name", "ci", "--server", "a/b"], "Invalid --server"],
+    [["--name", "ci", "--server", "nowhere"], "no virtual server of that name"],
   ];
   for (const [args, message] of cases) {
     const run = await toolgate(["keys", "create", ...args], tmp.home);

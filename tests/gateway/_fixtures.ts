@@ -127,6 +127,7 @@ export async function testGateway(
     audit: options.audit,
     secrets: options.secrets,
     ...(options.clock ? { clock: options.clock } : {}),
+    servers: options.servers,
     log: () => {},
   });
   await gateway.start();

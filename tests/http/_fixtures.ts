@@ -188,8 +188,9 @@ export function inProcessFetch(
 export async function mcpClient(
   app: ToolgateApp,
   headers: Record<string, string> = {},
+  path = "/mcp",
 ): Promise<{ client: Client; transport: StreamableHTTPClientTransport } & AsyncDisposable> {
-  const transport = new StreamableHTTPClientTransport(new URL("http://localhost/mcp"), {
+  const transport = new StreamableHTTPClientTransport(new URL(`http://localhost${path}`), {
     fetch: inProcessFetch(app, headers),
   });
   const client = new Client({ name: "toolgate-test", version: "1.0.0" });

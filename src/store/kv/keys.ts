@@ -293,3 +293,13 @@ export function apiKeyNameIndexKey(name: string): Deno.KvKey {
 export function apiKeyHashIndexKey(hash: string): Deno.KvKey {
   return ["api_keys", "hash", hash];
 }
+
+/** A virtual server's record. */
+export function virtualServerKey(name: string): Deno.KvKey {
+  return ["virtual_servers", name];
+}
+
+/** Prefix of the virtual server records. */
+export function virtualServersPrefix(): Deno.KvKey {
+  return ["virtual_servers"];
+}

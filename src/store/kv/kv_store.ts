@@ -18,6 +18,7 @@ import type {
   RateLimitStore,
   Store,
   UpstreamStore,
+  VirtualServerStore,
   WebhookStore,
 } from "../store.ts";
 import {
@@ -85,6 +86,7 @@ import {
 } from "./keychain.ts";
 import { createKvApiKeyStore } from "./api_keys.ts";
 import { MemoryRateLimitStore } from "../rate_buckets.ts";
+import { createKvVirtualServerStore } from "./virtual_servers.ts";
 import { deploymentIdKey, registrationsVersionKey, schemaVersionKey } from "./keys.ts";
 import { claimDeliveryLease, releaseDeliveryLease } from "./lease.ts";
 import { deleteMemory, getMemory, listMemory, setMemory } from "./memory.ts";
@@ -339,6 +341,9 @@ export class KvStore implements Store {
   readonly apiKeys: ApiKeyStore = createKvApiKeyStore(this);
   /** Rate limit buckets in this process's memory: one server per data directory, no KV write per call. */
   readonly rateLimits: RateLimitStore = new MemoryRateLimitStore();
+
+  /** Virtual servers (named tool subsets). */
+  readonly servers: VirtualServerStore = createKvVirtualServerStore(this);
 
   /** Upstream registrations and server states. */
   readonly upstreams: UpstreamStore = {

@@ -18,6 +18,7 @@ import type {
   RateLimitStore,
   Store,
   UpstreamStore,
+  VirtualServerStore,
   WebhookStore,
 } from "../store.ts";
 import { ensureDataDir } from "../_data_dir.ts";
@@ -40,6 +41,7 @@ import { createLeaseStore } from "./leases.ts";
 import { createMemoryStore } from "./memory.ts";
 import { migrate } from "./migrations.ts";
 import { createUpstreamStore } from "./upstreams.ts";
+import { createVirtualServerStore } from "./virtual_servers.ts";
 import { createWebhookStore, sealPlaintextSecrets } from "./webhooks.ts";
 import { DataKey } from "../data_key.ts";
 
@@ -88,6 +90,8 @@ export class PostgresStore implements Store {
   readonly apiKeys: ApiKeyStore;
   /** Rate limit buckets, one row each. */
   readonly rateLimits: RateLimitStore;
+  /** Virtual servers (named tool subsets). */
+  readonly servers: VirtualServerStore;
   /** Upstream registrations and server states. */
   readonly upstreams: UpstreamStore;
   /** Leases. */
@@ -117,6 +121,7 @@ export class PostgresStore implements Store {
     this.keychain = createKeychainStore(ctx);
     this.apiKeys = createApiKeyStore(ctx);
     this.rateLimits = createRateLimitStore(ctx);
+    this.servers = createVirtualServerStore(ctx);
     this.upstreams = createUpstreamStore(ctx);
     this.leases = createLeaseStore(ctx);
     this.changes = this.#feed = new PgChangeFeed(ctx);

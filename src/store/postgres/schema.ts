@@ -15,6 +15,7 @@ import { LEASES_SCHEMA } from "./leases.ts";
 import { MEMORY_SCHEMA } from "./memory.ts";
 import { RATE_LIMITS_SCHEMA } from "./rate_limits.ts";
 import { UPSTREAMS_SCHEMA } from "./upstreams.ts";
+import { VIRTUAL_SERVERS_SCHEMA } from "./virtual_servers.ts";
 import { WEBHOOKS_SCHEMA } from "./webhooks.ts";
 
 /** The SQL of migration 1: every table of the store. */
@@ -31,4 +32,5 @@ export const INITIAL_SCHEMA: string = [
   INCOMING_SCHEMA,
   API_KEYS_SCHEMA,
   RATE_LIMITS_SCHEMA,
+  VIRTUAL_SERVERS_SCHEMA,
 ].join("\n");

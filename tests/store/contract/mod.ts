@@ -19,6 +19,7 @@ import { MEMORY_CONTRACT } from "./memory_contract.ts";
 import { OUTCOMES_CONTRACT } from "./outcomes_contract.ts";
 import { RATE_LIMITS_CONTRACT } from "./rate_limits_contract.ts";
 import { UPSTREAMS_CONTRACT } from "./upstreams_contract.ts";
+import { VIRTUAL_SERVERS_CONTRACT } from "./virtual_servers_contract.ts";
 import { WEBHOOKS_CONTRACT } from "./webhooks_contract.ts";
 import { WEBHOOK_UPDATES_CONTRACT } from "./webhook_updates_contract.ts";
 
@@ -43,4 +44,5 @@ export const CONTRACT: readonly ContractCase[] = [
   ...DEDUPE_CONTRACT,
   ...API_KEYS_CONTRACT,
   ...RATE_LIMITS_CONTRACT,
+  ...VIRTUAL_SERVERS_CONTRACT,
 ];
