@@ -30,6 +30,7 @@ const COPY_LABELS: Readonly<Record<CopyKind, string>> = {
   upstreams: "upstreams",
   keychain: "keychain entries",
   api_keys: "API keys",
+  virtual_servers: "virtual servers",
   memory: "memory notes",
   events: "outbox events",
   deliveries: "pending deliveries",

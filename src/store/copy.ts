@@ -74,7 +74,7 @@ const AUDIT_PAGE_SIZE = 1000;
 /**
  * Copies the Deno KV store of `from.dataDir` into the empty PostgreSQL
  * database `to`: webhook registrations (ids, secrets, times) and incoming
- * counters, upstreams, keychain entries, API keys, memory notes, pending deliveries
+ * counters, upstreams, keychain entries, API keys, virtual servers, memory notes, pending deliveries
  * (events with their exact bodies, fan-out entries, delivery records with
  * their attempts), dead letters with their bodies, delivery logs, the audit
  * chain (each entry's stored bytes, and the head) and incoming jobs with
@@ -186,6 +186,7 @@ async function copyAll(source: Store, importer: PostgresImporter): Promise<void>
     await importer.keychainEntry(name, record);
   }
   for (const record of await source.apiKeys.list()) await importer.apiKey(record);
+  for (const record of await source.servers.list()) await importer.virtualServer(record);
   await copyMemory(source, importer);
   await copyPending(source, importer);
   for (const record of await source.deliveries.listDlq()) {

@@ -31,6 +31,7 @@ async function snapshot(store: Store) {
     upstreams: await store.upstreams.list(),
     keychain: await store.keychain.list(),
     apiKeys: await store.apiKeys.list(),
+    servers: await store.servers.list(),
     memory: await store.memory.list({ limit: 1000 }),
     pending: pending.map(({ record, fanout }) => ({ record, fanout })),
     events: await Promise.all(
@@ -105,6 +106,13 @@ async function populate(store: Store): Promise<void> {
     expires_at: "2030-01-01T00:00:00.000Z",
     created_at: "2026-02-03T00:00:00.000Z",
     last_used_at: null,
+  });
+  await store.servers.add({
+    name: "team-a",
+    tools: ["memory_*", "github__*"],
+    description: "agents",
+    created_at: "2026-02-03T00:00:00.000Z",
+    updated_at: "2026-02-04T00:00:00.000Z",
   });
   await store.memory.set("a\u0000b", { b: 1, a: [1, 2.5, { z: null }], "10": "x" });
   await store.memory.set("émoji 🎉", "ünïcode \u2028");
@@ -411,6 +419,7 @@ Deno.test("copyStore() writes in batches, all or nothing, and of two copies at o
     upstreams: 1,
     keychain: 2,
     api_keys: 1,
+    virtual_servers: 1,
     memory: 3,
     events: 2,
     deliveries: 3,

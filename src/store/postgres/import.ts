@@ -47,6 +47,8 @@ import {
   type StoredDelivery,
   type UpstreamRecord,
   UpstreamRecordSchema,
+  type VirtualServerRecord,
+  VirtualServerRecordSchema,
 } from "../records.ts";
 import { bumpCounter, nextStamp, type Tx } from "./_context.ts";
 import { describeDatabase, type Sql, withStore } from "./connection.ts";
@@ -66,6 +68,8 @@ export interface ImportCounts {
   keychain: number;
   /** API keys (their hashes). */
   api_keys: number;
+  /** Virtual servers defined with `toolgate servers create`. */
+  virtual_servers: number;
   /** Memory notes. */
   memory: number;
   /** Outbox events (the bodies of pending deliveries). */
@@ -93,6 +97,7 @@ export const IMPORT_KINDS: readonly ImportKind[] = Object.freeze([
   "upstreams",
   "keychain",
   "api_keys",
+  "virtual_servers",
   "memory",
   "events",
   "deliveries",
@@ -278,6 +283,12 @@ export class PostgresImporter {
   apiKey(record: ApiKeyRecord): Promise<void> {
     const value = parseRecord(ApiKeyRecordSchema, record, `API key ${record?.id}`);
     return this.#add("api_keys", value, jsonBytes(value));
+  }
+
+  /** Queues a virtual server definition. */
+  virtualServer(record: VirtualServerRecord): Promise<void> {
+    const value = parseRecord(VirtualServerRecordSchema, record, `virtual server ${record?.name}`);
+    return this.#add("virtual_servers", value, jsonBytes(value));
   }
 
   /**
@@ -472,6 +483,13 @@ const WRITERS: { [K in ImportKind]: (tx: Tx, rows: never[], stamp: string) => Pr
       from unnest(${rows.map((r) => r.id)}::text[], ${rows.map((r) => r.name)}::text[],
         ${rows.map((r) => r.hash)}::text[], ${jsonTexts(rows)}::text[])
         as u(id, name, hash, record)`;
+  },
+  async virtual_servers(tx, rows: VirtualServerRecord[]) {
+    await tx`
+      insert into toolgate_virtual_servers (name, record)
+      select u.name, u.record::jsonb
+      from unnest(${rows.map((r) => r.name)}::text[], ${jsonTexts(rows)}::text[])
+        as u(name, record)`;
   },
   async memory(tx, rows: { key: Uint8Array; json: string; updated_at: string }[]) {
     await tx`
