@@ -15,7 +15,8 @@
 import { z } from "@hono/zod-openapi";
 import { GatewayError } from "../errors/mod.ts";
 import { EVENT_TYPES, type EventEnvelope, isEventType } from "../events/mod.ts";
-import { type Caller, mayCall } from "../gateway/caller.ts";
+import type { Caller } from "../gateway/caller.ts";
+import type { Gateway } from "../gateway/mod.ts";
 import { errorResponses } from "./errors.ts";
 import type { RouteMount, ToolgateApp } from "./types.ts";
 
@@ -236,9 +237,12 @@ function toolOf(envelope: EventEnvelope): string | undefined {
   return typeof tool === "string" ? tool : undefined;
 }
 
-/** Whether a caller sees an event: those about tools it may not call are left out. */
-function visible(caller: Caller | undefined, tool: string | undefined): boolean {
-  return tool === undefined || mayCall(caller, tool);
+/**
+ * Whether a caller sees an event: those about tools it may not call (outside
+ * its patterns or its virtual server) are left out.
+ */
+function visible(gateway: Gateway, caller: Caller | undefined, tool: string | undefined): boolean {
+  return tool === undefined || gateway.offers(caller, tool);
 }
 
 /** Parses `?types=a,b`. @throws {GatewayError} `USAGE` naming the valid types. */
@@ -371,7 +375,9 @@ export function eventsRoutes(options: EventsRoutesOptions = {}): RouteMount {
         }
       }
       for (const stream of streams) {
-        if (stream.wants(envelope.type) && visible(stream.caller, tool)) stream.send(bytes);
+        if (stream.wants(envelope.type) && visible(gateway, stream.caller, tool)) {
+          stream.send(bytes);
+        }
       }
     };
     const unsubscribe = gateway.bus.subscribe(forward);
@@ -418,7 +424,7 @@ export function eventsRoutes(options: EventsRoutesOptions = {}): RouteMount {
           );
         } else {
           for (const event of recent.slice(index + 1)) {
-            if (stream.wants(event.type) && visible(stream.caller, event.tool)) {
+            if (stream.wants(event.type) && visible(gateway, stream.caller, event.tool)) {
               stream.write(event.bytes, true);
             }
           }

@@ -265,3 +265,17 @@ Deno.test("an API key bound to a virtual server may use /mcp/<its server> only; 
     ["echo", null, { kind: "key", name: "ci", id: record.id, server: "team-a" }],
   ]);
 });
+
+Deno.test("an API key bound to a virtual server: /events leaves out the events of tools outside it", async () => {
+  await using t = await setup();
+  const { key } = await createApiKey(t.store.apiKeys, { name: "ci", server: "cfg" });
+  const response = await t.app.request("/events?types=tool.called", { headers: bearer(key) });
+  const reader = response.body!.pipeThrough(new TextDecoderStream()).getReader();
+  await postJson(t.app, "/tools/flaky", {}, bearer(ADMIN));
+  await postJson(t.app, "/tools/echo", { message: "seen" }, bearer(ADMIN));
+  let text = "";
+  while (!text.includes('"seen"')) text += (await reader.read()).value ?? "";
+  await reader.cancel();
+  assertStringIncludes(text, '"tool_name":"echo"');
+  assert(!text.includes('"tool_name":"flaky"'), text);
+});
