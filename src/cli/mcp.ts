@@ -136,20 +136,32 @@ async function startHttp(context: CliContext): Promise<void> {
     incomingFailedRoutes,
     incomingRoutes,
     metricsRoutes,
+    resolveCaller,
     serveHttp,
     webhookRoutes,
   } = await import("../http/mod.ts");
   const { ToolgateMetrics } = await import("../metrics/mod.ts");
+  const { OAuthValidator } = await import("../auth/oauth.ts");
   const metrics = new ToolgateMetrics();
   const observers = metrics.observers;
   const runtime = await createRuntime(context, { role: "server", transport: "http", observers });
   const log = (message: string) => context.io.stderr(`toolgate: ${message}\n`);
+  // One OAuth validator (and key cache) for the API and ?wait=true on incoming endpoints.
+  const oauth = runtime.config.auth.oauth &&
+    new OAuthValidator(runtime.config.auth.oauth, { log });
   const incoming = new IncomingRouter({
     store: runtime.store,
     gateway: runtime.gateway,
     audit: runtime.audit,
     config: runtime.config,
     log,
+    resolveCaller: (authorization) =>
+      resolveCaller(authorization, {
+        adminToken: runtime.config.apiToken,
+        keys: runtime.store.apiKeys,
+        oauth,
+        log,
+      }),
     concurrency: runtime.config.incoming.concurrency,
     loopMarker: runtime.egress.marker,
     onPayload: observers.onPayload,
@@ -198,6 +210,7 @@ async function startHttp(context: CliContext): Promise<void> {
       log,
       disabledWebhooks: () => runtime.dispatcher.disabledWebhooks(),
       keys: runtime.store.apiKeys,
+      oauth,
       onListen: ({ hostname, port, url }) => {
         // Never a destination of our own requests, whatever egress.allow says.
         runtime.egress.listen({ hostname, port });

@@ -59,6 +59,12 @@ export interface AppOptions {
    * `TOOLGATE_API_TOKEN`. @default none: only the API token
    */
   keys?: ApiKeyStore;
+  /**
+   * The validator of OAuth access tokens (`auth.oauth`), when the caller
+   * shares it (its key cache) with other users of the same checks.
+   * @default a new one when `auth.oauth` is set
+   */
+  oauth?: OAuthValidator;
   /** Clock for API key expiry, ms since the epoch. @default Date.now */
   now?: () => number;
 }
@@ -146,8 +152,8 @@ export function createApp(options: AppOptions): ToolgateApp {
   // Every request gets a caller: the administrator (TOOLGATE_API_TOKEN), an
   // API key, an OAuth access token (auth.oauth), or the local caller when
   // nothing is configured.
-  const oauth = config.auth.oauth &&
-    new OAuthValidator(config.auth.oauth, { now: options.now, log });
+  const oauth = options.oauth ??
+    (config.auth.oauth && new OAuthValidator(config.auth.oauth, { now: options.now, log }));
   app.use(authenticate({
     adminToken: config.apiToken,
     keys: options.keys,

@@ -33,6 +33,8 @@ export interface ServeHttpOptions {
   disabledWebhooks?: AppOptions["disabledWebhooks"];
   /** API keys; see {@linkcode AppOptions.keys}. */
   keys?: AppOptions["keys"];
+  /** The OAuth validator; see {@linkcode AppOptions.oauth}. */
+  oauth?: AppOptions["oauth"];
 }
 
 /** A running HTTP server. */
@@ -93,6 +95,7 @@ export function serveHttp(options: ServeHttpOptions): HttpServer {
     log,
     disabledWebhooks: options.disabledWebhooks,
     keys: options.keys,
+    oauth: options.oauth,
   });
   let url = "";
   const server = listenOrExplain(host, port, () =>

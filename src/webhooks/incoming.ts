@@ -19,7 +19,7 @@ import type { AuditLog } from "../audit/mod.ts";
 import type { Config } from "../config/mod.ts";
 import { LOOP_HEADER } from "../egress/mod.ts";
 import { GatewayError } from "../errors/mod.ts";
-import type { Gateway } from "../gateway/mod.ts";
+import type { Caller, Gateway } from "../gateway/mod.ts";
 import { toErrorResult, toToolResult } from "../gateway/mod.ts";
 import { newId } from "../ids.ts";
 import type {
@@ -58,6 +58,14 @@ export interface IncomingRouterOptions {
   maxQueuedJobs?: number;
   /** Clock in ms. @default Date.now */
   now?: () => number;
+  /**
+   * Who sent a `?wait=true` request to an endpoint without a secret, from
+   * its `Authorization` header: the HTTP transport's own authentication
+   * (administrator token, API keys, OAuth), throwing `UNAUTHORIZED` when it
+   * does not authenticate. The handler then runs as that caller. Without
+   * it, only `TOOLGATE_API_TOKEN` is accepted.
+   */
+  resolveCaller?: (authorization: string | undefined) => Promise<Caller>;
   /** Random numbers in [0, 1) choosing the jitter of retry delays. @default Math.random */
   random?: () => number;
   /**
@@ -187,6 +195,7 @@ export class IncomingRouter {
   /** The last reload failed: the next waits for the poll. */
   #reloadFailed = false;
   #byPath = new Map<string, IncomingWebhook>();
+  #resolveCaller: ((authorization: string | undefined) => Promise<Caller>) | undefined;
   /** Jobs waiting for their handler, per endpoint: the queue's bounds. */
   #pendingJobs: PendingJobs;
   /** When the waiting jobs were last counted in the store (epoch ms). */
@@ -237,6 +246,7 @@ export class IncomingRouter {
     this.#maxQueued = maxQueuedJobs;
     this.#shared = options.store.incoming.sharedClaims;
     this.#claimTtlMs = Math.max(CLAIM_MIN_TTL_MS, options.config.webhooks.poll_ms * 10);
+    this.#resolveCaller = options.resolveCaller;
     this.#pendingJobs = new PendingJobs(
       options.config.incoming.max_pending_per_endpoint,
       options.config.incoming.max_pending,
@@ -385,12 +395,14 @@ export class IncomingRouter {
     }
     const wait = new URL(request.url).searchParams.get("wait") === "true";
     // An endpoint with a secret answers ?wait=true once the signature verified.
-    if (wait && !endpoint.secret) this.#authorizeWait(request, endpoint);
+    const waitCaller = wait && !endpoint.secret
+      ? await this.#authorizeWait(request, endpoint)
+      : undefined;
     // Backpressure: a payload that would wait past the queue's bound is
     // refused before its body is read (?wait=true leaves no job to wait).
     const admission = wait ? undefined : this.#pendingJobs.admit(endpoint.id, endpoint.path);
     try {
-      return await this.#receive(request, endpoint, wait, admission);
+      return await this.#receive(request, endpoint, wait, admission, waitCaller);
     } finally {
       admission?.abandoned(); // No-op once the job was accepted.
     }
@@ -402,6 +414,7 @@ export class IncomingRouter {
     endpoint: IncomingWebhook,
     wait: boolean,
     admission: Admission | undefined,
+    waitCaller?: Caller,
   ): Promise<Response> {
     const limit = this.#config.incoming.body_limit_bytes;
     const declared = Number(request.headers.get("content-length") ?? NaN);
@@ -470,6 +483,7 @@ export class IncomingRouter {
         receivedAt,
         wait,
         admission,
+        waitCaller,
       );
       if (deliveryId !== undefined) {
         this.#background(
@@ -500,6 +514,7 @@ export class IncomingRouter {
     receivedAt: string,
     wait: boolean,
     admission: Admission | undefined,
+    waitCaller?: Caller,
   ): Promise<Response> {
     const fields = {
       id: jobId,
@@ -536,7 +551,9 @@ export class IncomingRouter {
         handler: call.handler,
       });
       this.#onPayload?.({ endpointId: endpoint.id, status: "accepted" });
-      if (wait) return await this.#runNow(endpoint, jobId, call.handler, call.args, receivedAt);
+      if (wait) {
+        return await this.#runNow(endpoint, jobId, call.handler, call.args, receivedAt, waitCaller);
+      }
       // The job's audit entry is the one whose session_id is the job id.
       const job = staged?.job ?? await this.#store.incoming.put(fields, jobBody, claim);
       admission?.accepted();
@@ -558,21 +575,40 @@ export class IncomingRouter {
 
   /**
    * `?wait=true` answers the handler's output, so on an endpoint without a
-   * secret it needs the API token; a server without one (loopback only,
-   * where every route is open) lets it through.
+   * secret it needs what the rest of the HTTP API needs: the API token, an
+   * API key or an OAuth access token (`resolveCaller`); a server with none
+   * of them configured (loopback only, where every route is open) lets it
+   * through.
+   *
+   * @returns The caller the handler runs as, when one authenticated.
+   * @throws {GatewayError} `UNAUTHORIZED` saying what to send.
    */
-  #authorizeWait(request: Request, endpoint: IncomingWebhook): void {
+  async #authorizeWait(request: Request, endpoint: IncomingWebhook): Promise<Caller | undefined> {
+    const header = request.headers.get("authorization") ?? undefined;
+    const refuse = (why: string) =>
+      new GatewayError(
+        "UNAUTHORIZED",
+        `Unauthorized: ?wait=true on ${endpoint.path} answers the handler's output, so it needs ` +
+          `${why} or an endpoint with a secret (webhooks create --secret); without ?wait=true ` +
+          `the payload is accepted with 202`,
+      );
+    if (this.#resolveCaller) {
+      try {
+        return await this.#resolveCaller(header);
+      } catch (error) {
+        if (error instanceof GatewayError && error.code === "UNAUTHORIZED") {
+          throw refuse(
+            "a token that authenticates (TOOLGATE_API_TOKEN, an API key or an OAuth " +
+              "access token)",
+          );
+        }
+        throw error;
+      }
+    }
     const token = this.#config.apiToken;
-    if (!token) return;
-    const header = request.headers.get("authorization");
-    if (bearerMatches(header, token)) return;
-    throw new GatewayError(
-      "UNAUTHORIZED",
-      `Unauthorized: ?wait=true on ${endpoint.path} answers the handler's output, so it needs ` +
-        (header ? "the right bearer token" : "Authorization: Bearer <TOOLGATE_API_TOKEN>") +
-        ` or an endpoint with a secret (webhooks create --secret); without ?wait=true the ` +
-        `payload is accepted with 202`,
-    );
+    if (!token) return undefined;
+    if (bearerMatches(header ?? null, token)) return undefined;
+    throw refuse(header ? "the right bearer token" : "Authorization: Bearer <TOOLGATE_API_TOKEN>");
   }
 
   /**
@@ -641,11 +677,13 @@ export class IncomingRouter {
     handler: string,
     args: Record<string, unknown>,
     receivedAt: string,
+    caller?: Caller,
   ) {
     try {
       const result = await this.#gateway.call(handler, args, {
         sessionId: jobId,
         source: "webhook",
+        ...(caller ? { caller } : {}),
       });
       this.#notePayload(endpoint.id, jobId, receivedAt, { status: "ok", handler, attempts: 1 });
       return Response.json({ id: jobId, status: "completed", result: toToolResult(result) });
