@@ -486,9 +486,14 @@ export class IncomingRouter {
         waitCaller,
       );
       if (deliveryId !== undefined) {
-        this.#background(
-          this.#store.incoming.confirmDedupeKey(endpoint.id, deliveryId, jobId),
-          `cannot confirm delivery id ${deliveryId}`,
+        // Confirmed before the reply: a retry the sender makes after it is a
+        // duplicate, never "still being accepted". A failed write only means
+        // the id is free again after a minute (the job is durable already).
+        await this.#store.incoming.confirmDedupeKey(endpoint.id, deliveryId, jobId).catch(
+          (error) =>
+            this.#log(
+              `incoming: cannot confirm delivery id ${deliveryId}: ${(error as Error).message}`,
+            ),
         );
       }
       return response;
