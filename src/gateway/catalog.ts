@@ -218,6 +218,11 @@ export class Catalog {
     for (const listener of watched.listeners) listener();
   }
 
+  /** The plugin that offers the resource at `uri` (listed, templated, or the only one with resources). */
+  resourcePlugin(uri: string): string | undefined {
+    return this.#ownerOf(uri)?.plugin;
+  }
+
   /** The names of the prompts `plugin` offers. */
   promptNames(plugin: string): string[] {
     return this.#sources.get(plugin)?.prompts.map((prompt) => prompt.name) ?? [];
@@ -298,14 +303,16 @@ export class Catalog {
    * Completes an argument of a prompt (by the gateway's name) or a resource
    * template, at the plugin that owns it.
    *
-   * @returns `undefined` when no plugin owns the reference or can complete.
+   * @param visible Whether the caller sees a plugin's prompts and templates. @default every plugin
+   * @returns `undefined` when no plugin (that `visible` allows) owns the reference or can complete.
    */
   async complete(
     params: CompleteParams,
     signal?: AbortSignal,
+    visible?: (plugin: string) => boolean,
   ): Promise<Record<string, unknown> | undefined> {
     for (const source of this.#sources.values()) {
-      if (!source.complete) continue;
+      if (!source.complete || visible?.(source.plugin) === false) continue;
       if (params.ref.type === "ref/prompt") {
         const prompt = source.promptsByName.get(params.ref.name);
         if (!prompt) continue;

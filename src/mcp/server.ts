@@ -350,7 +350,13 @@ export function createMcpServer(
     watches.delete(uri);
     void stopping?.then((stop) => stop(), () => {});
   };
-  server.setRequestHandler("resources/subscribe", async (request) => {
+  server.setRequestHandler("resources/subscribe", async (request, context) => {
+    const gateway = ready ?? await starting!;
+    const plugin = gateway.catalog.resourcePlugin(request.params.uri);
+    // A resource outside the caller's rights or virtual server is not there for it.
+    if (plugin !== undefined && !visibleTo(gateway, context)(plugin)) {
+      throw new ResourceNotFoundError(request.params.uri);
+    }
     try {
       await watch(request.params.uri);
       return {};
@@ -366,11 +372,12 @@ export function createMcpServer(
     return {};
   });
   server.setRequestHandler("completion/complete", async (request, context) => {
-    const { catalog } = ready ?? await starting!;
+    const gateway = ready ?? await starting!;
     try {
-      const result = await catalog.complete(
+      const result = await gateway.catalog.complete(
         request.params as unknown as CompleteParams,
         context.mcpReq.signal,
+        visibleTo(gateway, context),
       );
       return (result ?? { completion: { values: [] } }) as never;
     } catch (error) {

@@ -279,3 +279,20 @@ Deno.test("an API key bound to a virtual server: /events leaves out the events o
   assertStringIncludes(text, '"tool_name":"echo"');
   assert(!text.includes('"tool_name":"flaky"'), text);
 });
+
+Deno.test("/mcp/<name>: resources/subscribe of a resource outside the server is resource-not-found", async () => {
+  await using t = await setup();
+  t.gateway.catalog.set("jira", {
+    ...source("jira"),
+    subscribe: () => Promise.resolve(),
+    unsubscribe: () => Promise.resolve(),
+  });
+  await using session = await mcpClient(t.app, bearer(ADMIN), "/mcp/team-a");
+  let refused = "";
+  await session.client.subscribeResource({ uri: "jira://readme" })
+    .catch((error: unknown) => refused = String(error));
+  assertStringIncludes(refused, "jira://readme");
+  // At /mcp it may be watched.
+  await using all = await mcpClient(t.app, bearer(ADMIN));
+  assertEquals(await all.client.subscribeResource({ uri: "jira://readme" }), {});
+});
