@@ -24,7 +24,7 @@ import {
 } from "@modelcontextprotocol/server";
 import { DeadlineQueue } from "../deadlines.ts";
 import type { Config } from "../config/mod.ts";
-import type { Caller, Gateway } from "../gateway/mod.ts";
+import { type Caller, type Gateway, LOCAL_CALLER } from "../gateway/mod.ts";
 import { InputRelay } from "./input_relay.ts";
 import { CALLER_AUTH_KEY, createMcpServer } from "./server.ts";
 
@@ -268,8 +268,16 @@ export class McpHttpSessions {
     if (!legacy) {
       if (this.#draining) return rpcError(503, SERVER_ERROR, "Server is shutting down");
       const response = await this.#modern.fetch(plain, body);
-      // A subscriptions/listen stream that names resources watches them while it is open.
-      const uris = listenedResources(body?.parsedBody);
+      // A subscriptions/listen stream that names resources watches them while it
+      // is open: those the caller (and this virtual server) may see, like
+      // 2025's resources/subscribe.
+      const visibleCaller = this.#server === undefined || caller?.server === this.#server
+        ? caller
+        : { ...(caller ?? LOCAL_CALLER), server: this.#server };
+      const uris = listenedResources(body?.parsedBody).filter((uri) => {
+        const plugin = this.#gateway.catalog.resourcePlugin(uri);
+        return plugin === undefined || this.#gateway.showsPlugin(visibleCaller, plugin);
+      });
       if (!uris.length || !isEventStream(response)) return response;
       const stops = await Promise.all(uris.map((uri) => this.#watch(uri)));
       return onBodyEnd(response, () => stops.forEach((stop) => stop()));

@@ -157,3 +157,35 @@ Deno.test("the reference everything server's resource updates reach a subscribed
     await client.close();
   }
 });
+
+Deno.test("a 2026 client on a virtual server without the upstream hears no updates of its resources", async () => {
+  await using tmp = await tempHome();
+  await using server = await startHttpServer({
+    home: tmp.home,
+    config: { ...CONFIG, servers: { notes: { tools: ["memory_*"] } } },
+  });
+  const seen: string[] = [];
+  const hidden: string[] = [];
+  const control = modernClient(seen);
+  const outside = modernClient(hidden);
+  await control.connect(new ModernHttpTransport(new URL(`${server.url}/mcp`)));
+  await outside.connect(new ModernHttpTransport(new URL(`${server.url}/mcp/notes`)));
+  try {
+    const listening = await control.listen({ resourceSubscriptions: [TEXT] });
+    const notListening = await outside.listen({ resourceSubscriptions: [TEXT] });
+    await waitFor(async () => {
+      await control.callTool({ name: "conf__update_resource", arguments: { uri: TEXT } });
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      return seen.length > 0;
+    }, "the update reaches the client that may see the resource");
+    // One more update after the control saw one: the outside stream had every chance to get it.
+    await control.callTool({ name: "conf__update_resource", arguments: { uri: TEXT } });
+    await waitFor(() => seen.length > 1, "the second update reaches the control");
+    assertEquals(hidden, [], "the virtual server's client heard of a resource it cannot see");
+    await listening.close();
+    await notListening.close();
+  } finally {
+    await control.close();
+    await outside.close();
+  }
+});
