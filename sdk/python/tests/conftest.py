@@ -33,12 +33,17 @@ def closed_port() -> int:
         return int(sock.getsockname()[1])
 
 
+# Every toolgate process of the tests: no colour, and the egress policy told
+# that the tests' receivers and unreachable ports on 127.0.0.1 are allowed.
+TEST_ENV = {"NO_COLOR": "1", "TOOLGATE_EGRESS_ALLOW": "127.0.0.1/32"}
+
+
 def run_cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """Runs ``toolgate <args>`` with the data dir ``home``."""
     return subprocess.run(
         [DENO, "run", "-A", "--cached-only", "--unstable-kv", MAIN, *args],
         cwd=ROOT,
-        env={**os.environ, "TOOLGATE_HOME": str(home), "NO_COLOR": "1"},
+        env={**os.environ, **TEST_ENV, "TOOLGATE_HOME": str(home)},
         capture_output=True,
         text=True,
         timeout=60,
@@ -121,7 +126,7 @@ def start_server(
     """Starts the HTTP server and waits for its listening line."""
     if config is not None:
         (home / "config.json").write_text(json.dumps(config))
-    env = {**os.environ, "TOOLGATE_HOME": str(home), "NO_COLOR": "1"}
+    env = {**os.environ, **TEST_ENV, "TOOLGATE_HOME": str(home)}
     if token:
         env["TOOLGATE_API_TOKEN"] = token
     process = subprocess.Popen(

@@ -15,7 +15,17 @@ from typing import Awaitable, Callable, List, TypeVar
 import httpx
 import pytest
 
-from conftest import DENO, MAIN, ROOT, Receiver, Server, closed_port, run_cli, start_server
+from conftest import (
+    DENO,
+    MAIN,
+    ROOT,
+    TEST_ENV,
+    Receiver,
+    Server,
+    closed_port,
+    run_cli,
+    start_server,
+)
 from toolgate import (
     Client,
     Event,
@@ -94,7 +104,7 @@ def test_stdio_lists_calls_and_raises_typed_errors(home: Path) -> None:
         client = Client.stdio(
             DENO,
             ["run", "-A", "--cached-only", "--unstable-kv", MAIN, "mcp", "start"],
-            env={"TOOLGATE_HOME": str(home), "NO_COLOR": "1"},
+            env={**TEST_ENV, "TOOLGATE_HOME": str(home)},
             cwd=str(ROOT),
             stderr="ignore",
         )
