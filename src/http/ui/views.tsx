@@ -67,6 +67,24 @@ function Action(
   );
 }
 
+/** A table in its scrolling wrapper: column headers, then the rows given. */
+function DataTable(
+  props: { head: string[]; label?: string; children?: unknown },
+) {
+  return (
+    <div class="table">
+      <table aria-label={props.label}>
+        <thead>
+          <tr>
+            {props.head.map((name) => <th key={name} scope="col">{name}</th>)}
+          </tr>
+        </thead>
+        <tbody>{props.children}</tbody>
+      </table>
+    </div>
+  );
+}
+
 function json(value: unknown): string {
   return JSON.stringify(value, null, 2) ?? "";
 }
@@ -284,71 +302,47 @@ export function OverviewPage(props: { frame: PageFrame; data: OverviewData }) {
         {data.openCircuits.length > 0 && (
           <>
             <h2>Open circuits</h2>
-            <div class="table">
-              <table>
-                <thead>
-                  <tr>
-                    <th scope="col">Tool</th>
-                    <th scope="col">Plugin</th>
-                    <th scope="col">Closes at</th>
-                  </tr>
-                </thead>
-                <tbody>
-                  {data.openCircuits.map((c) => (
-                    <tr>
-                      <td>{c.tool_name}</td>
-                      <td>{c.plugin}</td>
-                      <td>
-                        <Time iso={c.closes_at} />
-                      </td>
-                    </tr>
-                  ))}
-                </tbody>
-              </table>
-            </div>
+            <DataTable head={["Tool", "Plugin", "Closes at"]}>
+              {data.openCircuits.map((c) => (
+                <tr>
+                  <td>{c.tool_name}</td>
+                  <td>{c.plugin}</td>
+                  <td>
+                    <Time iso={c.closes_at} />
+                  </td>
+                </tr>
+              ))}
+            </DataTable>
           </>
         )}
         <h2>Plugins and upstreams</h2>
-        <div class="table">
-          <table>
-            <thead>
-              <tr>
-                <th scope="col">Plugin</th>
-                <th scope="col">State</th>
-                <th scope="col">Tools</th>
-                <th scope="col">Upstream</th>
-                <th scope="col">Last error</th>
-              </tr>
-            </thead>
-            <tbody>
-              {data.plugins.map((p) => (
-                <tr>
-                  <td>
-                    {p.name} <span class="muted">{p.version}</span>
-                  </td>
-                  <td>
-                    <span class={`pill ${stateClass(p.state)}`}>{p.state}</span>
-                  </td>
-                  <td>{p.tool_count}</td>
-                  <td>
-                    {p.upstream
-                      ? (
-                        <>
-                          {p.upstream.transport}{" "}
-                          <span class={`pill ${stateClass(p.upstream.connection)}`}>
-                            {p.upstream.connection}
-                          </span>
-                          {p.upstream.restarts ? ` ${p.upstream.restarts} restarts` : ""}
-                        </>
-                      )
-                      : <span class="muted">built-in</span>}
-                  </td>
-                  <td>{p.error ?? p.last_error ?? p.upstream?.last_error ?? ""}</td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </div>
+        <DataTable head={["Plugin", "State", "Tools", "Upstream", "Last error"]}>
+          {data.plugins.map((p) => (
+            <tr>
+              <td>
+                {p.name} <span class="muted">{p.version}</span>
+              </td>
+              <td>
+                <span class={`pill ${stateClass(p.state)}`}>{p.state}</span>
+              </td>
+              <td>{p.tool_count}</td>
+              <td>
+                {p.upstream
+                  ? (
+                    <>
+                      {p.upstream.transport}{" "}
+                      <span class={`pill ${stateClass(p.upstream.connection)}`}>
+                        {p.upstream.connection}
+                      </span>
+                      {p.upstream.restarts ? ` ${p.upstream.restarts} restarts` : ""}
+                    </>
+                  )
+                  : <span class="muted">built-in</span>}
+              </td>
+              <td>{p.error ?? p.last_error ?? p.upstream?.last_error ?? ""}</td>
+            </tr>
+          ))}
+        </DataTable>
       </section>
       <section aria-labelledby="live-h">
         <h2 id="live-h">Live events</h2>
@@ -363,28 +357,17 @@ export function OverviewPage(props: { frame: PageFrame; data: OverviewData }) {
 export function ToolsPage(props: { frame: PageFrame; tools: ToolInfo[] }) {
   return (
     <Layout title="Tools" page="tools" frame={props.frame}>
-      <div class="table">
-        <table>
-          <thead>
-            <tr>
-              <th scope="col">Tool</th>
-              <th scope="col">Plugin</th>
-              <th scope="col">Description</th>
-            </tr>
-          </thead>
-          <tbody>
-            {props.tools.map((t) => (
-              <tr>
-                <td>
-                  <a href={`${UI}/tools/${encodeURIComponent(t.name)}`}>{t.name}</a>
-                </td>
-                <td>{t.plugin}</td>
-                <td>{t.description}</td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
-      </div>
+      <DataTable head={["Tool", "Plugin", "Description"]}>
+        {props.tools.map((t) => (
+          <tr>
+            <td>
+              <a href={`${UI}/tools/${encodeURIComponent(t.name)}`}>{t.name}</a>
+            </td>
+            <td>{t.plugin}</td>
+            <td>{t.description}</td>
+          </tr>
+        ))}
+      </DataTable>
     </Layout>
   );
 }
@@ -511,38 +494,27 @@ export function WebhooksPage(
               </div>
               <h3>Recent attempts</h3>
               {attempts.length === 0 ? <p class="muted">No attempts yet.</p> : (
-                <div class="table">
-                  <table aria-label={`Recent attempts to ${w.url}`}>
-                    <thead>
-                      <tr>
-                        <th scope="col">At</th>
-                        <th scope="col">Event</th>
-                        <th scope="col">Attempt</th>
-                        <th scope="col">Result</th>
-                        <th scope="col">Latency</th>
-                        <th scope="col">Error</th>
-                      </tr>
-                    </thead>
-                    <tbody>
-                      {attempts.map((a) => (
-                        <tr class="attempt">
-                          <td>
-                            <Time iso={a.at} />
-                          </td>
-                          <td>
-                            {a.event_type} <span class="muted">{a.event_id}</span>
-                          </td>
-                          <td>{a.attempt}</td>
-                          <td class={a.ok ? "ok" : "bad"}>
-                            {a.status ?? "—"} {a.ok ? "delivered" : "failed"}
-                          </td>
-                          <td>{a.latency_ms} ms</td>
-                          <td>{a.error ?? ""}</td>
-                        </tr>
-                      ))}
-                    </tbody>
-                  </table>
-                </div>
+                <DataTable
+                  head={["At", "Event", "Attempt", "Result", "Latency", "Error"]}
+                  label={`Recent attempts to ${w.url}`}
+                >
+                  {attempts.map((a) => (
+                    <tr class="attempt">
+                      <td>
+                        <Time iso={a.at} />
+                      </td>
+                      <td>
+                        {a.event_type} <span class="muted">{a.event_id}</span>
+                      </td>
+                      <td>{a.attempt}</td>
+                      <td class={a.ok ? "ok" : "bad"}>
+                        {a.status ?? "—"} {a.ok ? "delivered" : "failed"}
+                      </td>
+                      <td>{a.latency_ms} ms</td>
+                      <td>{a.error ?? ""}</td>
+                    </tr>
+                  ))}
+                </DataTable>
               )}
             </section>
           );
@@ -616,52 +588,39 @@ export function DlqPage(
       </div>
       <div id="dlq" data-live>
         {props.records.length === 0 ? <p>The dead-letter queue is empty.</p> : (
-          <div class="table">
-            <table>
-              <thead>
-                <tr>
-                  <th scope="col">Failed at</th>
-                  <th scope="col">Event</th>
-                  <th scope="col">Webhook</th>
-                  <th scope="col">Attempts</th>
-                  <th scope="col">Last error</th>
-                  <th scope="col">Actions</th>
+          <DataTable
+            head={["Failed at", "Event", "Webhook", "Attempts", "Last error", "Actions"]}
+          >
+            {props.records.map((r) => {
+              const last = r.attempts.at(-1);
+              return (
+                <tr class="dlq-record">
+                  <td>
+                    <Time iso={r.failed_at} />
+                  </td>
+                  <td>
+                    <a href={`${UI}/dlq/${encodeURIComponent(r.dlq_id)}`}>{r.event.type}</a>{" "}
+                    <span class="muted">{r.event.id}</span>
+                  </td>
+                  <td>
+                    <code>{r.url}</code>
+                  </td>
+                  <td>{r.attempts.length}</td>
+                  <td>
+                    {r.reason ?? (last ? `${last.status ?? ""} ${last.error ?? ""}` : "")}
+                  </td>
+                  <td>
+                    <Action
+                      action={`${UI}/dlq/${encodeURIComponent(r.dlq_id)}/replay`}
+                      csrf={csrf}
+                      label="Replay"
+                      name={`Replay ${r.event.type} ${r.event.id}`}
+                    />
+                  </td>
                 </tr>
-              </thead>
-              <tbody>
-                {props.records.map((r) => {
-                  const last = r.attempts.at(-1);
-                  return (
-                    <tr class="dlq-record">
-                      <td>
-                        <Time iso={r.failed_at} />
-                      </td>
-                      <td>
-                        <a href={`${UI}/dlq/${encodeURIComponent(r.dlq_id)}`}>{r.event.type}</a>
-                        {" "}
-                        <span class="muted">{r.event.id}</span>
-                      </td>
-                      <td>
-                        <code>{r.url}</code>
-                      </td>
-                      <td>{r.attempts.length}</td>
-                      <td>
-                        {r.reason ?? (last ? `${last.status ?? ""} ${last.error ?? ""}` : "")}
-                      </td>
-                      <td>
-                        <Action
-                          action={`${UI}/dlq/${encodeURIComponent(r.dlq_id)}/replay`}
-                          csrf={csrf}
-                          label="Replay"
-                          name={`Replay ${r.event.type} ${r.event.id}`}
-                        />
-                      </td>
-                    </tr>
-                  );
-                })}
-              </tbody>
-            </table>
-          </div>
+              );
+            })}
+          </DataTable>
         )}
         {props.next && (
           <p>
@@ -695,32 +654,19 @@ export function DlqRecordPage(props: { frame: PageFrame; record: DlqEntry; flash
         primary
       />
       <h2>Attempts</h2>
-      <div class="table">
-        <table>
-          <thead>
-            <tr>
-              <th scope="col">#</th>
-              <th scope="col">At</th>
-              <th scope="col">Status</th>
-              <th scope="col">Error</th>
-              <th scope="col">Duration</th>
-            </tr>
-          </thead>
-          <tbody>
-            {r.attempts.map((a) => (
-              <tr>
-                <td>{a.attempt}</td>
-                <td>
-                  <Time iso={a.at} />
-                </td>
-                <td>{a.status ?? "—"}</td>
-                <td>{a.error ?? ""}</td>
-                <td>{a.duration_ms} ms</td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
-      </div>
+      <DataTable head={["#", "At", "Status", "Error", "Duration"]}>
+        {r.attempts.map((a) => (
+          <tr>
+            <td>{a.attempt}</td>
+            <td>
+              <Time iso={a.at} />
+            </td>
+            <td>{a.status ?? "—"}</td>
+            <td>{a.error ?? ""}</td>
+            <td>{a.duration_ms} ms</td>
+          </tr>
+        ))}
+      </DataTable>
       <h2>Payload</h2>
       <pre tabindex={0} aria-label="Event payload">{json(r.event)}</pre>
     </Layout>
@@ -762,87 +708,71 @@ export function IncomingPage(
             </p>
           )
           : (
-            <div class="table">
-              <table>
-                <thead>
-                  <tr>
-                    <th scope="col">Endpoint</th>
-                    <th scope="col">Path</th>
-                    <th scope="col">Handler</th>
-                    <th scope="col">Received</th>
-                    <th scope="col">Rejected</th>
-                    <th scope="col">Failed</th>
-                    <th scope="col">Last received</th>
-                  </tr>
-                </thead>
-                <tbody>
-                  {props.rows.map(({ endpoint: e, stats: s }) => (
-                    <tr>
-                      <td>{e.name}</td>
-                      <td>
-                        <code>{e.path}</code>
-                      </td>
-                      <td>{e.handler}</td>
-                      <td>{s.received}</td>
-                      <td class={s.rejected ? "warn" : undefined}>{s.rejected}</td>
-                      <td class={s.failed ? "bad" : undefined}>{s.failed}</td>
-                      <td>
-                        <Time iso={s.last_received_at} />
-                      </td>
-                    </tr>
-                  ))}
-                </tbody>
-              </table>
-            </div>
+            <DataTable
+              head={[
+                "Endpoint",
+                "Path",
+                "Handler",
+                "Received",
+                "Rejected",
+                "Failed",
+                "Last received",
+              ]}
+            >
+              {props.rows.map(({ endpoint: e, stats: s }) => (
+                <tr>
+                  <td>{e.name}</td>
+                  <td>
+                    <code>{e.path}</code>
+                  </td>
+                  <td>{e.handler}</td>
+                  <td>{s.received}</td>
+                  <td class={s.rejected ? "warn" : undefined}>{s.rejected}</td>
+                  <td class={s.failed ? "bad" : undefined}>{s.failed}</td>
+                  <td>
+                    <Time iso={s.last_received_at} />
+                  </td>
+                </tr>
+              ))}
+            </DataTable>
           )}
         <h2>Recent payloads</h2>
         <p class="muted">
           From the last {props.scanned} audit entries: each accepted payload and its handler's call.
         </p>
-        {props.payloads.length === 0 ? <p>No payloads among them.</p> : (
-          <div class="table">
-            <table>
-              <thead>
-                <tr>
-                  <th scope="col">At</th>
-                  <th scope="col">Endpoint</th>
-                  <th scope="col">Handler</th>
-                  <th scope="col">Outcome</th>
-                  <th scope="col">Payload</th>
-                </tr>
-              </thead>
-              <tbody>
-                {props.payloads.map(({ entry, handled }) => {
-                  const o = entry.outcome as Record<string, unknown>;
-                  const h = handled?.outcome as Record<string, unknown> | undefined;
-                  const outcome = o.skipped
-                    ? <span class="muted">skipped: {String(o.skipped)}</span>
-                    : !h
-                    ? <span class="warn">accepted, not handled yet</span>
-                    : h.ok
-                    ? <span class="ok">handled in {String(h.latency_ms)} ms</span>
-                    : <span class="bad">failed: {String(h.error_code)} {String(h.error)}</span>;
-                  return (
-                    <tr>
-                      <td>
-                        <Time iso={entry.timestamp} />
-                      </td>
-                      <td>{String(o.endpoint ?? o.endpoint_id ?? "")}</td>
-                      <td>{entry.tool}</td>
-                      <td>{outcome}</td>
-                      <td>
-                        <details>
-                          <summary>Show</summary>
-                          <pre>{json(entry.input)}</pre>
-                        </details>
-                      </td>
-                    </tr>
-                  );
-                })}
-              </tbody>
-            </table>
-          </div>
-        )}
+        {props.payloads.length === 0
+          ? <p>No payloads among them.</p>
+          : (
+            <DataTable head={["At", "Endpoint", "Handler", "Outcome", "Payload"]}>
+              {props.payloads.map(({ entry, handled }) => {
+                const o = entry.outcome as Record<string, unknown>;
+                const h = handled?.outcome as Record<string, unknown> | undefined;
+                const outcome = o.skipped
+                  ? <span class="muted">skipped: {String(o.skipped)}</span>
+                  : !h
+                  ? <span class="warn">accepted, not handled yet</span>
+                  : h.ok
+                  ? <span class="ok">handled in {String(h.latency_ms)} ms</span>
+                  : <span class="bad">failed: {String(h.error_code)} {String(h.error)}</span>;
+                return (
+                  <tr>
+                    <td>
+                      <Time iso={entry.timestamp} />
+                    </td>
+                    <td>{String(o.endpoint ?? o.endpoint_id ?? "")}</td>
+                    <td>{entry.tool}</td>
+                    <td>{outcome}</td>
+                    <td>
+                      <details>
+                        <summary>Show</summary>
+                        <pre>{json(entry.input)}</pre>
+                      </details>
+                    </td>
+                  </tr>
+                );
+              })}
+            </DataTable>
+          )}
       </div>
       <section aria-labelledby="failed-h" id="incoming-failed" data-live>
         <h2 id="failed-h">Failed payloads ({props.failedCount})</h2>
@@ -856,46 +786,34 @@ export function IncomingPage(
                 label="Replay all"
                 primary
               />
-              <div class="table">
-                <table>
-                  <thead>
-                    <tr>
-                      <th scope="col">Failed at</th>
-                      <th scope="col">Endpoint</th>
-                      <th scope="col">Handler</th>
-                      <th scope="col">Attempts</th>
-                      <th scope="col">Last error</th>
-                      <th scope="col">Actions</th>
+              <DataTable
+                head={["Failed at", "Endpoint", "Handler", "Attempts", "Last error", "Actions"]}
+              >
+                {props.failed.map((job) => {
+                  const last = job.attempts.at(-1);
+                  return (
+                    <tr class="failed-job">
+                      <td>
+                        <Time iso={job.failed_at} />
+                      </td>
+                      <td>
+                        <code>{job.endpoint_path ?? job.endpoint_id}</code>
+                      </td>
+                      <td>{job.handler}</td>
+                      <td>{job.attempts.length}</td>
+                      <td class="bad">{last ? `${last.code}: ${last.message}` : ""}</td>
+                      <td>
+                        <Action
+                          action={`${UI}/incoming/failed/${encodeURIComponent(job.id)}/replay`}
+                          csrf={csrf}
+                          label="Replay"
+                          name={`Replay payload ${job.id}`}
+                        />
+                      </td>
                     </tr>
-                  </thead>
-                  <tbody>
-                    {props.failed.map((job) => {
-                      const last = job.attempts.at(-1);
-                      return (
-                        <tr class="failed-job">
-                          <td>
-                            <Time iso={job.failed_at} />
-                          </td>
-                          <td>
-                            <code>{job.endpoint_path ?? job.endpoint_id}</code>
-                          </td>
-                          <td>{job.handler}</td>
-                          <td>{job.attempts.length}</td>
-                          <td class="bad">{last ? `${last.code}: ${last.message}` : ""}</td>
-                          <td>
-                            <Action
-                              action={`${UI}/incoming/failed/${encodeURIComponent(job.id)}/replay`}
-                              csrf={csrf}
-                              label="Replay"
-                              name={`Replay payload ${job.id}`}
-                            />
-                          </td>
-                        </tr>
-                      );
-                    })}
-                  </tbody>
-                </table>
-              </div>
+                  );
+                })}
+              </DataTable>
             </>
           )}
       </section>
@@ -994,49 +912,36 @@ export function AuditPage(
         </div>
       </form>
       <div id="audit" data-live>
-        {props.entries.length === 0 ? <p>No entries match.</p> : (
-          <div class="table">
-            <table>
-              <thead>
-                <tr>
-                  <th scope="col">Seq</th>
-                  <th scope="col">At</th>
-                  <th scope="col">Kind</th>
-                  <th scope="col">Tool</th>
-                  <th scope="col">Caller</th>
-                  <th scope="col">Outcome</th>
-                  <th scope="col">Details</th>
-                </tr>
-              </thead>
-              <tbody>
-                {props.entries.map((e) => {
-                  const o = e.outcome as Record<string, unknown>;
-                  const ok = o.ok === true || o.accepted === true;
-                  return (
-                    <tr class="audit-entry">
-                      <td>{e.seq}</td>
-                      <td>
-                        <Time iso={e.timestamp} />
-                      </td>
-                      <td>{e.kind}</td>
-                      <td>{e.tool}</td>
-                      <td>{e.caller ? (e.caller.name ?? e.caller.kind) : ""}</td>
-                      <td class={ok ? "ok" : "bad"}>
-                        {ok ? "ok" : String(o.error_code ?? "failed")}
-                      </td>
-                      <td>
-                        <details>
-                          <summary>Show</summary>
-                          <pre>{json({ session_id: e.session_id, input: e.input, outcome: e.outcome, entry_hash: e.entry_hash })}</pre>
-                        </details>
-                      </td>
-                    </tr>
-                  );
-                })}
-              </tbody>
-            </table>
-          </div>
-        )}
+        {props.entries.length === 0
+          ? <p>No entries match.</p>
+          : (
+            <DataTable head={["Seq", "At", "Kind", "Tool", "Caller", "Outcome", "Details"]}>
+              {props.entries.map((e) => {
+                const o = e.outcome as Record<string, unknown>;
+                const ok = o.ok === true || o.accepted === true;
+                return (
+                  <tr class="audit-entry">
+                    <td>{e.seq}</td>
+                    <td>
+                      <Time iso={e.timestamp} />
+                    </td>
+                    <td>{e.kind}</td>
+                    <td>{e.tool}</td>
+                    <td>{e.caller ? (e.caller.name ?? e.caller.kind) : ""}</td>
+                    <td class={ok ? "ok" : "bad"}>
+                      {ok ? "ok" : String(o.error_code ?? "failed")}
+                    </td>
+                    <td>
+                      <details>
+                        <summary>Show</summary>
+                        <pre>{json({ session_id: e.session_id, input: e.input, outcome: e.outcome, entry_hash: e.entry_hash })}</pre>
+                      </details>
+                    </td>
+                  </tr>
+                );
+              })}
+            </DataTable>
+          )}
       </div>
       <p class="actions">
         {props.next !== null && <a href={query(props.next)}>Next entries</a>}
