@@ -201,3 +201,17 @@ export async function mcpClient(
     [Symbol.asyncDispose]: () => client.close(),
   };
 }
+
+/** An `Authorization: Bearer` header. */
+export function bearer(token: string): Record<string, string> {
+  return { authorization: `Bearer ${token}` };
+}
+
+/** The tool names `GET /tools` lists for a bearer token (which must answer 200). */
+export async function restToolNames(app: ToolgateApp, token: string): Promise<string[]> {
+  const response = await app.request("/tools", { headers: bearer(token) });
+  if (response.status !== 200) {
+    throw new Error(`GET /tools answered ${response.status}: ${await response.text()}`);
+  }
+  return ((await response.json()).tools as { name: string }[]).map((tool) => tool.name);
+}

@@ -10,11 +10,18 @@ import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/cli
 import { assert, assertEquals, assertStringIncludes } from "../_asserts.ts";
 import { createAuditLog } from "../../src/audit/mod.ts";
 import { createApiKey } from "../../src/auth/mod.ts";
-import { auditRoutes, createApp, eventsRoutes, type ToolgateApp } from "../../src/http/mod.ts";
+import { auditRoutes, createApp, eventsRoutes } from "../../src/http/mod.ts";
 import { mcpHttpOptions, McpHttpSessions } from "../../src/mcp/mod.ts";
 import { openStore } from "../../src/store/mod.ts";
 import { testGateway } from "../gateway/_fixtures.ts";
-import { httpConfig, inProcessFetch, mcpClient, postJson } from "./_fixtures.ts";
+import {
+  bearer,
+  httpConfig,
+  inProcessFetch,
+  mcpClient,
+  postJson,
+  restToolNames,
+} from "./_fixtures.ts";
 
 const ADMIN = "admin-token-0123456789";
 
@@ -48,16 +55,6 @@ async function setup(env: Record<string, string> = { TOOLGATE_API_TOKEN: ADMIN }
       await store.close();
     },
   };
-}
-
-function bearer(token: string): Record<string, string> {
-  return { authorization: `Bearer ${token}` };
-}
-
-async function toolNames(app: ToolgateApp, token: string): Promise<string[]> {
-  const response = await app.request("/tools", { headers: bearer(token) });
-  assertEquals(response.status, 200);
-  return ((await response.json()).tools as { name: string }[]).map((tool) => tool.name);
 }
 
 Deno.test("API keys: 401 for a missing, malformed, oversized, unknown, revoked or expired token, with WWW-Authenticate, and nothing stored", async () => {
@@ -107,9 +104,15 @@ Deno.test("API keys: GET /tools lists only the key's tools; a call outside them 
   await using t = await setup();
   const { key, record } = await createApiKey(t.store.apiKeys, { name: "ci", tools: "echo,fl*" });
   const { key: all } = await createApiKey(t.store.apiKeys, { name: "all" });
-  assertEquals(await toolNames(t.app, key), ["echo", "flaky"]);
-  assertEquals(await toolNames(t.app, all), ["echo", "flaky", "slow", "thrower", "secretive"]);
-  assertEquals(await toolNames(t.app, ADMIN), ["echo", "flaky", "slow", "thrower", "secretive"]);
+  assertEquals(await restToolNames(t.app, key), ["echo", "flaky"]);
+  assertEquals(await restToolNames(t.app, all), ["echo", "flaky", "slow", "thrower", "secretive"]);
+  assertEquals(await restToolNames(t.app, ADMIN), [
+    "echo",
+    "flaky",
+    "slow",
+    "thrower",
+    "secretive",
+  ]);
 
   const ok = await postJson(t.app, "/tools/echo", { message: "hi" }, bearer(key));
   assertEquals(ok.status, 200);
@@ -245,7 +248,7 @@ Deno.test("without TOOLGATE_API_TOKEN: open on loopback until a key exists, then
   assertEquals(missing.status, 401);
   assertStringIncludes((await missing.json()).error.message, "API keys exist");
   assertEquals((await t.app.request("/tools", { headers: bearer("anything") })).status, 401);
-  assertEquals(await toolNames(t.app, key), ["echo"]);
+  assertEquals(await restToolNames(t.app, key), ["echo"]);
   assertEquals((await t.app.request("/audit", { headers: bearer(key) })).status, 403);
   assertEquals((await t.app.request("/health")).status, 200);
 });

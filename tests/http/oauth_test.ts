@@ -19,7 +19,7 @@ import { testGateway } from "../gateway/_fixtures.ts";
 import { inheritedEnv, mcpUpstreamPlugin } from "../../src/plugins/mcp/mod.ts";
 import { pluginGateway } from "../plugins/_gateway.ts";
 import { startHttpFixture } from "../plugins/_upstreams.ts";
-import { httpConfig, mcpClient, postJson } from "./_fixtures.ts";
+import { bearer, httpConfig, mcpClient, postJson } from "./_fixtures.ts";
 
 const AUDIENCE = "https://toolgate.example.com/mcp";
 const METADATA_URL = "https://toolgate.example.com/.well-known/oauth-protected-resource/mcp";
@@ -152,10 +152,6 @@ async function setup(
       await store.close();
     },
   };
-}
-
-function bearer(token: string): Record<string, string> {
-  return { authorization: `Bearer ${token}` };
 }
 
 /** The auth-params of a `Bearer` challenge. */

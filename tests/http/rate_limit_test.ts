@@ -14,7 +14,7 @@ import { auditRoutes, createApp } from "../../src/http/mod.ts";
 import { mcpHttpOptions, McpHttpSessions } from "../../src/mcp/mod.ts";
 import { openStore } from "../../src/store/mod.ts";
 import { testGateway } from "../gateway/_fixtures.ts";
-import { httpConfig, mcpClient, postJson } from "./_fixtures.ts";
+import { bearer, httpConfig, mcpClient, postJson } from "./_fixtures.ts";
 
 const ADMIN = "admin-token-0123456789";
 
@@ -45,10 +45,6 @@ async function setup(file: Record<string, unknown> = {}) {
       await store.close();
     },
   };
-}
-
-function bearer(token: string): Record<string, string> {
-  return { authorization: `Bearer ${token}` };
 }
 
 Deno.test("rate limits over REST: a key with --rate 2/s gets 429 RATE_LIMITED with Retry-After past two calls; another key has its own bucket; audited", async () => {

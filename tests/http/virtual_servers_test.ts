@@ -14,12 +14,19 @@ import { createAuditLog } from "../../src/audit/mod.ts";
 import { createApiKey } from "../../src/auth/mod.ts";
 import type { CatalogSource } from "../../src/gateway/mod.ts";
 import { followVirtualServers, VirtualServers } from "../../src/gateway/mod.ts";
-import { createApp, eventsRoutes, type ToolgateApp } from "../../src/http/mod.ts";
+import { createApp, eventsRoutes } from "../../src/http/mod.ts";
 import { mcpHttpOptions, McpHttpSessions } from "../../src/mcp/mod.ts";
 import { openStore } from "../../src/store/mod.ts";
 import { testGateway } from "../gateway/_fixtures.ts";
 import { waitFor } from "../plugins/_upstreams.ts";
-import { httpConfig, inProcessFetch, mcpClient, postJson } from "./_fixtures.ts";
+import {
+  bearer,
+  httpConfig,
+  inProcessFetch,
+  mcpClient,
+  postJson,
+  restToolNames,
+} from "./_fixtures.ts";
 
 const ADMIN = "admin-token-0123456789";
 
@@ -90,16 +97,6 @@ async function setup() {
       await store.close();
     },
   };
-}
-
-function bearer(token: string): Record<string, string> {
-  return { authorization: `Bearer ${token}` };
-}
-
-async function restToolNames(app: ToolgateApp, token: string): Promise<string[]> {
-  const response = await app.request("/tools", { headers: bearer(token) });
-  assertEquals(response.status, 200);
-  return ((await response.json()).tools as { name: string }[]).map((tool) => tool.name);
 }
 
 Deno.test("/mcp/<name>: tools/list shows the subset, a call outside it is TOOL_NOT_FOUND (audited with the server), prompts and resources by plugin prefix", async () => {
