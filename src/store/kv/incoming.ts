@@ -492,6 +492,32 @@ export async function reserveIncomingDedupeKey(
   });
 }
 
+/**
+ * Changes the reservation of a delivery id while `jobId` holds it (nothing
+ * when another job holds it, or none does), with a checked commit retried
+ * until it lands.
+ *
+ * @param change The commit's write for the held record, or `undefined` for none.
+ */
+async function changeHeldDedupeKey(
+  store: KvStore,
+  endpointId: string,
+  deliveryId: string,
+  jobId: string,
+  change: (atomic: Deno.AtomicOperation, key: Deno.KvKey, held: DedupeRecord) => boolean,
+): Promise<void> {
+  const key = incomingDedupeKey(endpointId, deliveryId);
+  await store.retry(async () => {
+    for (;;) {
+      const entry = await store.kv.get<DedupeRecord>(key);
+      if (!entry.value || entry.value.job_id !== jobId) return;
+      const atomic = store.kv.atomic().check(entry);
+      if (!change(atomic, key, entry.value)) return;
+      if ((await atomic.commit()).ok) return;
+    }
+  });
+}
+
 /** Marks the reservation `jobId` holds as accepted. */
 export async function confirmIncomingDedupeKey(
   store: KvStore,
@@ -499,16 +525,11 @@ export async function confirmIncomingDedupeKey(
   deliveryId: string,
   jobId: string,
 ): Promise<void> {
-  const key = incomingDedupeKey(endpointId, deliveryId);
-  await store.retry(async () => {
-    for (;;) {
-      const entry = await store.kv.get<DedupeRecord>(key);
-      if (!entry.value || entry.value.job_id !== jobId || entry.value.confirmed) return;
-      const left = Math.max(1, entry.value.expires_at - Date.now());
-      const result = await store.kv.atomic().check(entry)
-        .set(key, { ...entry.value, confirmed: true }, { expireIn: left }).commit();
-      if (result.ok) return;
-    }
+  await changeHeldDedupeKey(store, endpointId, deliveryId, jobId, (atomic, key, held) => {
+    if (held.confirmed) return false;
+    const left = Math.max(1, held.expires_at - Date.now());
+    atomic.set(key, { ...held, confirmed: true }, { expireIn: left });
+    return true;
   });
 }
 
@@ -519,14 +540,9 @@ export async function releaseIncomingDedupeKey(
   deliveryId: string,
   jobId: string,
 ): Promise<void> {
-  const key = incomingDedupeKey(endpointId, deliveryId);
-  await store.retry(async () => {
-    for (;;) {
-      const entry = await store.kv.get<DedupeRecord>(key);
-      if (!entry.value || entry.value.job_id !== jobId) return;
-      const result = await store.kv.atomic().check(entry).delete(key).commit();
-      if (result.ok) return;
-    }
+  await changeHeldDedupeKey(store, endpointId, deliveryId, jobId, (atomic, key) => {
+    atomic.delete(key);
+    return true;
   });
 }
 
