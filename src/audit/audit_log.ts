@@ -7,6 +7,7 @@
 import { DeadlineQueue } from "../deadlines.ts";
 import { GatewayError } from "../errors/mod.ts";
 import { redact as builtinRedact, type Redactor } from "../redact.ts";
+import { activeTraceparent, traced, untraced } from "../tracing/mod.ts";
 import {
   createEnvelope,
   type EventBus,
@@ -173,6 +174,8 @@ interface Pending {
   /** `performance.now()` at `append()`, when {@linkcode AuditLogOptions.onAppend} is set. */
   at: number;
   events: readonly AuditAttachedEvent[];
+  /** The appender's span (`traceparent`): the parent of its events' deliveries. */
+  trace: string | undefined;
   writes: StagedWrites | undefined;
   resolve(entry: AuditEntry): void;
   reject(error: unknown): void;
@@ -319,6 +322,24 @@ export class AuditLog {
    * ```
    */
   append(input: AuditAppendInput, options: AuditAppendOptions = {}): Promise<AuditEntry> {
+    // Its events continue the caller's trace (their deliveries are children of the caller's span).
+    const trace = activeTraceparent();
+    return traced(
+      "audit.append",
+      { attributes: { "toolgate.audit.kind": input.kind } },
+      async (span) => {
+        const entry = await this.#append(input, options, trace);
+        span.set({ "toolgate.audit.seq": entry.seq });
+        return entry;
+      },
+    );
+  }
+
+  #append(
+    input: AuditAppendInput,
+    options: AuditAppendOptions,
+    trace: string | undefined,
+  ): Promise<AuditEntry> {
     if (this.#closed) {
       for (const event of options.events ?? []) this.#track(this.#emitAttached(event));
       return Promise.reject(
@@ -337,11 +358,13 @@ export class AuditLog {
         prepared,
         at: this.#onAppend ? performance.now() : 0,
         events: options.events ?? [],
+        trace,
         writes: options.writes,
         resolve,
         reject,
       });
-      this.#draining ??= this.#drain();
+      // One loop commits for every caller: it joins none of their traces.
+      this.#draining ??= untraced(() => this.#drain());
     });
   }
 
@@ -624,17 +647,26 @@ export class AuditLog {
     const out: EventEnvelope<EventType>[] = [];
     for (const event of pending.events) {
       if (bus.isEnabled(event.type)) {
-        out.push(createEnvelope(event.type, event.data as never, now) as EventEnvelope<EventType>);
+        out.push(
+          createEnvelope(event.type, event.data as never, now, pending.trace) as EventEnvelope<
+            EventType
+          >,
+        );
       }
     }
     if (bus.isEnabled("audit.written")) {
-      out.push(createEnvelope("audit.written", {
-        seq: entry.seq,
-        entry_hash: entry.entry_hash,
-        previous_hash: entry.previous_hash,
-        tool: entry.tool,
-        chain_intact: intact,
-      }, now) as EventEnvelope<EventType>);
+      out.push(createEnvelope(
+        "audit.written",
+        {
+          seq: entry.seq,
+          entry_hash: entry.entry_hash,
+          previous_hash: entry.previous_hash,
+          tool: entry.tool,
+          chain_intact: intact,
+        },
+        now,
+        pending.trace,
+      ) as EventEnvelope<EventType>);
     }
     return out;
   }

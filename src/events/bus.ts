@@ -5,6 +5,7 @@
  * @module
  */
 import { newId } from "../ids.ts";
+import { activeTraceparent } from "../tracing/mod.ts";
 import type { EventData, EventEnvelope, EventType } from "./schemas.ts";
 
 /** A subscriber; may return a promise that `emit` waits for (durable outbox). */
@@ -25,13 +26,28 @@ export function createEnvelope<T extends EventType>(
   type: T,
   data: EventData<T>,
   now: number = Date.now(),
+  traceparent: string | undefined = activeTraceparent(),
 ): EventEnvelope<T> {
-  return {
+  const envelope = {
     id: newId("evt"),
     type,
     timestamp: new Date(now).toISOString(),
     data,
   } as EventEnvelope<T>;
+  if (traceparent !== undefined) traces.set(envelope, traceparent);
+  return envelope;
+}
+
+/** The trace each envelope was created in, beside it (never in its serialized form). */
+const traces = new WeakMap<object, string>();
+
+/**
+ * The trace an event was created in (the span of the call that caused it),
+ * as a `traceparent` value: its deliveries' spans are that span's children.
+ * `undefined` when tracing is off or the event came from elsewhere.
+ */
+export function envelopeTraceparent(envelope: EventEnvelope<EventType>): string | undefined {
+  return traces.get(envelope);
 }
 
 /** An in-process publish/subscribe bus of event envelopes. */

@@ -16,6 +16,7 @@ import { createRedactor, type Redactor } from "../redact.ts";
 import type { Store } from "../store/mod.ts";
 import { VERSION } from "../version.ts";
 import { auditCaller, type Caller, forbiddenCall, mayCall } from "./caller.ts";
+import { traced } from "../tracing/mod.ts";
 import { Catalog, pausingWhileAsking } from "./catalog.ts";
 import { CircuitBreaker } from "./circuit_breaker.ts";
 import { RateLimiter } from "./rate_limit.ts";
@@ -679,7 +680,34 @@ export class Gateway {
    * `CIRCUIT_OPEN`, `TOOL_TIMEOUT`, `PLUGIN_REQUEST_FAILED`,
    * `TOOL_EXECUTION_FAILED`, or a plugin's own code.
    */
-  async call(name: string, args: unknown, options: CallOptions = {}): Promise<CallResult> {
+  call(name: string, args: unknown, options: CallOptions = {}): Promise<CallResult> {
+    // One span per call (OpenTelemetry GenAI `execute_tool`), a child of the caller's trace.
+    const caller = options.caller;
+    return traced(`execute_tool ${name}`, {
+      parent: options.trace,
+      attributes: {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": name,
+        "toolgate.tool": name,
+        "toolgate.transport": options.source ?? "api",
+        "toolgate.caller": caller ? (caller.name ?? caller.id ?? caller.kind) : undefined,
+      },
+    }, async (span) => {
+      try {
+        const result = await this.#callTool(name, args, options);
+        span.set({ "toolgate.plugin": result.plugin, "toolgate.outcome": "ok" });
+        return result;
+      } catch (error) {
+        span.set({
+          "toolgate.plugin": this.#tools.get(name)?.plugin.definition.name,
+          "toolgate.outcome": error instanceof GatewayError ? error.code : "INTERNAL",
+        });
+        throw error;
+      }
+    });
+  }
+
+  async #callTool(name: string, args: unknown, options: CallOptions): Promise<CallResult> {
     const server = options.caller?.server;
     // Not on the caller's virtual server: the tool does not exist there.
     if (server !== undefined && !this.servers.has(server, name)) {

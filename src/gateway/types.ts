@@ -8,6 +8,7 @@ import type { z } from "zod";
 import type { Config } from "../config/mod.ts";
 import type { EventData } from "../events/mod.ts";
 import type { Store } from "../store/mod.ts";
+import type { TraceCarrier } from "../tracing/mod.ts";
 import type { AuditCaller, Caller } from "./caller.ts";
 import type { CatalogSource } from "./catalog.ts";
 
@@ -225,6 +226,11 @@ export interface CallOptions {
    * for the answer does not count toward the tool's timeout.
    */
   input?: CallerInput;
+  /**
+   * The trace the call continues (an MCP request's `_meta`, an incoming
+   * payload's span): its span's parent. @default the active span
+   */
+  trace?: TraceCarrier | string;
 }
 
 /** How a request's caller can be asked for input, when it can (what plugins are handed). */

@@ -39,6 +39,7 @@ import {
 } from "../gateway/mod.ts";
 import { newId } from "../ids.ts";
 import { VERSION } from "../version.ts";
+import { traceCarrierOf } from "../tracing/mod.ts";
 import { InputRelay, type RelayState, type Step } from "./input_relay.ts";
 
 /** The `authInfo.extra` key under which HTTP hands a request's caller to the handlers. */
@@ -216,6 +217,7 @@ export function createMcpServer(
     };
     const resuming = context.mcpReq.requestState() !== undefined;
     const caller = callerOf(context);
+    const trace = traceCarrierOf(request.params._meta);
     // Outside the caller's patterns (FORBIDDEN) or its virtual server (TOOL_NOT_FOUND) the
     // pipeline refuses it, audited, known or not.
     if (!resuming && !gateway.hasTool(name) && gateway.offers(caller, name)) {
@@ -238,6 +240,8 @@ export function createMcpServer(
             ...(route.progress ? { onProgress: (update) => current().progress?.(update) } : {}),
             ...(route.log ? { onLogMessage: (message) => current().log?.(message) } : {}),
             ...(input.ask ? { input } : {}),
+            // SEP-414: a client's trace context in _meta (both eras) parents the call's span.
+            ...(trace ? { trace } : {}),
           }),
       );
       if (step.kind === "input") return await asInputRequired(step);

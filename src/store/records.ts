@@ -232,6 +232,11 @@ export interface OutboxEvent {
   timestamp: string;
   /** The envelope serialized once; signed and sent as is on every attempt. */
   body: Uint8Array;
+  /**
+   * The span of the call that caused the event (W3C `traceparent`), when
+   * tracing was on: each delivery attempt's span is its child.
+   */
+  traceparent?: string;
 }
 
 /** The pending deliveries an event's fan-out record stands for. */
@@ -378,6 +383,8 @@ export const IncomingJobSchema = z.strictObject({
   next_attempt_at: z.number().int().optional(),
   /** When the job became a failed job (kept, never claimed, until replayed or purged). */
   failed_at: z.string().optional(),
+  /** The span of the payload's arrival (W3C `traceparent`), when tracing was on: its handler call's parent. */
+  traceparent: z.string().optional(),
 });
 
 /** A failed handler call to record with `IncomingStore.fail`. */

@@ -66,6 +66,8 @@ export interface PostWebhookOptions {
    * as `X-Toolgate-Loop`. @default a policy with an empty allow-list
    */
   egress?: EgressPolicy;
+  /** The attempt's span (W3C `traceparent`), sent so the receiver's trace continues it. */
+  traceparent?: string;
 }
 
 const MAX_DRAINED_BYTES = 64 * 1024;
@@ -187,6 +189,7 @@ export async function postWebhook(options: PostWebhookOptions): Promise<SendResu
       options.standardSignature,
     );
     if (egress.marker) headers[LOOP_HEADER] = egress.marker;
+    if (options.traceparent !== undefined) headers.traceparent = options.traceparent;
     if (direct) {
       const { status, retryAfter } = await http1.send(
         direct,

@@ -15,7 +15,12 @@
  */
 import type { Config } from "../config/mod.ts";
 import { GatewayError } from "../errors/mod.ts";
-import type { EventBus, EventEnvelope, EventType } from "../events/mod.ts";
+import {
+  envelopeTraceparent,
+  type EventBus,
+  type EventEnvelope,
+  type EventType,
+} from "../events/mod.ts";
 import { newId } from "../ids.ts";
 import {
   type AttemptRecord,
@@ -43,6 +48,7 @@ import { type FetchLike, postWebhook, type SendResult } from "./_send.ts";
 import { WebhookSigner } from "./signer.ts";
 import { nextRetryDelayMs, parseRetryAfter } from "./retry_policy.ts";
 import { EgressPolicy } from "../egress/mod.ts";
+import { traced } from "../tracing/mod.ts";
 
 /**
  * Largest age, in ms, of the registrations read an attempt relies on (also
@@ -227,6 +233,11 @@ interface Pending {
 }
 
 const encoder = new TextEncoder();
+
+/** A webhook URL's host, for spans (never the path or query: they may hold secrets). */
+function hostOf(url: string): string | undefined {
+  return URL.canParse(url) ? new URL(url).hostname : undefined;
+}
 
 /** Shortest life of the delivery lease and of claims without renewal (renewed every poll). */
 const LEASE_MIN_TTL_MS = 5000;
@@ -747,6 +758,8 @@ class WebhookDispatcher implements Dispatcher {
       timestamp: event.timestamp,
       body: encoder.encode(JSON.stringify(event)),
     };
+    const traceparent = envelopeTraceparent(event);
+    if (traceparent !== undefined) outbox.traceparent = traceparent;
     const now = this.#now();
     const fanout: FanoutRecord = {
       event_type: event.type,
@@ -1025,18 +1038,40 @@ class WebhookDispatcher implements Dispatcher {
       hook.signer ??= new WebhookSigner(secret, hook.record.previous_secrets);
     }
     const signed = hook.signer?.sign(record.event_id, timestamp, body, startedAt);
-    const result = await postWebhook({
-      fetch: this.#fetch,
-      egress: this.#egress,
-      url: hook.record.url,
-      body,
-      eventType: record.event_type,
-      deliveryId: record.event_id,
-      signature: signed?.signature,
-      timestamp,
-      standardSignature: signed?.standardSignature,
-      timeoutMs: this.#config.webhooks.timeout_ms,
-      signal: this.#abort.signal,
+    // A span per attempt, a child of the call that caused the event; the receiver gets its
+    // traceparent. No URL in it: webhook URLs often hold secrets.
+    const result = await traced(`webhook.deliver ${record.event_type}`, {
+      kind: "client",
+      parent: pending.event.event.traceparent,
+      root: true,
+      attributes: {
+        "toolgate.webhook.id": record.webhook_id,
+        "toolgate.event.id": record.event_id,
+        "toolgate.event.type": record.event_type,
+        "toolgate.delivery.attempt": record.attempt_count + 1,
+        "http.request.method": "POST",
+        "server.address": hostOf(hook.record.url),
+      },
+    }, async (span) => {
+      const sent = await postWebhook({
+        fetch: this.#fetch,
+        egress: this.#egress,
+        url: hook.record.url,
+        body,
+        eventType: record.event_type,
+        deliveryId: record.event_id,
+        signature: signed?.signature,
+        timestamp,
+        standardSignature: signed?.standardSignature,
+        timeoutMs: this.#config.webhooks.timeout_ms,
+        signal: this.#abort.signal,
+        traceparent: span.traceparent(),
+      });
+      span.set({ "http.response.status_code": sent.status });
+      if (!sent.ok && !sent.aborted) {
+        span.fail(sent.status !== undefined ? String(sent.status) : "error", sent.error);
+      }
+      return sent;
     });
     release();
     if (result.aborted) return; // Stopping: the outcome is unknown, the record stays as it was.

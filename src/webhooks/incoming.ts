@@ -35,6 +35,7 @@ import { bearerMatches, verifyIncoming } from "./incoming_verify.ts";
 import { IncomingMapping, type MappedCall } from "./incoming_map.ts";
 import { type Admission, PendingJobs } from "./_pending.ts";
 import { MAX_RETRIES, retryDelayMs } from "./retry_policy.ts";
+import { activeTraceparent, annotate, traced } from "../tracing/mod.ts";
 
 /** The audit log as the router needs it: appends that resolve with the committed entry. */
 export type IncomingAuditLog = Pick<AuditLog, "append">;
@@ -360,7 +361,22 @@ export class IncomingRouter {
    * then records and accepts (202), or with `?wait=true` runs the handler and
    * answers its result.
    */
-  async handle(request: Request, endpoint: IncomingWebhook): Promise<Response> {
+  handle(request: Request, endpoint: IncomingWebhook): Promise<Response> {
+    // A span per payload; its handler call (now or from the queue) is its child.
+    return traced(`incoming_webhook ${endpoint.name}`, {
+      attributes: {
+        "toolgate.incoming.endpoint": endpoint.name,
+        "toolgate.incoming.endpoint_id": endpoint.id,
+      },
+    }, async (span) => {
+      const response = await this.#answer(request, endpoint);
+      span.set({ "http.response.status_code": response.status });
+      if (response.status >= 400) span.fail(String(response.status));
+      return response;
+    });
+  }
+
+  async #answer(request: Request, endpoint: IncomingWebhook): Promise<Response> {
     try {
       return await this.#handle(request, endpoint);
     } catch (error) {
@@ -521,11 +537,14 @@ export class IncomingRouter {
     admission: Admission | undefined,
     waitCaller?: Caller,
   ): Promise<Response> {
+    const traceparent = activeTraceparent();
+    annotate({ "toolgate.incoming.job_id": jobId });
     const fields = {
       id: jobId,
       endpoint_id: endpoint.id,
       handler: call.handler,
       received_at: receivedAt,
+      ...(traceparent !== undefined ? { traceparent } : {}),
     };
     // With ?wait=true the handler runs in this request and no job is stored.
     // Otherwise the job is written claimed by this router, which runs it;
@@ -840,7 +859,11 @@ export class IncomingRouter {
         }
         args = parseObject(body);
       }
-      await this.#gateway.call(job.handler, args, { sessionId: job.id, source: "webhook" });
+      await this.#gateway.call(job.handler, args, {
+        sessionId: job.id,
+        source: "webhook",
+        ...(job.traceparent !== undefined ? { trace: job.traceparent } : {}),
+      });
     } catch (error) {
       const now = this.#now();
       const attempt = attemptOf(error, now);

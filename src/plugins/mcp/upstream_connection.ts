@@ -33,6 +33,7 @@ import type {
   UpstreamConnectionState,
   UpstreamStatus,
 } from "../../gateway/mod.ts";
+import { traced, traceHeaders } from "../../tracing/mod.ts";
 import { VERSION } from "../../version.ts";
 import { describeFetchError } from "../_fetch_error.ts";
 import { resolveValues } from "./_values.ts";
@@ -149,6 +150,25 @@ interface Live {
 interface Asker {
   ask: AskCaller;
   signal: AbortSignal;
+}
+
+/** Who hears what an upstream tool call sends back before its result. */
+export interface CallListeners {
+  progress?: (update: ProgressUpdate) => void;
+  logMessage?: (message: LogMessage) => void;
+  /** Asks the caller for input the upstream requests (elicitation, sampling, roots). */
+  ask?: AskCaller;
+  /** Which of those the caller answers: what a 2026 upstream is told the client can do. */
+  capabilities?: InputCapabilities;
+}
+
+/** The active trace context as `_meta` keys (SEP-414); none when tracing is off. */
+function traceMeta(): Record<string, string> {
+  const { traceparent, tracestate } = traceHeaders();
+  return {
+    ...(traceparent ? { traceparent } : {}),
+    ...(tracestate ? { tracestate } : {}),
+  };
 }
 
 /** A connection to one MCP upstream that restarts itself. */
@@ -289,19 +309,32 @@ export class UpstreamConnection {
    * unreachable or answers `isError`; `TOOL_TIMEOUT`; `TOOL_INPUT_INVALID`
    * when the upstream rejects the arguments.
    */
-  async callTool(
+  callTool(
     tool: string,
     args: Record<string, unknown>,
     signal: AbortSignal,
     timeoutMs: number,
-    listeners: {
-      progress?: (update: ProgressUpdate) => void;
-      logMessage?: (message: LogMessage) => void;
-      /** Asks the caller for input the upstream requests (elicitation, sampling, roots). */
-      ask?: AskCaller;
-      /** Which of those the caller answers: what a 2026 upstream is told the client can do. */
-      capabilities?: InputCapabilities;
-    } = {},
+    listeners: CallListeners = {},
+  ): Promise<ToolOutput> {
+    // The MCP client span (OpenTelemetry MCP conventions): its context goes to the upstream in
+    // `_meta` (SEP-414); over HTTP, Deno's span of the request (its child) in `traceparent`.
+    return traced(`tools/call ${tool}`, {
+      kind: "client",
+      attributes: {
+        "mcp.method.name": "tools/call",
+        "gen_ai.tool.name": tool,
+        "toolgate.upstream": this.#spec.name,
+      },
+    }, () => this.#callTool(tool, args, signal, timeoutMs, listeners));
+  }
+
+  /** {@linkcode UpstreamConnection.callTool} inside its span. */
+  async #callTool(
+    tool: string,
+    args: Record<string, unknown>,
+    signal: AbortSignal,
+    timeoutMs: number,
+    listeners: CallListeners,
   ): Promise<ToolOutput> {
     const { progress, logMessage, ask, capabilities = {} } = listeners;
     let live = this.#live;
@@ -313,6 +346,7 @@ export class UpstreamConnection {
       if (logMessage) on.logs.add(logMessage);
       try {
         const meta = {
+          ...traceMeta(),
           ...(token ? { progressToken: token } : {}),
           // 2026-07-28: log messages come only with a level asked for per request.
           ...(logMessage ? { [LOG_LEVEL_META_KEY]: "debug" } : {}),

@@ -77,6 +77,7 @@ const StoredEventSchema = z.strictObject({
   timestamp: z.string(),
   size: z.number().int().min(0),
   body: BytesSchema.optional(),
+  traceparent: z.string().optional(),
 });
 
 function chunkCount(size: number): number {
@@ -241,6 +242,7 @@ function eventMutations(event: OutboxEvent, op: number): Mutation[] {
     timestamp: event.timestamp,
     size,
     ...(chunkCount(size) === 0 ? { body: event.body } : {}),
+    ...(event.traceparent !== undefined ? { traceparent: event.traceparent } : {}),
   };
   return [
     // Chunks first: a split commit never leaves a record without its body.
@@ -662,7 +664,13 @@ export async function readOutboxEvent(
     throw new GatewayError("STORE_CORRUPT", `Stored event ${eventId} is unreadable: wrong size`);
   }
   return {
-    event: { id: stored.id, type: stored.type, timestamp: stored.timestamp, body },
+    event: {
+      id: stored.id,
+      type: stored.type,
+      timestamp: stored.timestamp,
+      body,
+      ...(stored.traceparent !== undefined ? { traceparent: stored.traceparent } : {}),
+    },
     versionstamp: entry.versionstamp,
   };
 }

@@ -58,6 +58,7 @@ export const DELIVERIES_SCHEMA = `
     event_type text not null,
     event_timestamp text not null,
     body bytea not null,
+    traceparent text,
     version text not null
   );
   create table toolgate_deliveries (
@@ -117,6 +118,7 @@ const OutboxEventSchema = z.object({
   type: z.string(),
   timestamp: z.string(),
   body: BytesSchema,
+  traceparent: z.string().optional(),
 });
 
 const DeliveryOpSchema = z.discriminatedUnion("op", [
@@ -210,7 +212,8 @@ function opCost(op: DeliveryOp): StoreCost {
   switch (op.op) {
     case "put_event":
       keyBytes = op.event.id.length;
-      valueBytes = op.event.type.length + op.event.timestamp.length + op.event.body.byteLength;
+      valueBytes = op.event.type.length + op.event.timestamp.length + op.event.body.byteLength +
+        (op.event.traceparent?.length ?? 0);
       break;
     case "put_delivery":
       keyBytes = op.delivery.event_id.length + op.delivery.webhook_id.length;
@@ -400,14 +403,17 @@ async function applyOps(tx: Tx, ops: readonly DeliveryOp[], stamp: string): Prom
       const e = kinds.put_event.map(({ op }) => op.event);
       const bodies = e.map((event) => base64(event.body));
       queries.push(send(tx`
-        insert into toolgate_outbox_events (event_id, event_type, event_timestamp, body, version)
-        select u.event_id, u.event_type, u.event_timestamp, decode(u.body, 'base64'), ${stamp}
+        insert into toolgate_outbox_events
+          (event_id, event_type, event_timestamp, body, traceparent, version)
+        select u.event_id, u.event_type, u.event_timestamp, decode(u.body, 'base64'),
+          u.traceparent, ${stamp}
         from unnest(${e.map((event) => event.id)}::text[], ${e.map((event) => event.type)}::text[],
-          ${e.map((event) => event.timestamp)}::text[], ${bodies}::text[])
-          as u(event_id, event_type, event_timestamp, body)
+          ${e.map((event) => event.timestamp)}::text[], ${bodies}::text[],
+          ${e.map((event) => event.traceparent ?? null)}::text[])
+          as u(event_id, event_type, event_timestamp, body, traceparent)
         on conflict (event_id) do update set
           event_type = excluded.event_type, event_timestamp = excluded.event_timestamp,
-          body = excluded.body, version = excluded.version`));
+          body = excluded.body, traceparent = excluded.traceparent, version = excluded.version`));
     }
     if (kinds.put_delivery.length) {
       const d = kinds.put_delivery.map(({ op }) => op.delivery);
@@ -776,6 +782,7 @@ const StoredEventRowSchema = z.object({
   event_type: z.string(),
   event_timestamp: z.string(),
   body: BytesSchema,
+  traceparent: z.string().nullable(),
   version: z.string(),
 });
 
@@ -971,7 +978,7 @@ export class PostgresDeliveryStore implements DeliveryStore {
   async readEvent(eventId: string): Promise<{ event: OutboxEvent; versionstamp: string } | null> {
     const [row] = await this.#ctx.run((sql) =>
       sql`
-        select event_id, event_type, event_timestamp, body, version
+        select event_id, event_type, event_timestamp, body, traceparent, version
         from toolgate_outbox_events where event_id = ${eventId}`
     );
     if (!row) return null;
@@ -986,6 +993,7 @@ export class PostgresDeliveryStore implements DeliveryStore {
         type: stored.event_type,
         timestamp: stored.event_timestamp,
         body: stored.body,
+        ...(stored.traceparent !== null ? { traceparent: stored.traceparent } : {}),
       },
       versionstamp: stored.version,
     };

@@ -499,12 +499,14 @@ const WRITERS: { [K in ImportKind]: (tx: Tx, rows: never[], stamp: string) => Pr
   },
   async events(tx, rows: OutboxEvent[], stamp) {
     await tx`
-      insert into toolgate_outbox_events (event_id, event_type, event_timestamp, body, version)
-      select u.event_id, u.event_type, u.event_timestamp, u.body, ${stamp}
+      insert into toolgate_outbox_events
+        (event_id, event_type, event_timestamp, body, traceparent, version)
+      select u.event_id, u.event_type, u.event_timestamp, u.body, u.traceparent, ${stamp}
       from unnest(${rows.map((e) => e.id)}::text[], ${rows.map((e) => e.type)}::text[],
         ${rows.map((e) => e.timestamp)}::text[],
-        ${tx.array(rows.map((e) => e.body), BYTEA_OID)}::bytea[])
-        as u(event_id, event_type, event_timestamp, body)`;
+        ${tx.array(rows.map((e) => e.body), BYTEA_OID)}::bytea[],
+        ${rows.map((e) => e.traceparent ?? null)}::text[])
+        as u(event_id, event_type, event_timestamp, body, traceparent)`;
   },
   async deliveries(
     tx,
@@ -559,9 +561,9 @@ const WRITERS: { [K in ImportKind]: (tx: Tx, rows: never[], stamp: string) => Pr
     await tx`
       insert into toolgate_incoming_jobs
         (id, endpoint_id, handler, received_at, audit_seq, body, attempts, next_attempt_at,
-          failed_at)
+          failed_at, traceparent)
       select u.id, u.endpoint_id, u.handler, u.received_at, u.audit_seq, u.body,
-        u.attempts::jsonb, u.next_attempt_at, u.failed_at
+        u.attempts::jsonb, u.next_attempt_at, u.failed_at, u.traceparent
       from unnest(${rows.map((r) => r.job.id)}::text[],
         ${rows.map((r) => r.job.endpoint_id)}::text[], ${rows.map((r) => r.job.handler)}::text[],
         ${rows.map((r) => r.job.received_at)}::text[],
@@ -569,9 +571,10 @@ const WRITERS: { [K in ImportKind]: (tx: Tx, rows: never[], stamp: string) => Pr
         ${tx.array(rows.map((r) => r.body), BYTEA_OID)}::bytea[],
         ${rows.map((r) => r.job.attempts ? JSON.stringify(r.job.attempts) : null)}::text[],
         ${rows.map((r) => r.job.next_attempt_at ?? null)}::bigint[],
-        ${rows.map((r) => r.job.failed_at ?? null)}::text[])
+        ${rows.map((r) => r.job.failed_at ?? null)}::text[],
+        ${rows.map((r) => r.job.traceparent ?? null)}::text[])
         as u(id, endpoint_id, handler, received_at, audit_seq, body, attempts, next_attempt_at,
-          failed_at)`;
+          failed_at, traceparent)`;
   },
 };
 

@@ -43,7 +43,8 @@ export const INCOMING_SCHEMA = `
     claim_expires_at bigint,
     attempts jsonb,
     next_attempt_at bigint,
-    failed_at text
+    failed_at text,
+    traceparent text
   );
   create index toolgate_incoming_jobs_claimed on toolgate_incoming_jobs (claimed_by)
     where claimed_by is not null;
@@ -114,12 +115,13 @@ interface JobRow {
   attempts: IncomingJob["attempts"] | null;
   next_attempt_at: number | null;
   failed_at: string | null;
+  traceparent: string | null;
 }
 
 /** The columns of a job row, as {@linkcode fromRow} reads them. */
 const JOB_COLUMNS = `id, endpoint_id, handler, received_at, audit_seq::float8 as audit_seq,
   octet_length(body) as body_bytes, attempts, next_attempt_at::float8 as next_attempt_at,
-  failed_at`;
+  failed_at, traceparent`;
 
 /** The stored record of a job (its body is one value: one chunk, none when empty). */
 function toJob(job: NewJob, bodyBytes: number): IncomingJob {
@@ -127,13 +129,14 @@ function toJob(job: NewJob, bodyBytes: number): IncomingJob {
 }
 
 function fromRow(row: JobRow): IncomingJob | undefined {
-  const { audit_seq, attempts, next_attempt_at, failed_at, ...fields } = row;
+  const { audit_seq, attempts, next_attempt_at, failed_at, traceparent, ...fields } = row;
   const parsed = IncomingJobSchema.safeParse({
     ...fields,
     ...(audit_seq === null ? {} : { audit_seq }),
     ...(attempts === null || attempts === undefined ? {} : { attempts }),
     ...(next_attempt_at === null || next_attempt_at === undefined ? {} : { next_attempt_at }),
     ...(failed_at === null || failed_at === undefined ? {} : { failed_at }),
+    ...(traceparent === null || traceparent === undefined ? {} : { traceparent }),
     chunks: row.body_bytes ? 1 : 0,
   });
   return parsed.success ? parsed.data : undefined;
@@ -155,9 +158,9 @@ async function insertJobs(sql: Tx | Sql, jobs: readonly StagedJob[]): Promise<vo
   await sql`
     insert into toolgate_incoming_jobs
       (id, endpoint_id, handler, received_at, audit_seq, body, claimed_by, claim_expires_at,
-        attempts, next_attempt_at, failed_at)
+        attempts, next_attempt_at, failed_at, traceparent)
     select u.id, u.endpoint_id, u.handler, u.received_at, u.audit_seq, u.body, u.claimed_by,
-      u.claim_expires_at, u.attempts::jsonb, u.next_attempt_at, u.failed_at
+      u.claim_expires_at, u.attempts::jsonb, u.next_attempt_at, u.failed_at, u.traceparent
     from unnest(
       ${column(({ job }) => job.id)}::text[],
       ${column(({ job }) => job.endpoint_id)}::text[],
@@ -169,15 +172,16 @@ async function insertJobs(sql: Tx | Sql, jobs: readonly StagedJob[]): Promise<vo
       ${column(({ claim }) => claim ? claimMs(claim.until) : null)}::bigint[],
       ${column(({ job }) => job.attempts ? JSON.stringify(job.attempts) : null)}::text[],
       ${column(({ job }) => job.next_attempt_at ?? null)}::bigint[],
-      ${column(({ job }) => job.failed_at ?? null)}::text[]
+      ${column(({ job }) => job.failed_at ?? null)}::text[],
+      ${column(({ job }) => job.traceparent ?? null)}::text[]
     ) as u(id, endpoint_id, handler, received_at, audit_seq, body, claimed_by,
-      claim_expires_at, attempts, next_attempt_at, failed_at)
+      claim_expires_at, attempts, next_attempt_at, failed_at, traceparent)
     on conflict (id) do update set
       endpoint_id = excluded.endpoint_id, handler = excluded.handler,
       received_at = excluded.received_at, audit_seq = excluded.audit_seq, body = excluded.body,
       claimed_by = excluded.claimed_by, claim_expires_at = excluded.claim_expires_at,
       attempts = excluded.attempts, next_attempt_at = excluded.next_attempt_at,
-      failed_at = excluded.failed_at`;
+      failed_at = excluded.failed_at, traceparent = excluded.traceparent`;
 }
 
 /** Refuses claim options the Deno KV adapter refuses, with its messages. */
@@ -267,7 +271,7 @@ class PgIncomingStore implements IncomingStore {
           from picked where t.id = picked.id
           returning t.id, t.endpoint_id, t.handler, t.received_at,
             t.audit_seq::float8 as audit_seq, octet_length(t.body) as body_bytes, t.attempts,
-            t.next_attempt_at::float8 as next_attempt_at, t.failed_at
+            t.next_attempt_at::float8 as next_attempt_at, t.failed_at, t.traceparent
         )
         select * from claimed order by id`
     );

@@ -76,8 +76,13 @@ const baseTools: FixtureTool[] = [
   { name: "pid", description: "The process id", inputSchema: { type: "object" } },
   {
     name: "header",
-    description: "Reads a request header (Streamable HTTP only)",
-    inputSchema: { type: "object", properties: { name: { type: "string" } }, required: ["name"] },
+    description:
+      "Reads a request header (Streamable HTTP only), or with meta a key of the request's _meta",
+    inputSchema: {
+      type: "object",
+      properties: { name: { type: "string" }, meta: { type: "boolean" } },
+      required: ["name"],
+    },
   },
   {
     name: "sleep",
@@ -152,6 +157,10 @@ function createServer(): Server {
         case "pid":
           return text(String(Deno.pid));
         case "header":
+          if (args.meta) {
+            const meta = request.params._meta as Record<string, unknown> | undefined;
+            return text(String(meta?.[String(args.name)] ?? "(unset)"));
+          }
           return text(
             String(extra.requestInfo?.headers[String(args.name).toLowerCase()] ?? "(unset)"),
           );

@@ -119,7 +119,12 @@ export const DELIVERIES_CONTRACT: readonly ContractCase[] = [
     name: "deliveries: an event and its fan-out read back exactly, with the stamp of their commit",
     async run({ store, another }) {
       const body = patternBytes(5000);
-      const event = { ...outboxEvent("evt_1"), body };
+      // With the span of the call that caused it (tracing on): its deliveries' parent.
+      const event = {
+        ...outboxEvent("evt_1"),
+        body,
+        traceparent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+      };
       const result = await store.deliveries.writer().write([
         { op: "put_event", event },
         { op: "put_fanout", event_id: "evt_1", fanout: fanout(["wh_a", "wh_b"]) },
@@ -309,7 +314,12 @@ export const DELIVERIES_CONTRACT: readonly ContractCase[] = [
     async run({ store, another }) {
       const writer = store.deliveries.writer();
       const body = encoder.encode('{"id":"evt_1","type":"tool.called"}');
-      const event = { ...outboxEvent("evt_1"), body };
+      // With the span of the call that caused it (tracing on): its deliveries' parent.
+      const event = {
+        ...outboxEvent("evt_1"),
+        body,
+        traceparent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+      };
       await writer.write([
         { op: "put_event", event },
         { op: "put_delivery", delivery: retry("evt_1", "wh_a", 6) },

@@ -21,6 +21,10 @@ function jobFields(n: number) {
     endpoint_id: "in_claims",
     handler: "echo",
     received_at: new Date(Date.UTC(2026, 0, 1, 0, 0, n)).toISOString(),
+    // Even jobs came traced: a claim returns their span with them.
+    ...(n % 2 === 0
+      ? { traceparent: `00-0af7651916cd43dd8448eb211c80319c-${String(n).padStart(16, "0")}-01` }
+      : {}),
   };
 }
 

@@ -30,6 +30,9 @@ function jobFields(n: number, endpointId = "in_contract") {
   };
 }
 
+/** A W3C traceparent, as a traced payload's job keeps it. */
+const TRACEPARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+
 /** Cases of the incoming job queue. */
 export const INCOMING_CONTRACT: readonly ContractCase[] = [
   {
@@ -45,8 +48,13 @@ export const INCOMING_CONTRACT: readonly ContractCase[] = [
       const jobs: IncomingJob[] = [];
       // Put out of order: the list is by age, not by arrival.
       for (const n of [2, 1, 4, 3]) {
-        // audit_seq is no longer written, but a job that has it keeps it.
-        const fields = n === 3 ? { ...jobFields(n), audit_seq: 41 } : jobFields(n);
+        // audit_seq is no longer written, but a job that has it keeps it; a traced payload's
+        // job keeps its span for the handler call.
+        const fields = n === 3
+          ? { ...jobFields(n), audit_seq: 41 }
+          : n === 4
+          ? { ...jobFields(n), traceparent: TRACEPARENT }
+          : jobFields(n);
         const job = await store.incoming.put(fields, bodies[n - 1]);
         assertEquals(job.id, jobFields(n).id);
         assertEquals(job.endpoint_id, "in_contract");
@@ -54,6 +62,7 @@ export const INCOMING_CONTRACT: readonly ContractCase[] = [
         assertEquals(job.received_at, jobFields(n).received_at);
         assertEquals(job.body_bytes, bodies[n - 1].byteLength);
         assertEquals(job.audit_seq, n === 3 ? 41 : undefined);
+        assertEquals(job.traceparent, n === 4 ? TRACEPARENT : undefined);
         jobs[n - 1] = job;
       }
       const other = await another();

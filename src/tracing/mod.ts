@@ -1,0 +1,32 @@
+/**
+ * OpenTelemetry traces: toolgate's own spans (a tool call, its audit append,
+ * each webhook delivery attempt, an incoming payload, an upstream request)
+ * and W3C Trace Context propagation, on Deno's built-in OpenTelemetry
+ * support. Switched on with the standard variables (`OTEL_DENO=true`,
+ * `OTEL_EXPORTER_OTLP_ENDPOINT`, ...); off, every function here is a cheap
+ * no-op. `@opentelemetry/api` is loaded only here.
+ *
+ * @example
+ * ```ts
+ * import { traced, traceHeaders } from "./src/tracing/mod.ts";
+ * await traced("webhook.deliver", { kind: "client", parent: event.traceparent }, async (span) => {
+ *   const headers = { ...traceHeaders() }; // traceparent of this span
+ *   span.set({ "http.response.status_code": 204 });
+ * });
+ * ```
+ *
+ * @module
+ */
+export {
+  activeTraceparent,
+  annotate,
+  type TraceAttributes,
+  type TraceCarrier,
+  traceCarrierOf,
+  traced,
+  type TracedOptions,
+  traceHeaders,
+  type TraceSpan,
+  type TraceSpanKind,
+  untraced,
+} from "./spans.ts";

@@ -1,0 +1,218 @@
+/**
+ * toolgate's own spans, on the OpenTelemetry API that Deno's built-in
+ * support implements (`OTEL_DENO=true`). With tracing off the API is a no-op:
+ * a span costs a fraction of a microsecond and nothing is sent.
+ *
+ * @module
+ */
+import {
+  type Attributes,
+  type Context,
+  context,
+  isSpanContextValid,
+  propagation,
+  ROOT_CONTEXT,
+  type Span,
+  SpanKind,
+  SpanStatusCode,
+  trace,
+  type Tracer,
+} from "@opentelemetry/api";
+import { VERSION } from "../version.ts";
+
+/** The W3C Trace Context fields (and W3C Baggage) as headers or MCP `_meta` carry them. */
+export interface TraceCarrier {
+  traceparent?: string;
+  tracestate?: string;
+  baggage?: string;
+}
+
+/** What a span is to its trace: see the OpenTelemetry span kinds. */
+export type TraceSpanKind = "internal" | "server" | "client" | "producer" | "consumer";
+
+/** Span attribute values toolgate sets. */
+export type TraceAttributes = Record<string, string | number | boolean | undefined>;
+
+/** Options of {@linkcode traced}. */
+export interface TracedOptions {
+  /** @default "internal" */
+  kind?: TraceSpanKind;
+  /** Set when the span starts (`undefined` values are left out). */
+  attributes?: TraceAttributes;
+  /**
+   * The remote parent (an MCP request's `_meta`, a stored event's
+   * `traceparent`); when it holds no valid `traceparent` the span's parent
+   * is the active span. @default the active span
+   */
+  parent?: TraceCarrier | string;
+  /**
+   * Without a valid `parent`, start a new trace instead of joining the
+   * active span (background work: a delivery attempt whose event has no
+   * stored trace). @default false
+   */
+  root?: boolean;
+}
+
+/** A started span, as the code that runs inside it sees it. */
+export interface TraceSpan {
+  /** Sets attributes (`undefined` values are left out). */
+  set(attributes: TraceAttributes): void;
+  /** Marks the span failed with a short error type (an error code, `500`, `timeout`). */
+  fail(errorType: string, message?: string): void;
+  /** This span as a `traceparent` value, or `undefined` when tracing is off. */
+  traceparent(): string | undefined;
+}
+
+const KINDS: Record<TraceSpanKind, SpanKind> = {
+  internal: SpanKind.INTERNAL,
+  server: SpanKind.SERVER,
+  client: SpanKind.CLIENT,
+  producer: SpanKind.PRODUCER,
+  consumer: SpanKind.CONSUMER,
+};
+
+let tracer: Tracer | undefined;
+
+function getTracer(): Tracer {
+  return tracer ??= trace.getTracer("toolgate", VERSION);
+}
+
+const carrierGetter = {
+  keys: (carrier: TraceCarrier) => Object.keys(carrier),
+  get: (carrier: TraceCarrier, key: string) => {
+    const value = carrier[key as keyof TraceCarrier];
+    return typeof value === "string" ? value : undefined;
+  },
+};
+
+const carrierSetter = {
+  set: (carrier: Record<string, string>, key: string, value: string) => {
+    carrier[key] = value;
+  },
+};
+
+/** The context a carrier names as parent, or `undefined` when it names none. */
+function remoteParent(parent: TraceCarrier | string | undefined): Context | undefined {
+  if (parent === undefined) return undefined;
+  const carrier = typeof parent === "string" ? { traceparent: parent } : parent;
+  if (typeof carrier.traceparent !== "string") return undefined;
+  const extracted = propagation.extract(ROOT_CONTEXT, carrier, carrierGetter);
+  const span = trace.getSpanContext(extracted);
+  return span && isSpanContextValid(span) ? extracted : undefined;
+}
+
+function cleanAttributes(attributes: TraceAttributes): Attributes {
+  const out: Attributes = {};
+  for (const [key, value] of Object.entries(attributes)) {
+    if (value !== undefined) out[key] = value;
+  }
+  return out;
+}
+
+function handleOf(span: Span): TraceSpan {
+  return {
+    set(attributes) {
+      if (span.isRecording()) span.setAttributes(cleanAttributes(attributes));
+    },
+    fail(errorType, message) {
+      span.setAttribute("error.type", errorType);
+      span.setStatus({ code: SpanStatusCode.ERROR, ...(message ? { message } : {}) });
+    },
+    traceparent() {
+      return formatTraceparent(span);
+    },
+  };
+}
+
+function formatTraceparent(span: Span): string | undefined {
+  const { traceId, spanId, traceFlags } = span.spanContext();
+  if (!isSpanContextValid(span.spanContext())) return undefined;
+  return `00-${traceId}-${spanId}-${(traceFlags & 0xff).toString(16).padStart(2, "0")}`;
+}
+
+/**
+ * Runs `fn` inside a new span, the active span while it runs. A throw marks
+ * the span failed (`error.type`: a `GatewayError`'s code, else the error's
+ * name) and is rethrown; the span ends when `fn` settles.
+ *
+ * @example
+ * ```ts
+ * const output = await traced("execute_tool echo", { attributes: { "gen_ai.tool.name": "echo" } },
+ *   (span) => run());
+ * ```
+ */
+export function traced<T>(
+  name: string,
+  options: TracedOptions,
+  fn: (span: TraceSpan) => Promise<T>,
+): Promise<T> {
+  const parent = remoteParent(options.parent) ?? (options.root ? ROOT_CONTEXT : context.active());
+  const span = getTracer().startSpan(name, {
+    kind: KINDS[options.kind ?? "internal"],
+    ...(options.attributes ? { attributes: cleanAttributes(options.attributes) } : {}),
+  }, parent);
+  const handle = handleOf(span);
+  return context.with(trace.setSpan(parent, span), async () => {
+    try {
+      return await fn(handle);
+    } catch (error) {
+      handle.fail(errorTypeOf(error), error instanceof Error ? error.message : undefined);
+      throw error;
+    } finally {
+      span.end();
+    }
+  });
+}
+
+function errorTypeOf(error: unknown): string {
+  if (error && typeof error === "object" && "code" in error && typeof error.code === "string") {
+    return error.code;
+  }
+  return error instanceof Error ? error.name : "Error";
+}
+
+/**
+ * Runs `fn` outside any trace: for background work started on a caller's
+ * path (a commit loop shared by many callers) that must not join that
+ * caller's trace.
+ */
+export function untraced<T>(fn: () => T): T {
+  return context.with(ROOT_CONTEXT, fn);
+}
+
+/** Sets attributes on the active span, if any (`undefined` values are left out). */
+export function annotate(attributes: TraceAttributes): void {
+  const span = trace.getActiveSpan();
+  if (span?.isRecording()) span.setAttributes(cleanAttributes(attributes));
+}
+
+/** The active span as a `traceparent` value, or `undefined` when there is none (tracing off). */
+export function activeTraceparent(): string | undefined {
+  const span = trace.getActiveSpan();
+  return span ? formatTraceparent(span) : undefined;
+}
+
+/**
+ * The active trace context as headers (`traceparent`, `tracestate`,
+ * `baggage`) for a request that continues the trace; empty when tracing is off.
+ */
+export function traceHeaders(): Record<string, string> {
+  const carrier: Record<string, string> = {};
+  propagation.inject(context.active(), carrier, carrierSetter);
+  return carrier;
+}
+
+/**
+ * The trace fields of an MCP request's `_meta` (SEP-414: `traceparent`,
+ * `tracestate`, `baggage`), or `undefined` when it has no `traceparent`.
+ */
+export function traceCarrierOf(meta: unknown): TraceCarrier | undefined {
+  if (!meta || typeof meta !== "object") return undefined;
+  const { traceparent, tracestate, baggage } = meta as Record<string, unknown>;
+  if (typeof traceparent !== "string") return undefined;
+  return {
+    traceparent,
+    ...(typeof tracestate === "string" ? { tracestate } : {}),
+    ...(typeof baggage === "string" ? { baggage } : {}),
+  };
+}
