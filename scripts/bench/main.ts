@@ -28,6 +28,7 @@ import { benchMcpHttp, benchMcpStdio, benchStartup } from "./mcp.ts";
 import { benchMcpStateless } from "./mcp_stateless.ts";
 import { benchMcpUpstream, type UpstreamComparison } from "./mcp_upstream.ts";
 import { benchMcpUpstreamHttp } from "./mcp_upstream_http.ts";
+import { benchObservabilityCost } from "./observability.ts";
 import { ROOT } from "./_proc.ts";
 import { benchStoreAudit, benchStoreDeliveries } from "./storage.ts";
 import { backlogFigures, benchStoreBacklog, benchStoreRest } from "./storage_server.ts";
@@ -418,6 +419,42 @@ const SCENARIOS: Scenario[] = [
           ),
         ]
         : []),
+    ],
+  },
+  {
+    name: "observability_cost",
+    run: (mode) => benchObservabilityCost({ mode }),
+    figures: (r: Awaited<ReturnType<typeof benchObservabilityCost>>) => [
+      figure(
+        "observability_cost",
+        "REST req/s, metrics + tracing on (every span exported)",
+        r.on.requests_per_s,
+        "both off",
+        r.off.requests_per_s,
+        { min: 0.9 },
+      ),
+      ...(r.on.cpu_us_per_call !== null && r.off.cpu_us_per_call !== null
+        ? [
+          figure(
+            "observability_cost",
+            "server CPU µs per call, on",
+            r.on.cpu_us_per_call,
+            "both off",
+            r.off.cpu_us_per_call,
+            { max: 1.11 },
+          ),
+        ]
+        : []),
+      added("observability_cost", "added p50 ms, paced calls", r.added_p50_ms, "both off", {
+        atMost: 0.1,
+      }),
+      figure(
+        "observability_cost",
+        "REST req/s, 1 trace in 10 sampled",
+        r.sampled.requests_per_s,
+        "both off",
+        r.off.requests_per_s,
+      ),
     ],
   },
   {

@@ -7,7 +7,7 @@
 import { DeadlineQueue } from "../deadlines.ts";
 import { GatewayError } from "../errors/mod.ts";
 import { redact as builtinRedact, type Redactor } from "../redact.ts";
-import { activeTraceparent, traced, untraced } from "../tracing/mod.ts";
+import { activeTraceparent, startSpan, untraced } from "../tracing/mod.ts";
 import {
   createEnvelope,
   type EventBus,
@@ -324,15 +324,16 @@ export class AuditLog {
   append(input: AuditAppendInput, options: AuditAppendOptions = {}): Promise<AuditEntry> {
     // Its events continue the caller's trace (their deliveries are children of the caller's span).
     const trace = activeTraceparent();
-    return traced(
-      "audit.append",
-      { attributes: { "toolgate.audit.kind": input.kind } },
-      async (span) => {
-        const entry = await this.#append(input, options, trace);
-        span.set({ "toolgate.audit.seq": entry.seq });
-        return entry;
-      },
-    );
+    const span = startSpan("audit.append", { "toolgate.audit.kind": input.kind });
+    const appended = this.#append(input, options, trace);
+    appended.then((entry) => {
+      span.set({ "toolgate.audit.seq": entry.seq });
+      span.end();
+    }, (error) => {
+      span.fail(error instanceof GatewayError ? error.code : "Error", (error as Error)?.message);
+      span.end();
+    });
+    return appended;
   }
 
   #append(

@@ -142,8 +142,9 @@ async function startHttp(context: CliContext): Promise<void> {
   } = await import("../http/mod.ts");
   const { ToolgateMetrics } = await import("../metrics/mod.ts");
   const { OAuthValidator } = await import("../auth/oauth.ts");
-  const metrics = new ToolgateMetrics();
-  const observers = metrics.observers;
+  // `metrics.enabled: false`: no observers, no /metrics (to measure their cost, or to save it).
+  const metrics = (await context.config()).metrics.enabled ? new ToolgateMetrics() : undefined;
+  const observers: Partial<typeof ToolgateMetrics.prototype.observers> = metrics?.observers ?? {};
   const runtime = await createRuntime(context, { role: "server", transport: "http", observers });
   const log = (message: string) => context.io.stderr(`toolgate: ${message}\n`);
   // One OAuth validator (and key cache) for the API and ?wait=true on incoming endpoints.
@@ -166,7 +167,7 @@ async function startHttp(context: CliContext): Promise<void> {
     loopMarker: runtime.egress.marker,
     onPayload: observers.onPayload,
   });
-  metrics.watch({
+  metrics?.watch({
     gateway: runtime.gateway,
     dispatcher: runtime.dispatcher,
     incoming,
@@ -196,7 +197,7 @@ async function startHttp(context: CliContext): Promise<void> {
         webhookRoutes(runtime.store, { egress: runtime.egress }),
         dlqRoutes(runtime.store),
         incomingFailedRoutes(runtime.store, () => incoming.wake()),
-        metricsRoutes(metrics),
+        ...(metrics ? [metricsRoutes(metrics)] : []),
         // Before the incoming routes, which answer every other path.
         consoleRoutes({
           store: runtime.store,

@@ -280,6 +280,8 @@ export const ConfigFileSchema = z.strictObject({
     }
   }).default({}),
   metrics: z.strictObject({
+    /** Keep metrics and serve `GET /metrics`; `false`: neither (nothing observed). */
+    enabled: z.boolean().default(true),
     /** Serve `GET /metrics` without the API token (for a scraper on a private network). */
     public: z.boolean().default(false),
   }).prefault({}),

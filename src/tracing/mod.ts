@@ -20,6 +20,8 @@
 export {
   activeTraceparent,
   annotate,
+  type EndableSpan,
+  startSpan,
   type TraceAttributes,
   type TraceCarrier,
   traceCarrierOf,

@@ -152,6 +152,8 @@ export function traced<T>(
     ...(options.attributes ? { attributes: cleanAttributes(options.attributes) } : {}),
   }, parent);
   const handle = handleOf(span);
+  // Tracing off: nothing to propagate, so no context to enter.
+  if (!span.isRecording() && !isSpanContextValid(span.spanContext())) return fn(handle);
   return context.with(trace.setSpan(parent, span), async () => {
     try {
       return await fn(handle);
@@ -169,6 +171,25 @@ function errorTypeOf(error: unknown): string {
     return error.code;
   }
   return error instanceof Error ? error.name : "Error";
+}
+
+/** A span started with {@linkcode startSpan}: ended by its owner. */
+export interface EndableSpan extends TraceSpan {
+  /** Ends it (once; later calls do nothing). */
+  end(): void;
+}
+
+/**
+ * Starts a span under the active one without making it active: for work
+ * that starts nothing of its own (a write that joins a group commit). The
+ * caller ends it.
+ */
+export function startSpan(name: string, attributes?: TraceAttributes): EndableSpan {
+  const span = getTracer().startSpan(
+    name,
+    attributes ? { attributes: cleanAttributes(attributes) } : {},
+  );
+  return Object.assign(handleOf(span), { end: () => span.end() });
 }
 
 /**

@@ -18,6 +18,7 @@ const SCENARIOS = [
   "webhook_latency",
   "incoming",
   "startup",
+  "observability_cost",
 ];
 
 Deno.test({

@@ -82,3 +82,21 @@ Deno.test("the server's /metrics counts REST calls and deliveries, and needs the
   const { code } = await server.stop();
   assertEquals(code, 0);
 });
+
+Deno.test("with metrics.enabled false the server keeps no metrics: /metrics is 404, calls still answer", async () => {
+  await using tmp = await tempHome();
+  await using server = await startHttpServer({
+    home: tmp.home,
+    config: { metrics: { enabled: false } },
+  });
+  const call = await fetch(`${server.url}/tools/memory_set`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ key: "k", value: 1 }),
+  });
+  assertEquals(call.status, 200);
+  await call.body?.cancel();
+  const metrics = await fetch(`${server.url}/metrics`);
+  assertEquals(metrics.status, 404);
+  await metrics.body?.cancel();
+});
