@@ -16,6 +16,7 @@
  * @module
  */
 import { benchAudit } from "./audit.ts";
+import { benchConsolePages, consolePagesFigures } from "./console_pages.ts";
 import {
   benchIncoming,
   benchIncomingBackpressure,
@@ -661,6 +662,11 @@ const SCENARIOS: Scenario[] = [
     name: "store_backlog",
     run: (mode) => benchStoreBacklog({ mode }),
     figures: backlogFigures,
+  },
+  {
+    name: "console_pages",
+    run: (mode) => benchConsolePages({ mode }),
+    figures: consolePagesFigures,
   },
 ];
 

@@ -19,6 +19,7 @@ const SCENARIOS = [
   "incoming",
   "startup",
   "observability_cost",
+  "console_pages",
 ];
 
 Deno.test({
