@@ -81,3 +81,20 @@ function increment(digits: Uint8Array): boolean {
 export function newId(prefix: string): string {
   return `${prefix}_${ulid().toLowerCase()}`;
 }
+
+/**
+ * The time (epoch ms) a {@linkcode newId} identifier was made, read from its
+ * ULID, or `undefined` when `id` is not one.
+ *
+ * @example
+ * ```ts
+ * idTime(newId("dlq")); // ≈ Date.now()
+ * ```
+ */
+export function idTime(id: string): number | undefined {
+  const match = /^[a-z]+_([0-9a-hjkmnp-tv-z]{10})[0-9a-hjkmnp-tv-z]{16}$/i.exec(id);
+  if (!match) return undefined;
+  let time = 0;
+  for (const char of match[1].toUpperCase()) time = time * 32 + CROCKFORD.indexOf(char);
+  return time <= 8.64e15 ? time : undefined;
+}

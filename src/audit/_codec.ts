@@ -203,13 +203,38 @@ const decoder = new TextDecoder("utf-8", { fatal: true });
 /** Length of `{"entry_hash":"sha256:<64 hex>",`: where the rest of the body starts. */
 const BODY_OFFSET = 88;
 
+/** How canonical entry bytes (as {@linkcode sealEntry} writes them) begin. */
+const CANONICAL_START = '{"entry_hash":"';
+
 /**
- * Decodes stored entry bytes and checks them against their `entry_hash`.
+ * Whether stored bytes may hold every one of `needles` (JSON text such as
+ * `"tool":"echo"`), tested on the text without parsing it: `false` only for
+ * canonical bytes (sorted keys, no spaces, strings as `JSON.stringify`
+ * writes them) that lack one, so a filter can skip them. `true` still needs
+ * the parsed entry to tell.
+ */
+export function mayContain(bytes: Uint8Array, needles: readonly string[]): boolean {
+  let text: string;
+  try {
+    text = decoder.decode(bytes);
+  } catch {
+    return true; // Not UTF-8: parsing says what is wrong.
+  }
+  if (!text.startsWith(CANONICAL_START)) return true;
+  return needles.every((needle) => text.includes(needle));
+}
+
+/**
+ * Decodes stored entry bytes without checking their hash: what listing
+ * needs (`audit verify` checks every hash, see {@linkcode decodeEntry}).
  *
- * @returns The entry and whether its content still matches its hash.
  * @throws {UnreadableEntryError} When the bytes are not an entry.
  */
-export function decodeEntry(bytes: Uint8Array): { entry: AuditEntry; hashMatches: boolean } {
+export function readEntry(bytes: Uint8Array): AuditEntry {
+  return parseEntry(bytes).entry;
+}
+
+function parseEntry(bytes: Uint8Array): { entry: AuditEntry; text: string } {
   let text: string;
   let raw: unknown;
   try {
@@ -223,7 +248,17 @@ export function decodeEntry(bytes: Uint8Array): { entry: AuditEntry; hashMatches
     const issue = parsed.error.issues[0];
     throw new UnreadableEntryError(`${issue?.path.join(".") || "(root)"} ${issue?.message}`);
   }
-  const entry = raw as AuditEntry;
+  return { entry: raw as AuditEntry, text };
+}
+
+/**
+ * Decodes stored entry bytes and checks them against their `entry_hash`.
+ *
+ * @returns The entry and whether its content still matches its hash.
+ * @throws {UnreadableEntryError} When the bytes are not an entry.
+ */
+export function decodeEntry(bytes: Uint8Array): { entry: AuditEntry; hashMatches: boolean } {
+  const { entry, text } = parseEntry(bytes);
   // Fast path: bytes written by sealEntry are canonical, so the hashed body is
   // "{" followed by the text after the entry_hash member. Otherwise (bytes
   // re-serialized by something else) recompute the canonical form from the fields.

@@ -19,8 +19,10 @@ import type { DeliveryOp, StagedWrites, Store } from "../store/mod.ts";
 import type { AuditRecord } from "../store/mod.ts";
 import {
   decodeEntry,
+  mayContain,
   type PreparedEntry,
   prepareEntry,
+  readEntry,
   type SealedEntry,
   sealEntry,
   UnreadableEntryError,
@@ -159,6 +161,12 @@ export interface AuditEntriesOptions {
 export interface AuditListOptions extends AuditEntriesOptions {
   /** Most entries returned, 1 to {@linkcode MAX_LIST_LIMIT}. @default 100 */
   limit?: number;
+  /**
+   * Most entries examined, 1 to {@linkcode MAX_LIST_SCAN}: with filters, a
+   * page ends there even when short (`next_after` says where to go on).
+   * @default MAX_LIST_SCAN
+   */
+  maxScan?: number;
 }
 
 /** One page of {@linkcode AuditLog.list}. */
@@ -235,7 +243,7 @@ function checkSeq(value: number, name: string): number {
 function decodeStored(record: AuditRecord): AuditEntry {
   try {
     if (!record.bytes) throw new UnreadableEntryError("a part is missing or is not bytes");
-    return decodeEntry(record.bytes).entry;
+    return readEntry(record.bytes);
   } catch (error) {
     if (!(error instanceof UnreadableEntryError)) throw error;
     throw new GatewayError(
@@ -433,35 +441,52 @@ export class AuditLog {
    * ```
    */
   async *entries(options: AuditEntriesOptions = {}): AsyncGenerator<AuditEntry> {
-    for await (const { entry, matches } of this.#scan(options)) {
-      if (matches) yield entry;
+    for await (const item of this.#scan(options)) {
+      if (item.matches) yield item.entry;
     }
   }
 
   /**
    * One page of entries, for `GET /audit` and `toolgate audit list`. Pages
    * by seq: pass `next_after` back as `after`. With filters, at most
-   * {@linkcode MAX_LIST_SCAN} entries are examined per call, so a page can be
+   * `maxScan` entries (default {@linkcode MAX_LIST_SCAN}) are examined per call, so a page can be
    * short while `next_after` is not `null`.
    *
    * @throws {GatewayError} `USAGE` for a bad limit or filter,
    * `STORE_CORRUPT` at an unreadable entry.
    */
   async list(options: AuditListOptions = {}): Promise<AuditPage> {
-    const { limit = DEFAULT_LIST_LIMIT } = options;
+    const { limit = DEFAULT_LIST_LIMIT, maxScan = MAX_LIST_SCAN } = options;
     if (!Number.isInteger(limit) || limit < 1 || limit > MAX_LIST_LIMIT) {
       throw new GatewayError(
         "USAGE",
         `Invalid limit ${limit}: use a whole number from 1 to ${MAX_LIST_LIMIT}`,
       );
     }
+    if (!Number.isInteger(maxScan) || maxScan < 1 || maxScan > MAX_LIST_SCAN) {
+      throw new GatewayError(
+        "USAGE",
+        `Invalid maxScan ${maxScan}: use a whole number from 1 to ${MAX_LIST_SCAN}`,
+      );
+    }
     const entries: AuditEntry[] = [];
     let scanned = 0;
-    for await (const { entry, matches } of this.#scan(options)) {
+    const { tool, kind, caller, since } = options;
+    const filtered = tool !== undefined || kind !== undefined || caller !== undefined ||
+      since !== undefined;
+    // Read about what the page needs: `limit` entries, or what a filter may scan.
+    // A filter that matches often fills the page from the first reads.
+    const pages = filtered
+      ? {
+        first: Math.max(16, Math.min(4 * limit, maxScan)),
+        then: Math.max(16, Math.min(1000, maxScan)),
+      }
+      : { first: Math.max(16, limit), then: 1000 };
+    for await (const item of this.#scan(options, pages)) {
       scanned++;
-      if (matches) entries.push(entry);
-      if (entries.length === limit || scanned === MAX_LIST_SCAN) {
-        return { entries, next_after: entry.seq };
+      if (item.matches) entries.push(item.entry);
+      if (entries.length === limit || scanned === maxScan) {
+        return { entries, next_after: item.seq };
       }
     }
     return { entries, next_after: null };
@@ -493,21 +518,59 @@ export class AuditLog {
 
   async *#scan(
     options: AuditEntriesOptions,
-  ): AsyncGenerator<{ entry: AuditEntry; matches: boolean }> {
+    pages?: { first: number; then: number },
+  ): AsyncGenerator<
+    { seq: number; matches: true; entry: AuditEntry } | { seq: number; matches: false }
+  > {
     const { tool, kind, caller } = options;
     let after = checkSeq(options.after ?? 0, "after");
     const since = options.since === undefined ? undefined : parseSince(options.since);
     if (since !== undefined) after = Math.max(after, await this.#lastSeqBefore(since, after));
-    for await (const page of this.#store.audit.pages({ after })) {
+    // Canonical bytes lacking a filter's member are skipped without parsing them.
+    const needles = [
+      ...(tool === undefined ? [] : [`"tool":${JSON.stringify(tool)}`]),
+      ...(kind === undefined ? [] : [`"kind":${JSON.stringify(kind)}`]),
+      ...(caller === undefined ? [] : [JSON.stringify(caller)]),
+    ];
+    for await (const page of this.#pages(after, pages)) {
       for (const record of page) {
+        if (needles.length && record.bytes && !mayContain(record.bytes, needles)) {
+          yield { seq: record.seq, matches: false };
+          continue;
+        }
         const entry = decodeStored(record);
         const matches = (tool === undefined || entry.tool === tool) &&
           (kind === undefined || entry.kind === kind) &&
           (caller === undefined || callerMatches(entry, caller)) &&
           (since === undefined || Date.parse(entry.timestamp) >= since);
-        yield { entry, matches };
+        yield matches ? { seq: entry.seq, matches, entry } : { seq: entry.seq, matches };
       }
     }
+  }
+
+  /**
+   * Stored entries after `after`, a page at a time: the first of
+   * `sizes.first` parts, each next one twice as large up to `sizes.then`.
+   */
+  async *#pages(
+    after: number,
+    sizes?: { first: number; then: number },
+  ): AsyncGenerator<AuditRecord[]> {
+    if (!sizes || sizes.first >= sizes.then) {
+      yield* this.#store.audit.pages({ after, pageSize: sizes?.then });
+      return;
+    }
+    let from = after;
+    for (let size = sizes.first; size < sizes.then; size = Math.min(sizes.then, size * 2)) {
+      const pages = this.#store.audit.pages({ after: from, pageSize: size });
+      const page = await pages.next();
+      await pages.return(undefined);
+      const last = page.done ? undefined : page.value.at(-1)?.seq;
+      if (last === undefined) return;
+      yield page.value;
+      from = last;
+    }
+    yield* this.#store.audit.pages({ after: from, pageSize: sizes.then });
   }
 
   /**
@@ -525,7 +588,7 @@ export class AuditLog {
       if (!record?.bytes) return after;
       let timestamp: number;
       try {
-        timestamp = Date.parse(decodeEntry(record.bytes).entry.timestamp);
+        timestamp = Date.parse(readEntry(record.bytes).timestamp);
       } catch (error) {
         if (error instanceof UnreadableEntryError) return after;
         throw error;

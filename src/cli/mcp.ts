@@ -171,7 +171,7 @@ async function startHttp(context: CliContext): Promise<void> {
     gateway: runtime.gateway,
     dispatcher: runtime.dispatcher,
     incoming,
-    deadLetters: async () => (await runtime.store.deliveries.listDlq()).length,
+    deadLetters: () => runtime.store.deliveries.countDlq(),
   });
   let signals = 0;
   let server: HttpServer | undefined;

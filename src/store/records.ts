@@ -270,6 +270,37 @@ export const DlqRecordSchema = z.strictObject({
 /** A stored dead-letter queue record. */
 export type DlqRecord = z.infer<typeof DlqRecordSchema>;
 
+/** A position in the dead-letter queue's order: oldest failure first, then by id. */
+export interface DlqPosition {
+  /** The `failed_at` of the record at that position. */
+  failed_at: string;
+  /** Its `dlq_id`. */
+  dlq_id: string;
+}
+
+/** Options of {@linkcode DeliveryStore.listDlq}. */
+export interface ListDlqPageOptions {
+  /** Only this webhook's records. @default every webhook */
+  webhook?: string;
+  /** Only records after this position (the last record of the previous page). @default from the oldest */
+  after?: DlqPosition;
+  /** At most this many records. @default all */
+  limit?: number;
+}
+
+/** Whether `record` comes after `position` in the dead-letter queue's order. */
+export function dlqAfter(record: DlqPosition, position: DlqPosition): boolean {
+  return record.failed_at > position.failed_at ||
+    (record.failed_at === position.failed_at && record.dlq_id > position.dlq_id);
+}
+
+/** Sorts records oldest failure first, then by id, in place. */
+export function sortDlq<T extends DlqPosition>(records: T[]): T[] {
+  return records.sort((a, b) =>
+    a.failed_at < b.failed_at ? -1 : a.failed_at > b.failed_at ? 1 : a.dlq_id < b.dlq_id ? -1 : 1
+  );
+}
+
 /** One entry of a webhook's delivery log. */
 export const DeliveryLogEntrySchema = z.strictObject({
   at: z.string(),

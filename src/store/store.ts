@@ -33,6 +33,7 @@ import type {
   IncomingStats,
   IncomingWebhook,
   KeychainRecord,
+  ListDlqPageOptions,
   ListMemoryOptions,
   ListMemoryResult,
   MemoryEntry,
@@ -183,8 +184,14 @@ export interface DeliveryStore {
   readEvent(eventId: string): Promise<{ event: OutboxEvent; versionstamp: string } | null>;
   /** Deletes an outbox event no pending delivery refers to; says whether it is gone. */
   collectEventIfUnreferenced(eventId: string): Promise<boolean>;
-  /** Every dead-letter record, oldest first. */
-  listDlq(): Promise<DlqRecord[]>;
+  /**
+   * Dead-letter records, oldest failure first (then by `dlq_id`): every one,
+   * or with `limit` one page of them, read through an index (a page costs
+   * about `limit` records, however long the queue).
+   */
+  listDlq(options?: ListDlqPageOptions): Promise<DlqRecord[]>;
+  /** How many dead-letter records there are, without reading them. */
+  countDlq(): Promise<number>;
   /** One dead-letter record, or `null`. */
   getDlq(dlqId: string): Promise<DlqRecord | null>;
   /** The exact body bytes of a dead-lettered event. */

@@ -493,7 +493,7 @@ class WebhookDispatcher implements Dispatcher {
 
   async #syncMirror(): Promise<void> {
     await cleanDlqMirrorTemps(this.#config.dataDir);
-    const hasRecords = (await this.#store.deliveries.listDlq()).length > 0;
+    const hasRecords = await this.#store.deliveries.countDlq() > 0;
     const hasFile = await Deno.stat(`${this.#config.dataDir}/${DLQ_FILE}`).then(
       () => true,
       (error) => {

@@ -24,7 +24,14 @@ import {
   repairMirror,
 } from "./_dlq_mirror.ts";
 import type { EventEnvelope } from "../events/mod.ts";
-import type { AttemptRecord, DlqRecord, OutgoingWebhook, Store } from "../store/mod.ts";
+import type {
+  AttemptRecord,
+  DlqPosition,
+  DlqRecord,
+  OutgoingWebhook,
+  Store,
+} from "../store/mod.ts";
+import { idTime } from "../ids.ts";
 
 export { DLQ_FILE } from "./_dlq_mirror.ts";
 export type { AppendOutcome } from "./_dlq_mirror.ts";
@@ -94,31 +101,43 @@ async function toEntry(
   return dlqEntry(record, body ?? await store.deliveries.readDlqBody(record));
 }
 
-/** Oldest failure first (then by id), in place. */
-function byFailure(records: DlqRecord[]): DlqRecord[] {
-  return records.sort((a, b) =>
-    a.failed_at < b.failed_at ? -1 : a.failed_at > b.failed_at ? 1 : a.dlq_id < b.dlq_id ? -1 : 1
-  );
+/**
+ * The position a page continues from: that of the record `after`, or when
+ * it left the queue meanwhile (replayed and delivered, deleted), the time its
+ * id was made, which is never after it failed, so nothing is skipped.
+ */
+async function positionAfter(store: Store, after: string): Promise<DlqPosition> {
+  const record = await store.deliveries.getDlq(after);
+  if (record) return { failed_at: record.failed_at, dlq_id: record.dlq_id };
+  const made = idTime(after);
+  return { failed_at: made === undefined ? "" : new Date(made).toISOString(), dlq_id: after };
 }
 
 /**
- * Every dead-lettered delivery, oldest failure first.
+ * Dead-lettered deliveries, oldest failure first: every one, or with
+ * `limit` one page of them (read through the store's index: a page costs
+ * about `limit` records however long the queue is).
  *
  * @example
  * ```ts
  * for (const entry of await listDlq(store)) console.log(entry.dlq_id, entry.event.type);
+ * const page = await listDlq(store, { limit: 50 });
+ * const next = await listDlq(store, { limit: 50, after: page.at(-1)?.dlq_id });
  * ```
  */
 export async function listDlq(store: Store, options: ListDlqOptions = {}): Promise<DlqEntry[]> {
-  const { webhook, after, limit = Infinity } = options;
-  let records = byFailure(await store.deliveries.listDlq());
-  if (webhook !== undefined) records = records.filter((record) => record.webhook_id === webhook);
-  if (after !== undefined) {
-    const at = records.findIndex((record) => record.dlq_id === after);
-    records = at === -1 ? records.filter((record) => record.dlq_id > after) : records.slice(at + 1);
-  }
-  records = records.slice(0, limit);
+  const { webhook, after, limit } = options;
+  const records = await store.deliveries.listDlq({
+    webhook,
+    after: after === undefined ? undefined : await positionAfter(store, after),
+    limit: limit === undefined || limit === Infinity ? undefined : limit,
+  });
   return await Promise.all(records.map((record) => toEntry(store, record)));
+}
+
+/** How many dead-letter records there are, without reading them. */
+export async function countDlq(store: Store): Promise<number> {
+  return await store.deliveries.countDlq();
 }
 
 /** Options of {@linkcode listDlq}. */
@@ -162,10 +181,14 @@ export async function deleteDlqEntry(
 /** The store's DLQ as mirror pages, oldest failure first, bodies read a page at a time. */
 function entryPages(store: Store): MirrorPages {
   return async function* () {
-    const records = byFailure(await store.deliveries.listDlq());
-    for (let i = 0; i < records.length; i += MIRROR_PAGE_SIZE) {
-      const page = records.slice(i, i + MIRROR_PAGE_SIZE);
+    let after: DlqPosition | undefined;
+    while (true) {
+      const page = await store.deliveries.listDlq({ after, limit: MIRROR_PAGE_SIZE });
+      if (!page.length) return;
       yield await Promise.all(page.map((record) => toEntry(store, record)));
+      if (page.length < MIRROR_PAGE_SIZE) return;
+      const last = page.at(-1)!;
+      after = { failed_at: last.failed_at, dlq_id: last.dlq_id };
     }
   };
 }
@@ -330,11 +353,11 @@ export async function replayDlq(
           `(${webhook.disabled.reason}); enable it first with \`toolgate webhooks enable ${webhook.id}\``,
       );
     }
-    records = byFailure(await store.deliveries.listDlq()).filter((record) =>
-      record.webhook_id === webhook.id && Date.parse(record.failed_at) >= since
+    records = (await store.deliveries.listDlq({ webhook: webhook.id })).filter((record) =>
+      Date.parse(record.failed_at) >= since
     );
   } else if (target === "all") {
-    records = byFailure(await store.deliveries.listDlq());
+    records = await store.deliveries.listDlq();
   } else {
     const record = await store.deliveries.getDlq(target);
     if (!record) {

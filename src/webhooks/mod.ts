@@ -86,6 +86,7 @@ export { testWebhook } from "./test_webhook.ts";
 export type { TestWebhookOptions, TestWebhookResult } from "./test_webhook.ts";
 export { recentAttempts } from "./delivery_log.ts";
 export {
+  countDlq,
   deleteDlqEntry,
   DLQ_FILE,
   getDlqEntry,

@@ -85,6 +85,11 @@ const DLQ_RECOUNT_MS = 5000;
 const DLQ_PAGE = 50;
 /** Entries per audit page. */
 const AUDIT_PAGE = 50;
+/**
+ * Most entries a filtered audit page reads (about 20 ms on a 2-core
+ * machine): a rare filter gives a short page and **Next entries** searches on.
+ */
+const AUDIT_SCAN = 2000;
 
 type Ctx = Context<AppEnv>;
 
@@ -153,13 +158,13 @@ export function consoleRoutes(options: ConsoleOptions): RouteMount {
     const unfollow = stats.follow(gateway.bus);
     lifecycle.signal.addEventListener("abort", unfollow, { once: true });
 
-    // The overview's dead-letter count reads every record (no bodies): counted
-    // at most once per DLQ_RECOUNT_MS, requests meanwhile share the count.
+    // The overview's dead-letter count (the store's count, no record read):
+    // asked at most once per DLQ_RECOUNT_MS, requests meanwhile share it.
     let dlqCounted: { at: number; count: Promise<number> } | undefined;
     const countDlq = (): Promise<number> => {
       const now = Date.now();
       if (!dlqCounted || now - dlqCounted.at >= DLQ_RECOUNT_MS) {
-        const count = store.deliveries.listDlq().then((records) => records.length);
+        const count = store.deliveries.countDlq();
         dlqCounted = { at: now, count };
         count.catch(() => dlqCounted = undefined);
       }
@@ -522,6 +527,7 @@ export function consoleRoutes(options: ConsoleOptions): RouteMount {
         caller,
         since,
         limit: AUDIT_PAGE,
+        maxScan: AUDIT_SCAN,
       });
       return html(
         c,
@@ -532,6 +538,7 @@ export function consoleRoutes(options: ConsoleOptions): RouteMount {
           entries={page.entries}
           next={page.next_after}
           headSeq={head.head_seq}
+          pageSize={AUDIT_PAGE}
           flash={flash}
         />,
       );

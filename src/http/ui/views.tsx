@@ -839,6 +839,8 @@ export function AuditPage(
     entries: AuditEntry[];
     next: number | null;
     headSeq: number;
+    /** Entries a full page holds. */
+    pageSize: number;
     flash?: Flash;
   },
 ) {
@@ -912,8 +914,14 @@ export function AuditPage(
         </div>
       </form>
       <div id="audit" data-live>
+        {props.next !== null && props.entries.length < props.pageSize && (
+          <p>
+            Searched up to seq {props.next} of {props.headSeq}: fewer than {props.pageSize}{" "}
+            entries match so far; <strong>Next entries</strong> searches on.
+          </p>
+        )}
         {props.entries.length === 0
-          ? <p>No entries match.</p>
+          ? <p>No entries match{props.next !== null ? " up to there" : ""}.</p>
           : (
             <DataTable head={["Seq", "At", "Kind", "Tool", "Caller", "Outcome", "Details"]}>
               {props.entries.map((e) => {

@@ -34,8 +34,15 @@ import {
   deliveryLogKey,
   deliveryLogPrefix,
   dlqBodyKey,
+  dlqCountKey,
+  dlqIndexedKey,
   dlqKey,
+  dlqOrderKey,
+  dlqOrderPrefix,
   dlqPrefix,
+  dlqVersionKey,
+  dlqWebhookOrderKey,
+  dlqWebhookOrderPrefix,
   eventDeliveriesPrefix,
   outboxBodyKey,
   outboxDueBound,
@@ -57,12 +64,16 @@ import {
   type DeliveryOp,
   type DeliveryRecord,
   DeliveryRecordSchema,
+  dlqAfter,
+  type DlqPosition,
   type DlqRecord,
   DlqRecordSchema,
   fanoutDeliveries,
   FanoutRecordSchema,
+  type ListDlqPageOptions,
   newLogEntryId,
   type OutboxEvent,
+  sortDlq,
   type StoredDelivery,
   type WriteResult,
 } from "../records.ts";
@@ -100,8 +111,17 @@ type Mutation =
     op: number;
     primary: boolean;
     withNext?: boolean;
+    /** A DLQ record: its index entries and the count go in the same commit. */
+    dlq?: true;
   }
-  | { type: "delete"; key: Deno.KvKey; op: number; primary: boolean; withNext?: boolean };
+  | {
+    type: "delete";
+    key: Deno.KvKey;
+    op: number;
+    primary: boolean;
+    withNext?: boolean;
+    dlq?: true;
+  };
 
 /**
  * The due time under which an own delivery record is known to be indexed
@@ -125,6 +145,8 @@ interface Cost {
 interface Unit {
   plain: Mutation[];
   guarded: Guarded[];
+  /** Its DLQ ops, in order: their index entries and count are planned at commit time. */
+  dlq: DlqOp[];
   ops: number;
   cost: Cost;
   resolve: (result: WriteResult) => void;
@@ -342,12 +364,19 @@ function opMutations(op: DeliveryOp, index: number, indexedAt?: IndexedAt): Muta
       };
       return [
         ...bodyMutations(op.body, (i) => dlqBodyKey(op.record.dlq_id, i), index),
-        { type: "set", key: dlqKey(op.record.dlq_id), value: record, op: index, primary: true },
+        {
+          type: "set",
+          key: dlqKey(op.record.dlq_id),
+          value: record,
+          op: index,
+          primary: true,
+          dlq: true,
+        },
       ];
     }
     case "delete_dlq":
       return [
-        { type: "delete", key: dlqKey(op.dlq_id), op: index, primary: true },
+        { type: "delete", key: dlqKey(op.dlq_id), op: index, primary: true, dlq: true },
         ...deleteBody(op.size, (i) => dlqBodyKey(op.dlq_id, i), index),
       ];
     case "collect_event":
@@ -358,16 +387,32 @@ function opMutations(op: DeliveryOp, index: number, indexedAt?: IndexedAt): Muta
   }
 }
 
+/** What a DLQ op adds to a commit at most, besides its own mutations (see {@linkcode planDlq}). */
+function dlqPlanCost(op: DlqOp): Cost {
+  const id = op.op === "put_dlq" ? op.record.dlq_id : op.dlq_id;
+  // Two index entries set and two deleted (a record failing again), a check on the record.
+  const keyBytes = 4 * (keySize(dlqWebhookOrderKey("wh_" + "x".repeat(40), "x".repeat(24), id)));
+  return { mutations: 4, checks: 1, keyBytes, bytes: keyBytes + 4 * 64 };
+}
+
+/** The count sum, the version bump and the marker check a commit with DLQ ops adds. */
+const DLQ_COMMIT_COST: Cost = { mutations: 2, checks: 1, keyBytes: 64, bytes: 128 };
+
 function buildUnit(
   ops: readonly DeliveryOp[],
   indexedAt?: IndexedAt,
 ): Omit<Unit, "resolve" | "reject"> {
   const plain: Mutation[] = [];
   const guarded: Guarded[] = [];
-  const cost: Cost = { mutations: 0, checks: 0, keyBytes: 0, bytes: 0 };
+  const dlq: DlqOp[] = [];
+  let cost: Cost = { mutations: 0, checks: 0, keyBytes: 0, bytes: 0 };
   ops.forEach((op, index) => {
     const mutations = opMutations(op, index, indexedAt);
     for (const mutation of mutations) addMutationCost(cost, mutation);
+    if (op.op === "put_dlq" || op.op === "delete_dlq") {
+      dlq.push(op);
+      cost = addCost(cost, dlqPlanCost(op));
+    }
     if (op.op === "collect_event") {
       const check = { key: outboxEventKey(op.event_id), versionstamp: op.versionstamp };
       cost.checks++;
@@ -377,7 +422,8 @@ function buildUnit(
       plain.push(...mutations);
     }
   });
-  return { plain, guarded, ops: ops.length, cost };
+  if (dlq.length) cost = addCost(cost, DLQ_COMMIT_COST);
+  return { plain, guarded, dlq, ops: ops.length, cost };
 }
 
 /**
@@ -392,9 +438,7 @@ export function deliveryOpsCost(
   ops: readonly DeliveryOp[],
 ): { mutations: number; keyBytes: number; bytes: number } {
   const unit = buildUnit(ops);
-  if (unit.guarded.length) {
-    throw new GatewayError("INTERNAL", "Cannot write a collect_event op inside another commit");
-  }
+  refuseOutside(unit);
   const { mutations, keyBytes, bytes } = unit.cost;
   return { mutations, keyBytes, bytes };
 }
@@ -411,11 +455,19 @@ export function applyDeliveryOps(
   bumpVersion: boolean,
 ): void {
   const unit = buildUnit(ops);
-  if (unit.guarded.length) {
-    throw new GatewayError("INTERNAL", "Cannot write a collect_event op inside another commit");
-  }
+  refuseOutside(unit);
   apply(atomic, unit.plain);
   if (bumpVersion) atomic.sum(deliveriesVersionKey(), 1n);
+}
+
+/** Ops only a {@linkcode DeliveryWriter} commits: collections and DLQ records (their index). */
+function refuseOutside(unit: Omit<Unit, "resolve" | "reject">): void {
+  if (unit.guarded.length || unit.dlq.length) {
+    throw new GatewayError(
+      "INTERNAL",
+      "Cannot write a collect_event or DLQ op inside another commit",
+    );
+  }
 }
 
 function apply(atomic: Deno.AtomicOperation, mutations: readonly Mutation[]): void {
@@ -500,38 +552,50 @@ export class DeliveryWriter {
 
   async #commitBatch(batch: Unit[]): Promise<void> {
     const kv = this.#store.kv;
-    const first = await this.#store.retry(() => {
-      const atomic = kv.atomic();
-      for (const unit of batch) {
-        apply(atomic, unit.plain);
-        for (const g of unit.guarded) {
-          atomic.check(g.check);
-          apply(atomic, g.mutations);
+    const dlqOps = batch.flatMap((unit) => unit.dlq);
+    for (let round = 1;; round++) {
+      const plan = dlqOps.length ? await planDlq(this.#store, dlqOps) : undefined;
+      const first = await this.#store.retry(() => {
+        const atomic = kv.atomic();
+        for (const unit of batch) {
+          apply(atomic, unit.plain);
+          for (const g of unit.guarded) {
+            atomic.check(g.check);
+            apply(atomic, g.mutations);
+          }
         }
-      }
-      return atomic.commit();
-    });
-    if (first.ok) {
-      for (const unit of batch) {
-        unit.resolve({
-          versionstamps: new Array(unit.ops).fill(first.versionstamp),
-          collected: true,
-        });
-      }
-      return;
-    }
-    // A collection lost its race: commit everything else, skip collections.
-    const second = await this.#store.retry(() => {
-      const atomic = kv.atomic();
-      for (const unit of batch) apply(atomic, unit.plain);
-      return atomic.commit();
-    });
-    if (!second.ok) throw new Error("Unconditional KV commit reported a failed check");
-    for (const unit of batch) {
-      unit.resolve({
-        versionstamps: new Array(unit.ops).fill(second.versionstamp),
-        collected: unit.guarded.length === 0,
+        plan?.apply(atomic);
+        return atomic.commit();
       });
+      if (first.ok) {
+        for (const unit of batch) {
+          unit.resolve({
+            versionstamps: new Array(unit.ops).fill(first.versionstamp),
+            collected: true,
+          });
+        }
+        return;
+      }
+      // A collection lost its race (or a DLQ record changed since it was
+      // planned): commit everything else, skip collections. A collection
+      // reported lost that was not is looked at again by its caller.
+      const second = await this.#store.retry(() => {
+        const atomic = kv.atomic();
+        for (const unit of batch) apply(atomic, unit.plain);
+        plan?.apply(atomic);
+        return atomic.commit();
+      });
+      if (second.ok) {
+        for (const unit of batch) {
+          unit.resolve({
+            versionstamps: new Array(unit.ops).fill(second.versionstamp),
+            collected: unit.guarded.length === 0,
+          });
+        }
+        return;
+      }
+      if (!plan) throw new Error("Unconditional KV commit reported a failed check");
+      dlqRaceLost(round);
     }
   }
 
@@ -540,16 +604,28 @@ export class DeliveryWriter {
     const versionstamps: string[] = new Array(unit.ops).fill("");
     let part: Mutation[] = [];
     let cost = ZERO;
+    let dlqPlanned = false;
     const commitPart = async () => {
       if (!part.length) return;
       const mutations = part;
-      const result = await this.#store.retry(() => {
-        const atomic = kv.atomic();
-        apply(atomic, mutations);
-        return atomic.commit();
-      });
-      if (!result.ok) throw new Error("Unconditional KV commit reported a failed check");
-      for (const m of mutations) if (m.primary) versionstamps[m.op] = result.versionstamp;
+      // The DLQ records' index entries and count go with the first part holding a record.
+      const withDlq = !dlqPlanned && unit.dlq.length > 0 && mutations.some((m) => m.dlq);
+      for (let round = 1;; round++) {
+        const plan = withDlq ? await planDlq(this.#store, unit.dlq) : undefined;
+        const result = await this.#store.retry(() => {
+          const atomic = kv.atomic();
+          apply(atomic, mutations);
+          plan?.apply(atomic);
+          return atomic.commit();
+        });
+        if (result.ok) {
+          for (const m of mutations) if (m.primary) versionstamps[m.op] = result.versionstamp;
+          break;
+        }
+        if (!plan) throw new Error("Unconditional KV commit reported a failed check");
+        dlqRaceLost(round);
+      }
+      if (withDlq) dlqPlanned = true;
       part = [];
       cost = ZERO;
     };
@@ -559,9 +635,12 @@ export class DeliveryWriter {
       while (unit.plain[end - 1].withNext && end < unit.plain.length) end++;
       const group = unit.plain.slice(i, end);
       const added = group.map(mutationCost).reduce(addCost, ZERO);
-      if (part.length && !fits(addCost(cost, added))) await commitPart();
+      const dlqCost = group.some((m) => m.dlq) && !dlqPlanned
+        ? unit.dlq.map(dlqPlanCost).reduce(addCost, DLQ_COMMIT_COST)
+        : ZERO;
+      if (part.length && !fits(addCost(addCost(cost, added), dlqCost))) await commitPart();
       part.push(...group);
-      cost = addCost(cost, added);
+      cost = addCost(addCost(cost, added), dlqCost);
       i = end;
     }
     await commitPart();
@@ -580,6 +659,183 @@ export class DeliveryWriter {
     }
     unit.resolve({ versionstamps, collected });
   }
+}
+
+// ---------------------------------------------------------------------------
+// The dead-letter queue's order index and count
+//
+// Beside each record (`dlqKey`), the KV store keeps two index entries, by
+// failure time (`dlqOrderKey`) and by webhook and failure time
+// (`dlqWebhookOrderKey`), and a count (`dlqCountKey`), so that a page of the
+// queue and its size cost a few reads however long it is. The writer keeps
+// them in the commit that writes a record: it reads the records its DLQ ops
+// touch (to find a replaced record's old entries and whether the count
+// moves) and checks them in the commit, planning again when another handle
+// changed one meanwhile. Stores written before the index have no
+// `dlqIndexedKey`: their writers only bump `dlqVersionKey`, and the first
+// page or count builds the index ({@linkcode ensureDlqIndex}).
+
+/** A DLQ op of the writer. */
+type DlqOp = Extract<DeliveryOp, { op: "put_dlq" | "delete_dlq" }>;
+
+/** Rounds a DLQ commit may lose to other handles changing the same records. */
+const MAX_DLQ_ROUNDS = 20;
+
+function dlqRaceLost(round: number): void {
+  if (round >= MAX_DLQ_ROUNDS) {
+    throw new GatewayError(
+      "UNAVAILABLE",
+      `Cannot write dead-letter records: other writers kept changing them (${round} attempts)`,
+    );
+  }
+}
+
+/** The checks and writes a commit with DLQ ops adds (see above). */
+interface DlqPlan {
+  apply(atomic: Deno.AtomicOperation): void;
+}
+
+/** Reads up to 10 keys per `getMany`, in parallel. */
+async function readKeys(store: KvStore, keys: readonly Deno.KvKey[]) {
+  const parts: Deno.KvKey[][] = [];
+  for (let i = 0; i < keys.length; i += 10) parts.push(keys.slice(i, i + 10));
+  const read = await Promise.all(
+    parts.map((part) => store.retry(() => store.kv.getMany<unknown[]>(part))),
+  );
+  return read.flat();
+}
+
+/** Plans the index entries and count of `ops`, applied in order, on what is stored now. */
+async function planDlq(store: KvStore, ops: readonly DlqOp[]): Promise<DlqPlan> {
+  const ids = [...new Set(ops.map((op) => op.op === "put_dlq" ? op.record.dlq_id : op.dlq_id))];
+  const [marker, ...entries] = await readKeys(store, [dlqIndexedKey(), ...ids.map(dlqKey)]);
+  if (marker.value === null) {
+    // Not indexed yet: tell a build running meanwhile that it must look again.
+    return {
+      apply(atomic) {
+        atomic.check({ key: dlqIndexedKey(), versionstamp: null });
+        atomic.sum(dlqVersionKey(), 1n);
+      },
+    };
+  }
+  const state = new Map<string, Pick<DlqRecord, "webhook_id" | "failed_at"> | null>();
+  entries.forEach((entry, i) => {
+    state.set(
+      ids[i],
+      entry.value === null
+        ? null
+        : parseRecord(DlqRecordSchema, entry.value, `DLQ record ${ids[i]}`),
+    );
+  });
+  const sets = new Map<string, { key: Deno.KvKey; value: unknown }>();
+  const deletes = new Map<string, Deno.KvKey>();
+  const set = (key: Deno.KvKey, value: unknown) => {
+    const name = JSON.stringify(key);
+    deletes.delete(name);
+    sets.set(name, { key, value });
+  };
+  const remove = (key: Deno.KvKey) => {
+    const name = JSON.stringify(key);
+    sets.delete(name);
+    deletes.set(name, key);
+  };
+  let delta = 0;
+  for (const op of ops) {
+    const id = op.op === "put_dlq" ? op.record.dlq_id : op.dlq_id;
+    const before = state.get(id) ?? null;
+    const after = op.op === "put_dlq" ? op.record : null;
+    if (
+      before &&
+      (!after || after.failed_at !== before.failed_at || after.webhook_id !== before.webhook_id)
+    ) {
+      remove(dlqOrderKey(before.failed_at, id));
+      remove(dlqWebhookOrderKey(before.webhook_id, before.failed_at, id));
+    }
+    if (after) {
+      set(dlqOrderKey(after.failed_at, id), after.webhook_id);
+      set(dlqWebhookOrderKey(after.webhook_id, after.failed_at, id), null);
+    }
+    delta += (after ? 1 : 0) - (before ? 1 : 0);
+    state.set(id, after);
+  }
+  return {
+    apply(atomic) {
+      atomic.check({ key: dlqIndexedKey(), versionstamp: marker.versionstamp });
+      entries.forEach((entry) =>
+        atomic.check({ key: entry.key, versionstamp: entry.versionstamp })
+      );
+      for (const key of deletes.values()) atomic.delete(key);
+      for (const { key, value } of sets.values()) atomic.set(key, value);
+      if (delta !== 0) atomic.sum(dlqCountKey(), BigInt.asUintN(64, BigInt(delta)));
+    },
+  };
+}
+
+/** Stores whose DLQ index this process saw built (it is never unbuilt). */
+const dlqIndexed = new WeakSet<KvStore>();
+
+/**
+ * Builds the DLQ's index entries and count of a store written before them:
+ * every record is read once, stray entries of a build cut short are
+ * removed, and the marker is set in a commit that checks no DLQ write came
+ * meanwhile (else it looks again).
+ *
+ * @throws {GatewayError} `UNAVAILABLE` when writers keep changing the queue.
+ */
+export async function ensureDlqIndex(store: KvStore): Promise<void> {
+  if (dlqIndexed.has(store)) return;
+  for (let round = 1;; round++) {
+    const [marker, version] = await readKeys(store, [dlqIndexedKey(), dlqVersionKey()]);
+    if (marker.value !== null) break;
+    const records = await listAllDlq(store);
+    const wanted = new Map<string, { key: Deno.KvKey; value: unknown }>();
+    for (const r of records) {
+      const order = dlqOrderKey(r.failed_at, r.dlq_id);
+      const byHook = dlqWebhookOrderKey(r.webhook_id, r.failed_at, r.dlq_id);
+      wanted.set(JSON.stringify(order), { key: order, value: r.webhook_id });
+      wanted.set(JSON.stringify(byHook), { key: byHook, value: null });
+    }
+    const mutations: Mutation[] = [];
+    for (const prefix of [dlqOrderPrefix(), dlqWebhookOrderPrefix()]) {
+      const stray = await store.retry(async () => {
+        const out: Deno.KvKey[] = [];
+        for await (const entry of store.kv.list({ prefix })) {
+          const name = JSON.stringify(entry.key);
+          if (wanted.has(name) && wanted.get(name)!.value === entry.value) wanted.delete(name);
+          else out.push(entry.key);
+        }
+        return out;
+      });
+      for (const key of stray) mutations.push({ type: "delete", key, op: 0, primary: false });
+    }
+    for (const { key, value } of wanted.values()) {
+      mutations.push({ type: "set", key, value, op: 0, primary: false });
+    }
+    for (let i = 0; i < mutations.length; i += 500) {
+      const part = mutations.slice(i, i + 500);
+      await store.retry(() => {
+        const atomic = store.kv.atomic();
+        apply(atomic, part);
+        return atomic.commit();
+      });
+    }
+    const done = await store.retry(() =>
+      store.kv.atomic()
+        .check({ key: dlqIndexedKey(), versionstamp: null })
+        .check({ key: dlqVersionKey(), versionstamp: version.versionstamp })
+        .set(dlqCountKey(), new Deno.KvU64(BigInt(records.length)))
+        .set(dlqIndexedKey(), true)
+        .commit()
+    );
+    if (done.ok) break;
+    if (round >= MAX_DLQ_ROUNDS) {
+      throw new GatewayError(
+        "UNAVAILABLE",
+        `Cannot index the dead-letter queue: writers kept changing it (${round} attempts)`,
+      );
+    }
+  }
+  dlqIndexed.add(store);
 }
 
 // ---------------------------------------------------------------------------
@@ -701,8 +957,8 @@ export async function collectEventIfUnreferenced(
   });
 }
 
-/** Every dead-letter record, oldest first. */
-export async function listDlqRecords(store: KvStore): Promise<DlqRecord[]> {
+/** Every dead-letter record, in key order. */
+async function listAllDlq(store: KvStore): Promise<DlqRecord[]> {
   return await store.retry(async () => {
     const out: DlqRecord[] = [];
     for await (const entry of store.kv.list({ prefix: dlqPrefix() })) {
@@ -710,6 +966,72 @@ export async function listDlqRecords(store: KvStore): Promise<DlqRecord[]> {
     }
     return out;
   });
+}
+
+/**
+ * Dead-letter records, oldest failure first: every one (filtered), or with
+ * `limit` a page read through the order index (about `limit` reads).
+ */
+export async function listDlqRecords(
+  store: KvStore,
+  options: ListDlqPageOptions = {},
+): Promise<DlqRecord[]> {
+  const { webhook, after, limit } = options;
+  if (limit === undefined) {
+    return sortDlq(
+      (await listAllDlq(store)).filter((record) =>
+        (webhook === undefined || record.webhook_id === webhook) &&
+        (after === undefined || dlqAfter(record, after))
+      ),
+    );
+  }
+  if (!Number.isInteger(limit) || limit < 0) {
+    throw new GatewayError("USAGE", `Invalid limit ${limit}: use a whole number from 0`);
+  }
+  await ensureDlqIndex(store);
+  const prefix = webhook === undefined ? dlqOrderPrefix() : dlqWebhookOrderPrefix(webhook);
+  const out: DlqRecord[] = [];
+  let cursor: DlqPosition | undefined = after;
+  while (out.length < limit) {
+    const want = limit - out.length;
+    const from: DlqPosition | undefined = cursor;
+    const positions = await store.retry(async () => {
+      const found: DlqPosition[] = [];
+      const selector = from
+        ? { prefix, start: [...prefix, from.failed_at, from.dlq_id] }
+        : { prefix };
+      for await (const entry of store.kv.list(selector, { limit: want + 1, batchSize: want + 1 })) {
+        const n = entry.key.length;
+        const position = { failed_at: String(entry.key[n - 2]), dlq_id: String(entry.key[n - 1]) };
+        if (from && !dlqAfter(position, from)) continue;
+        found.push(position);
+        if (found.length === want) break;
+      }
+      return found;
+    });
+    const entries = await readKeys(store, positions.map((p) => dlqKey(p.dlq_id)));
+    entries.forEach((entry, i) => {
+      if (entry.value === null) return;
+      const record = parseRecord(DlqRecordSchema, entry.value, `DLQ record ${positions[i].dlq_id}`);
+      // An entry the record moved away from (never left by the writer) is skipped.
+      if (
+        record.failed_at === positions[i].failed_at &&
+        (webhook === undefined || record.webhook_id === webhook)
+      ) {
+        out.push(record);
+      }
+    });
+    if (positions.length < want) break;
+    cursor = positions.at(-1);
+  }
+  return out;
+}
+
+/** How many dead-letter records there are (the index's count). */
+export async function countDlqRecords(store: KvStore): Promise<number> {
+  await ensureDlqIndex(store);
+  const entry = await store.get<Deno.KvU64>(dlqCountKey());
+  return Number(entry.value?.value ?? 0n);
 }
 
 /** One dead-letter record, or `null`. */

@@ -174,6 +174,44 @@ export function dlqPrefix(): Deno.KvKey {
   return ["dlq", "entry"];
 }
 
+/** The DLQ's order index: a record's place, oldest failure first (value: its webhook id). */
+export function dlqOrderKey(failedAt: string, dlqId: string): Deno.KvKey {
+  return ["dlq", "order", failedAt, dlqId];
+}
+
+/** Prefix of the DLQ's order index. */
+export function dlqOrderPrefix(): Deno.KvKey {
+  return ["dlq", "order"];
+}
+
+/** The DLQ's order index of one webhook's records (value: `null`). */
+export function dlqWebhookOrderKey(webhookId: string, failedAt: string, dlqId: string): Deno.KvKey {
+  return ["dlq", "by_webhook", webhookId, failedAt, dlqId];
+}
+
+/** Prefix of the DLQ's order index of one webhook (of every webhook without `webhookId`). */
+export function dlqWebhookOrderPrefix(webhookId?: string): Deno.KvKey {
+  return webhookId === undefined ? ["dlq", "by_webhook"] : ["dlq", "by_webhook", webhookId];
+}
+
+/** Number of DLQ records (`Deno.KvU64`), kept with the indexes. */
+export function dlqCountKey(): Deno.KvKey {
+  return ["dlq", "count"];
+}
+
+/**
+ * Present once the DLQ's indexes and count are built (stores written before
+ * them are indexed on first use); absent, writers bump {@linkcode dlqVersionKey}.
+ */
+export function dlqIndexedKey(): Deno.KvKey {
+  return ["dlq", "indexed"];
+}
+
+/** Bumped by DLQ writes while the indexes are not built, so that building them sees the race. */
+export function dlqVersionKey(): Deno.KvKey {
+  return ["dlq", "version"];
+}
+
 /** One chunk of a large dead-lettered event body. */
 export function dlqBodyKey(dlqId: string, chunk: number): Deno.KvKey {
   return ["dlq", "body", dlqId, chunk];

@@ -39,6 +39,7 @@ import {
   bumpDeliveriesVersion,
   claimDueDeliveries,
   collectEventIfUnreferenced,
+  countDlqRecords,
   deleteDeliveryLog,
   deleteDlqRecords,
   deliveriesVersion,
@@ -248,7 +249,8 @@ export class KvStore implements Store {
     listPending: () => listPendingDeliveries(this),
     readEvent: (eventId) => readOutboxEvent(this, eventId),
     collectEventIfUnreferenced: (eventId) => collectEventIfUnreferenced(this, eventId),
-    listDlq: () => listDlqRecords(this),
+    listDlq: (options) => listDlqRecords(this, options),
+    countDlq: () => countDlqRecords(this),
     getDlq: (dlqId) => getDlqRecord(this, dlqId),
     readDlqBody: (record) => readDlqBody(this, record),
     requeueDlq: (record, body, timestamp, now) =>

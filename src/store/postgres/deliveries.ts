@@ -42,6 +42,7 @@ import {
   DlqRecordSchema,
   type FanoutRecord,
   FanoutRecordSchema,
+  type ListDlqPageOptions,
   newLogEntryId,
   type OutboxEvent,
   type StoredDelivery,
@@ -85,6 +86,9 @@ export const DELIVERIES_SCHEMA = `
     record jsonb not null,
     body bytea not null
   );
+  create index toolgate_dlq_order on toolgate_dlq (((record->>'failed_at') collate "C"), dlq_id);
+  create index toolgate_dlq_webhook_order on toolgate_dlq (
+    ((record->>'webhook_id') collate "C"), ((record->>'failed_at') collate "C"), dlq_id);
   create table toolgate_delivery_log (
     webhook_id text collate "C" not null,
     entry_id text collate "C" not null,
@@ -1015,13 +1019,38 @@ export class PostgresDeliveryStore implements DeliveryStore {
     return row.deleted || !row.present;
   }
 
-  /** Every dead-letter record, oldest first (without its body: see {@linkcode readDlqBody}). */
-  async listDlq(): Promise<DlqRecord[]> {
-    const rows = await this.#ctx.run((sql) =>
-      sql<{ dlq_id: string; record: unknown; size: number }[]>`
-        select dlq_id, record, octet_length(body) as size from toolgate_dlq order by dlq_id`
-    );
+  /**
+   * Dead-letter records, oldest failure first, then by id (without their
+   * bodies: see {@linkcode readDlqBody}); a page with `limit`, read through
+   * the `toolgate_dlq_order` indexes.
+   */
+  async listDlq(options: ListDlqPageOptions = {}): Promise<DlqRecord[]> {
+    const { webhook, after, limit } = options;
+    if (limit !== undefined && (!Number.isInteger(limit) || limit < 0)) {
+      throw new GatewayError("USAGE", `Invalid limit ${limit}: use a whole number from 0`);
+    }
+    const rows = await this.#ctx.run((sql) => {
+      const byHook = webhook === undefined
+        ? sql``
+        : sql`and (record->>'webhook_id') collate "C" = ${webhook}`;
+      const from = after === undefined ? sql`` : sql`
+        and ((record->>'failed_at') collate "C", dlq_id) >
+          (${after.failed_at}::text collate "C", ${after.dlq_id}::text collate "C")`;
+      return sql<{ dlq_id: string; record: unknown; size: number }[]>`
+        select dlq_id, record, octet_length(body) as size from toolgate_dlq
+        where true ${byHook} ${from}
+        order by (record->>'failed_at') collate "C", dlq_id
+        ${limit === undefined ? sql`` : sql`limit ${limit}`}`;
+    });
     return rows.map(dlqRecord);
+  }
+
+  /** How many dead-letter records there are. */
+  async countDlq(): Promise<number> {
+    const [row] = await this.#ctx.run((sql) =>
+      sql<{ count: number }[]>`select count(*)::int as count from toolgate_dlq`
+    );
+    return row.count;
   }
 
   /** One dead-letter record (without its body), or `null`. */

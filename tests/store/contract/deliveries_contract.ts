@@ -95,6 +95,11 @@ function putDlq(record: DlqRecord, body: Uint8Array): DeliveryOp {
   return { op: "put_dlq", record: rest, body };
 }
 
+/** The bytes of `text`. */
+function bodyOf(text: string): Uint8Array {
+  return encoder.encode(text);
+}
+
 /** `length` bytes of a pattern that holds every byte value, zeros included. */
 function patternBytes(length: number): Uint8Array {
   const bytes = new Uint8Array(length);
@@ -556,6 +561,103 @@ export const DELIVERIES_CONTRACT: readonly ContractCase[] = [
       assertEquals(error.code, "INTERNAL");
       // Nothing was written by asking.
       assertEquals(await store.deliveries.readEvent("evt_1"), null);
+    },
+  },
+  {
+    name:
+      "dlq: listDlq pages oldest failure first (then by id), per webhook and after a position; countDlq counts",
+    async run({ store, another }) {
+      const writer = store.deliveries.writer();
+      // Ids out of failure order, two webhooks, two records failing in the same millisecond.
+      const times = [5, 1, 3, 3, 9, 2, 7];
+      await Promise.all(times.map((minute, i) =>
+        writer.write([putDlq(
+          {
+            ...dlqRecord(`dlq_0${i}`, `evt_${i}`, i % 2 ? "wh_b" : "wh_a"),
+            failed_at: new Date(DUE + minute * 60_000).toISOString(),
+          },
+          bodyOf(`body ${i}`),
+        )])
+      ));
+      const other = await another();
+      const ids = (records: DlqRecord[]) => records.map((r) => r.dlq_id);
+      const all = ["dlq_01", "dlq_05", "dlq_02", "dlq_03", "dlq_00", "dlq_06", "dlq_04"];
+      assertEquals(ids(await other.deliveries.listDlq()), all);
+      assertEquals(await other.deliveries.countDlq(), 7);
+      const first = await other.deliveries.listDlq({ limit: 3 });
+      assertEquals(ids(first), all.slice(0, 3));
+      const at = (r: DlqRecord) => ({ failed_at: r.failed_at, dlq_id: r.dlq_id });
+      const second = await other.deliveries.listDlq({ limit: 3, after: at(first[2]) });
+      assertEquals(ids(second), all.slice(3, 6));
+      assertEquals(ids(await other.deliveries.listDlq({ limit: 3, after: at(second[2]) })), [
+        "dlq_04",
+      ]);
+      assertEquals(ids(await other.deliveries.listDlq({ after: at(second[2]) })), ["dlq_04"]);
+      assertEquals(ids(await other.deliveries.listDlq({ webhook: "wh_b" })), [
+        "dlq_01",
+        "dlq_05",
+        "dlq_03",
+      ]);
+      const hookPage = await other.deliveries.listDlq({ webhook: "wh_a", limit: 2 });
+      assertEquals(ids(hookPage), ["dlq_02", "dlq_00"]);
+      assertEquals(
+        ids(await other.deliveries.listDlq({ webhook: "wh_a", limit: 5, after: at(hookPage[1]) })),
+        ["dlq_06", "dlq_04"],
+      );
+      assertEquals(await other.deliveries.listDlq({ webhook: "wh_none", limit: 5 }), []);
+      assertEquals(await other.deliveries.listDlq({ limit: 0 }), []);
+      // Paged records are whole: their bodies read back.
+      assertEquals(await other.deliveries.readDlqBody(first[0]), bodyOf("body 1"));
+    },
+  },
+  {
+    name:
+      "dlq: a record failing again moves to its new place and keeps the count; deleting one lowers it",
+    async run({ store, another }) {
+      const writer = store.deliveries.writer();
+      const at = (minute: number) => new Date(DUE + minute * 60_000).toISOString();
+      await writer.write([
+        putDlq({ ...dlqRecord("dlq_a", "evt_a"), failed_at: at(1) }, bodyOf("a")),
+      ]);
+      await writer.write([
+        putDlq({ ...dlqRecord("dlq_b", "evt_b"), failed_at: at(2) }, bodyOf("b")),
+      ]);
+      await writer.write([
+        putDlq({ ...dlqRecord("dlq_c", "evt_c"), failed_at: at(3) }, bodyOf("c")),
+      ]);
+      const other = await another();
+      assertEquals(await other.deliveries.countDlq(), 3);
+      // dlq_a is replayed and fails again later, for another webhook's URL change.
+      await writer.write([
+        putDlq({ ...dlqRecord("dlq_a", "evt_a", "wh_b"), failed_at: at(9) }, bodyOf("a2")),
+      ]);
+      const ids = (records: DlqRecord[]) => records.map((r) => r.dlq_id);
+      assertEquals(ids(await other.deliveries.listDlq({ limit: 10 })), ["dlq_b", "dlq_c", "dlq_a"]);
+      assertEquals(ids(await other.deliveries.listDlq({ webhook: "wh_a", limit: 10 })), [
+        "dlq_b",
+        "dlq_c",
+      ]);
+      assertEquals(ids(await other.deliveries.listDlq({ webhook: "wh_b", limit: 10 })), ["dlq_a"]);
+      assertEquals(await other.deliveries.countDlq(), 3);
+      // One write that adds a record and deletes another, and one that adds then deletes.
+      await writer.write([
+        putDlq({ ...dlqRecord("dlq_d", "evt_d"), failed_at: at(4) }, bodyOf("d")),
+        { op: "delete_dlq", dlq_id: "dlq_b", size: 1 },
+      ]);
+      await writer.write([
+        putDlq({ ...dlqRecord("dlq_e", "evt_e"), failed_at: at(5) }, bodyOf("e")),
+        { op: "delete_dlq", dlq_id: "dlq_e", size: 1 },
+      ]);
+      // Deleting a record that is not there changes nothing.
+      await writer.write([{ op: "delete_dlq", dlq_id: "dlq_none", size: 0 }]);
+      assertEquals(ids(await other.deliveries.listDlq({ limit: 10 })), ["dlq_c", "dlq_d", "dlq_a"]);
+      assertEquals(await other.deliveries.countDlq(), 3);
+      await other.deliveries.deleteDlq([{ dlq_id: "dlq_c", size: 1 }]);
+      assertEquals(await store.deliveries.countDlq(), 2);
+      assertEquals(ids(await store.deliveries.listDlq({ limit: 10 })), ["dlq_d", "dlq_a"]);
+      await store.deliveries.deleteDlq(await store.deliveries.listDlq());
+      assertEquals(await other.deliveries.countDlq(), 0);
+      assertEquals(await other.deliveries.listDlq({ limit: 10 }), []);
     },
   },
 ];

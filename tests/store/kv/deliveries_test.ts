@@ -169,3 +169,54 @@ Deno.test("a fan-out record stands for a pending delivery per webhook until rewr
     store.close();
   }
 });
+
+Deno.test("a KV store written before the DLQ index is indexed by its first page or count", async () => {
+  await using tmp = await tempHome();
+  const store = await openStore({ dataDir: tmp.home });
+  try {
+    const writer = store.deliveries.writer();
+    await Promise.all(Array.from({ length: 300 }, (_, i) =>
+      writer.write([{
+        op: "put_dlq",
+        record: {
+          dlq_id: `dlq_${String(i).padStart(3, "0")}`,
+          webhook_id: i % 3 ? "wh_a" : "wh_b",
+          url: "https://example.com/hook",
+          event_id: `evt_${i}`,
+          event_type: "tool.called",
+          attempts: [],
+          failed_at: new Date(1000 * (300 - i)).toISOString(),
+        },
+        body: new TextEncoder().encode(`{"id":"evt_${i}"}`),
+      }])));
+    // As an older release left it: records only, and a stray entry of a build cut short.
+    const kv = store.kv;
+    for (const prefix of [["dlq", "order"], ["dlq", "by_webhook"]]) {
+      for await (const entry of kv.list({ prefix })) await kv.delete(entry.key);
+    }
+    await kv.delete(["dlq", "count"]);
+    await kv.delete(["dlq", "indexed"]);
+    await kv.set(["dlq", "order", "1970-01-01T00:00:00.000Z", "dlq_gone"], "wh_a");
+    const other = await openStore({ dataDir: tmp.home });
+    try {
+      // A write before the build only bumps the version.
+      await other.deliveries.writer().write([{ op: "delete_dlq", dlq_id: "dlq_299", size: 0 }]);
+      assertEquals(await other.deliveries.countDlq(), 299);
+      const page = await other.deliveries.listDlq({ limit: 3 });
+      assertEquals(page.map((r) => r.dlq_id), ["dlq_298", "dlq_297", "dlq_296"]);
+      const hook = await other.deliveries.listDlq({ webhook: "wh_b", limit: 2 });
+      assertEquals(hook.map((r) => r.dlq_id), ["dlq_297", "dlq_294"]);
+      // Deleting them all, many per commit, keeps the count.
+      await other.deliveries.deleteDlq(await other.deliveries.listDlq());
+      assertEquals(await store.deliveries.countDlq(), 0);
+      assertEquals(await store.deliveries.listDlq({ limit: 5 }), []);
+      let left = 0;
+      for await (const _ of kv.list({ prefix: ["dlq", "order"] })) left++;
+      assertEquals(left, 0);
+    } finally {
+      other.close();
+    }
+  } finally {
+    store.close();
+  }
+});
