@@ -171,7 +171,8 @@ export interface DeliveryStore {
   /**
    * What `ops` add to another commit (the audit log's).
    *
-   * @throws {GatewayError} `INTERNAL` when `ops` holds a `collect_event` op.
+   * @throws {GatewayError} `INTERNAL` when `ops` holds a `collect_event` op (and, on
+   * Deno KV, a `put_dlq` or `delete_dlq` op: only the writer keeps the DLQ's index).
    */
   opsCost(ops: readonly DeliveryOp[]): StoreCost;
   /** Signals new pending deliveries to the process that delivers them. */

@@ -432,7 +432,8 @@ function buildUnit(
  * included.
  *
  * @throws {GatewayError} `INTERNAL` when `ops` holds a guarded op
- * (`collect_event`), which only {@linkcode DeliveryWriter} commits.
+ * (`collect_event`) or a DLQ op (`put_dlq`, `delete_dlq`: their index is
+ * planned at commit time), which only {@linkcode DeliveryWriter} commits.
  */
 export function deliveryOpsCost(
   ops: readonly DeliveryOp[],
@@ -444,7 +445,7 @@ export function deliveryOpsCost(
 }
 
 /**
- * Adds `ops` (no `collect_event`) to an atomic operation of this store, and
+ * Adds `ops` (no `collect_event`, no DLQ op) to an atomic operation of this store, and
  * bumps the deliveries version when `bumpVersion` is set: how deliveries
  * ride in the audit log's commit. For modules of `src/store` only; their
  * claims are the caller's (see {@linkcode DeliveryClaims.stage}).

@@ -1,4 +1,5 @@
-import { assert, assertEquals } from "../../_asserts.ts";
+import { assert, assertEquals, assertThrows } from "../../_asserts.ts";
+import { GatewayError } from "../../../src/errors/mod.ts";
 import { tempHome } from "../../_helpers.ts";
 import type { DeliveryRecord } from "../../../src/store/mod.ts";
 import { openKvStore as openStore } from "../../../src/store/kv/kv_store.ts";
@@ -216,6 +217,21 @@ Deno.test("a KV store written before the DLQ index is indexed by its first page 
     } finally {
       other.close();
     }
+  } finally {
+    store.close();
+  }
+});
+
+Deno.test("DLQ ops are refused inside another commit: only the writer keeps the DLQ index", async () => {
+  await using tmp = await tempHome();
+  const store = await openStore({ dataDir: tmp.home });
+  try {
+    const error = assertThrows(
+      () => store.deliveries.opsCost([{ op: "delete_dlq", dlq_id: "dlq_1", size: 0 }]),
+      "DLQ op",
+    );
+    assert(error instanceof GatewayError);
+    assertEquals(error.code, "INTERNAL");
   } finally {
     store.close();
   }
