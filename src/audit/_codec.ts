@@ -204,7 +204,7 @@ const decoder = new TextDecoder("utf-8", { fatal: true });
 const BODY_OFFSET = 88;
 
 /** How canonical entry bytes (as {@linkcode sealEntry} writes them) begin. */
-const CANONICAL_START = '{"entry_hash":"';
+export const CANONICAL_START = '{"entry_hash":"';
 
 /**
  * Whether stored bytes may hold every one of `needles` (JSON text such as

@@ -16,8 +16,9 @@ import {
   type EventType,
 } from "../events/mod.ts";
 import type { DeliveryOp, StagedWrites, Store } from "../store/mod.ts";
-import type { AuditRecord } from "../store/mod.ts";
+import type { AuditBytesFilter, AuditRecord } from "../store/mod.ts";
 import {
+  CANONICAL_START,
   decodeEntry,
   mayContain,
   type PreparedEntry,
@@ -441,7 +442,7 @@ export class AuditLog {
    * ```
    */
   async *entries(options: AuditEntriesOptions = {}): AsyncGenerator<AuditEntry> {
-    for await (const item of this.#scan(options)) {
+    for await (const item of this.#scan(options, await this.#start(options))) {
       if (item.matches) yield item.entry;
     }
   }
@@ -469,27 +470,37 @@ export class AuditLog {
         `Invalid maxScan ${maxScan}: use a whole number from 1 to ${MAX_LIST_SCAN}`,
       );
     }
-    const entries: AuditEntry[] = [];
-    let scanned = 0;
     const { tool, kind, caller, since } = options;
     const filtered = tool !== undefined || kind !== undefined || caller !== undefined ||
       since !== undefined;
-    // Read about what the page needs: `limit` entries, or what a filter may scan.
-    // A filter that matches often fills the page from the first reads.
-    const pages = filtered
-      ? {
-        first: Math.max(16, Math.min(4 * limit, maxScan)),
-        then: Math.max(16, Math.min(1000, maxScan)),
+    const after = await this.#start(options);
+    const entries: AuditEntry[] = [];
+    if (!filtered) {
+      const pages = { first: Math.max(16, limit), then: 1000 };
+      for await (const item of this.#scan(options, after, pages)) {
+        if (item.matches) entries.push(item.entry);
+        if (entries.length === limit || entries.length === maxScan) {
+          return { entries, next_after: item.seq };
+        }
       }
-      : { first: Math.max(16, limit), then: 1000 };
-    for await (const item of this.#scan(options, pages)) {
-      scanned++;
-      if (item.matches) entries.push(item.entry);
-      if (entries.length === limit || scanned === maxScan) {
-        return { entries, next_after: item.seq };
-      }
+      return { entries, next_after: null };
     }
-    return { entries, next_after: null };
+    // The `maxScan` entries after `after` at most (seqs have no gaps), read a
+    // page at a time: 4 × limit first (a filter that matches often fills the
+    // page from it), then twice as many each time.
+    const bound = after + maxScan;
+    const pages = {
+      first: Math.max(16, Math.min(4 * limit, maxScan)),
+      then: Math.max(16, Math.min(1000, maxScan)),
+      before: bound + 1,
+    };
+    for await (const item of this.#scan(options, after, pages)) {
+      if (!item.matches) continue;
+      entries.push(item.entry);
+      if (entries.length === limit) return { entries, next_after: item.seq };
+    }
+    const { head } = await this.#store.audit.readHead();
+    return { entries, next_after: (head?.seq ?? 0) > bound ? bound : null };
   }
 
   /**
@@ -516,23 +527,31 @@ export class AuditLog {
     return this.close();
   }
 
+  /** Where a scan starts: after `after`, or past the entries older than `since`. */
+  async #start(options: AuditEntriesOptions): Promise<number> {
+    const after = checkSeq(options.after ?? 0, "after");
+    if (options.since === undefined) return after;
+    return Math.max(after, await this.#lastSeqBefore(parseSince(options.since), after));
+  }
+
   async *#scan(
     options: AuditEntriesOptions,
-    pages?: { first: number; then: number },
+    after: number,
+    pages?: { first: number; then: number; before?: number },
   ): AsyncGenerator<
     { seq: number; matches: true; entry: AuditEntry } | { seq: number; matches: false }
   > {
     const { tool, kind, caller } = options;
-    let after = checkSeq(options.after ?? 0, "after");
     const since = options.since === undefined ? undefined : parseSince(options.since);
-    if (since !== undefined) after = Math.max(after, await this.#lastSeqBefore(since, after));
-    // Canonical bytes lacking a filter's member are skipped without parsing them.
+    // Canonical bytes lacking a filter's member are skipped without parsing
+    // them (on PostgreSQL, without reading them).
     const needles = [
       ...(tool === undefined ? [] : [`"tool":${JSON.stringify(tool)}`]),
       ...(kind === undefined ? [] : [`"kind":${JSON.stringify(kind)}`]),
       ...(caller === undefined ? [] : [JSON.stringify(caller)]),
     ];
-    for await (const page of this.#pages(after, pages)) {
+    const skip = needles.length ? { prefix: CANONICAL_START, needles } : undefined;
+    for await (const page of this.#pages(after, pages, skip)) {
       for (const record of page) {
         if (needles.length && record.bytes && !mayContain(record.bytes, needles)) {
           yield { seq: record.seq, matches: false };
@@ -549,20 +568,23 @@ export class AuditLog {
   }
 
   /**
-   * Stored entries after `after`, a page at a time: the first of
-   * `sizes.first` parts, each next one twice as large up to `sizes.then`.
+   * Stored entries after `after` (and before `sizes.before`), a page at a
+   * time: the first of `sizes.first` parts, each next one twice as large up
+   * to `sizes.then`.
    */
   async *#pages(
     after: number,
-    sizes?: { first: number; then: number },
+    sizes?: { first: number; then: number; before?: number },
+    skip?: AuditBytesFilter,
   ): AsyncGenerator<AuditRecord[]> {
+    const before = sizes?.before;
     if (!sizes || sizes.first >= sizes.then) {
-      yield* this.#store.audit.pages({ after, pageSize: sizes?.then });
+      yield* this.#store.audit.pages({ after, before, pageSize: sizes?.then, skip });
       return;
     }
     let from = after;
     for (let size = sizes.first; size < sizes.then; size = Math.min(sizes.then, size * 2)) {
-      const pages = this.#store.audit.pages({ after: from, pageSize: size });
+      const pages = this.#store.audit.pages({ after: from, before, pageSize: size, skip });
       const page = await pages.next();
       await pages.return(undefined);
       const last = page.done ? undefined : page.value.at(-1)?.seq;
@@ -570,7 +592,7 @@ export class AuditLog {
       yield page.value;
       from = last;
     }
-    yield* this.#store.audit.pages({ after: from, pageSize: sizes.then });
+    yield* this.#store.audit.pages({ after: from, before, pageSize: sizes.then, skip });
   }
 
   /**

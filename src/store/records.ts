@@ -760,4 +760,20 @@ export interface ReadAuditRecordPagesOptions {
   before?: number;
   /** Parts read per KV round trip (at least 16). @default 1000 */
   pageSize?: number;
+  /**
+   * A hint that entries whose bytes begin with `prefix` but lack one of
+   * `needles` (UTF-8) are not wanted: an adapter may leave them out (the
+   * PostgreSQL store does, in the database), or return them anyway (Deno
+   * KV): the reader checks every entry it gets. Entries not beginning with
+   * `prefix` are always returned. @default every entry
+   */
+  skip?: AuditBytesFilter;
+}
+
+/** See {@linkcode ReadAuditRecordPagesOptions.skip}. */
+export interface AuditBytesFilter {
+  /** Only entries whose bytes begin with this may be left out. */
+  prefix: string;
+  /** Such an entry may be left out when its bytes lack one of these. */
+  needles: readonly string[];
 }

@@ -311,7 +311,7 @@ class PgAuditStore implements AuditStore {
   }
 
   async *pages(options: ReadAuditRecordPagesOptions = {}): AsyncGenerator<AuditRecord[]> {
-    const { after = 0, before, pageSize = 1000 } = options;
+    const { after = 0, before, pageSize = 1000, skip } = options;
     if (!Number.isInteger(pageSize) || pageSize < 16) {
       throw new GatewayError(
         "INTERNAL",
@@ -323,20 +323,29 @@ class PgAuditStore implements AuditStore {
       if (before !== undefined && next >= before) return;
       const upper = before ?? Number.MAX_SAFE_INTEGER;
       // At most pageSize entries, cut after PAGE_MAX_BYTES (the first always stays).
-      const rows = await this.#ctx.run((sql) =>
-        sql<{ seq: number; bytes: Uint8Array; version: string; listed: number }[]>`
+      const rows = await this.#ctx.run((sql) => {
+        // Entries the reader does not want stay in the database (see ReadAuditRecordPagesOptions.skip).
+        const wanted = skip && skip.needles.length
+          ? sql`and (
+              substring(bytes from 1 for octet_length(convert_to(${skip.prefix}, 'UTF8')))
+                <> convert_to(${skip.prefix}, 'UTF8')
+              or not exists (
+                select from unnest(${skip.needles as string[]}::text[]) as needle
+                where position(convert_to(needle, 'UTF8') in bytes) = 0))`
+          : sql``;
+        return sql<{ seq: number; bytes: Uint8Array; version: string; listed: number }[]>`
           select seq::float8 as seq, bytes, version, listed::float8 as listed from (
             select seq, bytes, version, count(*) over () as listed,
               sum(octet_length(bytes)) over (order by seq) - octet_length(bytes) as preceding
             from (
               select seq, bytes, version from toolgate_audit_entries
-              where seq >= ${next} and seq < ${upper}
+              where seq >= ${next} and seq < ${upper} ${wanted}
               order by seq limit ${pageSize}
             ) as listed_rows
           ) as page
           where preceding < ${PAGE_MAX_BYTES}
-          order by seq`
-      );
+          order by seq`;
+      });
       if (!rows.length) return;
       yield rows.map(toRecord);
       const full = rows[0].listed === pageSize || rows.length < rows[0].listed;

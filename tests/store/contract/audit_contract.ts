@@ -486,4 +486,78 @@ export const AUDIT_CONTRACT: readonly ContractCase[] = [
       assertEquals(await other.incoming.readBody(small.job), encoder.encode("{}"));
     },
   },
+  {
+    name:
+      "audit: pages() with skip returns every entry a reader wants (those without the prefix, those holding every needle), in order",
+    async run({ store, adapter }) {
+      const texts: string[] = [];
+      for (let seq = 1; seq <= 60; seq++) {
+        const tool = seq % 10 === 0 ? "rare" : seq % 2 ? "echo" : "memory_get";
+        const name = seq % 20 === 0 ? 'qu"ote é' : "ci";
+        // Every seventh entry is laid out another way: it must always come back.
+        texts.push(
+          seq % 7 === 0
+            ? JSON.stringify({ seq, tool, name }, null, 1)
+            : `{"entry_hash":"x","name":${JSON.stringify(name)},"seq":${seq},"tool":"${tool}"}`,
+        );
+      }
+      const entries = texts.map((text, i) => ({ seq: i + 1, bytes: encoder.encode(text) }));
+      assert(await store.audit.commit(EMPTY_GUARD, entries, headAt(60)));
+      const prefix = '{"entry_hash":"';
+      const needles = ['"tool":"rare"', JSON.stringify('qu"ote é')];
+      const wanted = range(1, 60).filter((seq) =>
+        seq % 7 === 0 || needles.every((needle) => texts[seq - 1].includes(needle))
+      );
+      assertEquals(wanted, [7, 14, 20, 21, 28, 35, 40, 42, 49, 56, 60]);
+      for (const options of [{}, { pageSize: 16 }, { after: 20, before: 57, pageSize: 16 }]) {
+        const { records } = await allRecords(store, { ...options, skip: { prefix, needles } });
+        const seqs = seqsOf(records);
+        const after = (options as { after?: number }).after ?? 0;
+        const before = (options as { before?: number }).before ?? 61;
+        const expected = wanted.filter((seq) => seq > after && seq < before);
+        for (const seq of expected) assert(seqs.includes(seq), `${seq} was left out`);
+        assertEquals(seqs, [...seqs].sort((a, b) => a - b));
+        for (const record of records) assertEquals(record.bytes, entries[record.seq - 1].bytes);
+        // PostgreSQL leaves the others in the database; Deno KV may return them.
+        if (adapter === "postgres") assertEquals(seqs, expected);
+      }
+    },
+  },
+  {
+    name:
+      "audit: the log's filtered list() reads at most maxScan entries a call and finds every match on the way",
+    async run({ store }) {
+      const log = createAuditLog({ store });
+      const outcome = { ok: true, latency_ms: 1 };
+      await Promise.all(Array.from({ length: 120 }, (_, i) =>
+        log.append({
+          kind: i % 3 ? "tool.call" : "prompt.get",
+          tool: i % 25 === 4 ? "rare" : "echo",
+          caller: i % 2 ? { kind: "key", name: "ci", id: "key_01" } : { kind: "admin" },
+          input: { i },
+          outcome,
+        })));
+      await log.close();
+      const collect = async (filter: Record<string, string>, maxScan: number) => {
+        const seqs: number[] = [];
+        const stops: (number | null)[] = [];
+        let after = 0;
+        for (let calls = 0; calls < 50; calls++) {
+          const page = await log.list({ ...filter, limit: 3, maxScan, after });
+          seqs.push(...page.entries.map((e) => e.seq));
+          stops.push(page.next_after);
+          if (page.next_after === null) break;
+          after = page.next_after;
+        }
+        return { seqs, stops };
+      };
+      const rare = await collect({ tool: "rare" }, 40);
+      assertEquals(rare.seqs, [5, 30, 55, 80, 105]);
+      assertEquals(rare.stops, [40, 80, null]);
+      const ci = await collect({ caller: "key_01", kind: "prompt.get" }, 1000);
+      assertEquals(ci.seqs, range(1, 120).filter((seq) => seq % 2 === 0 && (seq - 1) % 3 === 0));
+      assertEquals((await log.list({ tool: "none", maxScan: 50 })).next_after, 50);
+      assertEquals((await log.list({ tool: "none", maxScan: 500 })).next_after, null);
+    },
+  },
 ];
