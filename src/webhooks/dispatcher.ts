@@ -234,9 +234,16 @@ interface Pending {
 
 const encoder = new TextEncoder();
 
+/** Hosts of webhook URLs, parsed once (there are few webhooks). */
+const hosts = new Map<string, string | undefined>();
+
 /** A webhook URL's host, for spans (never the path or query: they may hold secrets). */
 function hostOf(url: string): string | undefined {
-  return URL.canParse(url) ? new URL(url).hostname : undefined;
+  if (hosts.has(url)) return hosts.get(url);
+  if (hosts.size >= 1000) hosts.clear();
+  const host = URL.canParse(url) ? new URL(url).hostname : undefined;
+  hosts.set(url, host);
+  return host;
 }
 
 /** Shortest life of the delivery lease and of claims without renewal (renewed every poll). */
