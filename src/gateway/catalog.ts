@@ -7,6 +7,7 @@
  *
  * @module
  */
+import { type TraceCarrier, traced } from "../tracing/mod.ts";
 import { GatewayError } from "../errors/mod.ts";
 import { newId } from "../ids.ts";
 import { redact as builtinRedact, type Redactor } from "../redact.ts";
@@ -70,6 +71,8 @@ export interface CatalogRequestOptions {
   input?: CallerInput;
   /** Who is asking, recorded in the audit entry as `caller`. @default none recorded */
   caller?: Caller;
+  /** The trace the request continues (an MCP request's `_meta`). @default the active span */
+  trace?: TraceCarrier | string;
   /**
    * Whether the caller sees a plugin's prompts and resources: others are
    * `NOT_FOUND`, not recorded. @default every plugin
@@ -273,7 +276,13 @@ export class Catalog {
       throw new GatewayError("NOT_FOUND", `Unknown prompt: ${name}`, { details: { prompt: name } });
     }
     return await this.#recorded(
-      { kind: "prompt.get", subject: name, input: { arguments: args }, options },
+      {
+        kind: "prompt.get",
+        subject: name,
+        plugin: owner.plugin,
+        input: { arguments: args },
+        options,
+      },
       (signal, input) => prompt.get(args, signal, input),
     );
   }
@@ -294,7 +303,13 @@ export class Catalog {
       throw new GatewayError("NOT_FOUND", `Resource ${uri} not found`, { details: { uri } });
     }
     return await this.#recorded(
-      { kind: "resource.read", subject: uri, input: { uri, plugin: owner.plugin }, options },
+      {
+        kind: "resource.read",
+        subject: uri,
+        plugin: owner.plugin,
+        input: { uri, plugin: owner.plugin },
+        options,
+      },
       (signal, input) => owner.read(uri, signal, input),
     );
   }
@@ -384,7 +399,39 @@ export class Catalog {
         : undefined);
   }
 
-  async #recorded(
+  #recorded(
+    what: {
+      kind: "prompt.get" | "resource.read";
+      subject: string;
+      plugin: string;
+      input: unknown;
+      options: CatalogRequestOptions;
+    },
+    run: (signal: AbortSignal, input: CallerInput) => Promise<Record<string, unknown>>,
+  ): Promise<Record<string, unknown>> {
+    // A span per proxied read (OpenTelemetry MCP conventions), beside its audit entry.
+    const prompt = what.kind === "prompt.get";
+    return traced(prompt ? `prompts/get ${what.subject}` : "resources/read", {
+      parent: what.options.trace,
+      attributes: {
+        "mcp.method.name": prompt ? "prompts/get" : "resources/read",
+        ...(prompt ? { "gen_ai.prompt.name": what.subject } : { "mcp.resource.uri": what.subject }),
+        "toolgate.plugin": what.plugin,
+        "toolgate.transport": what.options.source ?? "api",
+      },
+    }, async (span) => {
+      try {
+        const result = await this.#record(what, run);
+        span.set({ "toolgate.outcome": "ok" });
+        return result;
+      } catch (error) {
+        span.set({ "toolgate.outcome": error instanceof GatewayError ? error.code : "INTERNAL" });
+        throw error;
+      }
+    });
+  }
+
+  async #record(
     what: { kind: string; subject: string; input: unknown; options: CatalogRequestOptions },
     run: (signal: AbortSignal, input: CallerInput) => Promise<Record<string, unknown>>,
   ): Promise<Record<string, unknown>> {

@@ -286,7 +286,10 @@ export function createMcpServer(
         `prompt ${name}`,
         {},
         (input, signal) =>
-          gateway.catalog.getPrompt(name, args, requestOptions(gateway, context, signal, input)),
+          gateway.catalog.getPrompt(name, args, {
+            ...requestOptions(gateway, context, signal, input),
+            trace: traceCarrierOf(request.params._meta),
+          }),
       );
       if (step.kind === "input") return await asInputRequired(step);
       return step.value as never;
@@ -320,7 +323,10 @@ export function createMcpServer(
         `resource ${uri}`,
         {},
         (input, signal) =>
-          gateway.catalog.readResource(uri, requestOptions(gateway, context, signal, input)),
+          gateway.catalog.readResource(uri, {
+            ...requestOptions(gateway, context, signal, input),
+            trace: traceCarrierOf(request.params._meta),
+          }),
       );
       if (step.kind === "input") return await asInputRequired(step);
       return step.value as never;

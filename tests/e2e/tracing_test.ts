@@ -11,7 +11,7 @@ import { assertEquals, assertMatch } from "../_asserts.ts";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { runCli, tempHome, toolgateStdio } from "../_helpers.ts";
-import { startHttpFixture } from "../plugins/_upstreams.ts";
+import { conformanceFixtureCommand, startHttpFixture } from "../plugins/_upstreams.ts";
 import { OtlpReceiver, type ReceivedSpan, SPAN_KIND } from "../tracing/_otlp_receiver.ts";
 import { Receiver } from "../webhooks/_receiver.ts";
 import { startHttpServer } from "./_http_server.ts";
@@ -300,4 +300,69 @@ Deno.test("over stdio, a 2025 client's _meta traceparent parents the call and st
   assertEquals(call.traceId, caller.traceId);
   assertEquals(call.name, "execute_tool memory_set");
   assertEquals(call.attributes["toolgate.transport"], "mcp-stdio");
+});
+
+Deno.test("a proxied resources/read and prompts/get continue the trace in their request's _meta", async () => {
+  await using tmp = await tempHome();
+  await using otlp = new OtlpReceiver();
+  await using server = await startHttpServer({
+    home: tmp.home,
+    env: otlp.env,
+    config: {
+      plugins: {
+        upstream_settings: { connect_timeout_ms: 60_000 },
+        upstreams: { conformance: { kind: "mcp", ...conformanceFixtureCommand(), prefix: false } },
+      },
+    },
+  });
+  const caller = callerContext();
+  const request = async (method: string, name: string, params: Record<string, unknown>) => {
+    const response = await fetch(`${server.url}/mcp`, {
+      method: "POST",
+      headers: {
+        "content-type": "application/json",
+        accept: "application/json, text/event-stream",
+        "mcp-protocol-version": "2026-07-28",
+        "mcp-method": method,
+        "mcp-name": name,
+      },
+      body: JSON.stringify({
+        jsonrpc: "2.0",
+        id: 1,
+        method,
+        params: {
+          ...params,
+          _meta: {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientInfo": { name: "raw", version: "1.0.0" },
+            "io.modelcontextprotocol/clientCapabilities": {},
+            traceparent: caller.traceparent,
+          },
+        },
+      }),
+    });
+    assertEquals(response.status, 200);
+    const body = await response.json() as { result?: unknown; error?: unknown };
+    assertEquals(body.error, undefined);
+  };
+  await request("resources/read", "test://static-text", { uri: "test://static-text" });
+  await request("prompts/get", "test_simple_prompt", { name: "test_simple_prompt" });
+  const read = await otlp.span(
+    "the resources/read span",
+    (span) => span.name === "resources/read" && span.parentSpanId === caller.spanId,
+  );
+  assertEquals(read.traceId, caller.traceId);
+  assertEquals(read.attributes["mcp.resource.uri"], "test://static-text");
+  assertEquals(read.attributes["toolgate.plugin"], "conformance");
+  assertEquals(read.attributes["toolgate.outcome"], "ok");
+  const get = await otlp.span(
+    "the prompts/get span",
+    (span) => span.name === "prompts/get test_simple_prompt" && span.parentSpanId === caller.spanId,
+  );
+  assertEquals(get.attributes["toolgate.transport"], "mcp-http");
+  // Each is audited, the entry's append under the read's span.
+  await otlp.span(
+    "the read's audit append",
+    (span) => span.name === "audit.append" && childOf(read)(span),
+  );
 });

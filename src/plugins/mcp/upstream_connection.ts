@@ -171,6 +171,12 @@ function traceMeta(): Record<string, string> {
   };
 }
 
+/** `params` with the active trace context in `_meta`, when there is one. */
+function withTraceMeta(params: Record<string, unknown>): Record<string, unknown> {
+  const meta = traceMeta();
+  return Object.keys(meta).length ? { ...params, _meta: meta } : params;
+}
+
 /** A connection to one MCP upstream that restarts itself. */
 export class UpstreamConnection {
   #spec: UpstreamSpec;
@@ -845,7 +851,7 @@ export class UpstreamConnection {
     return await this.#requestAsking(
       `prompt ${name}`,
       `prompt ${this.#spec.name}/${name}`,
-      { name, arguments: args },
+      withTraceMeta({ name, arguments: args }),
       signal,
       input,
       (live, params, options) =>
@@ -867,7 +873,7 @@ export class UpstreamConnection {
     return await this.#requestAsking(
       `resource ${uri}`,
       `resource ${uri}`,
-      { uri },
+      withTraceMeta({ uri }),
       signal,
       input,
       (live, params, options) =>
