@@ -79,9 +79,10 @@ export function egressFetch(options: EgressFetchOptions): EgressFetch {
 }
 
 /**
- * The CAs to trust for `https:` when extra ones are given: `node:https`
- * replaces its built-in roots by `ca`, so they are passed along; without
- * extras the built-in roots alone (no `ca`).
+ * The CAs to trust for `https:` when extra ones are given or the system
+ * store is asked for: `node:https` replaces its built-in roots by `ca`, so
+ * the stores `DENO_TLS_CA_STORE` names are passed along with them; without
+ * either, the built-in roots alone (no `ca`).
  */
 function trusted(
   node: NodeModules,
@@ -89,7 +90,14 @@ function trusted(
   caCerts: string[] | undefined,
 ): string[] | undefined {
   const extra = [...policy.caCerts, ...(caCerts ?? [])];
-  return extra.length ? [...node.rootCertificates, ...extra] : undefined;
+  const system = policy.caStores.includes("system");
+  if (!extra.length && !system) return undefined;
+  return [
+    ...(policy.caStores.includes("mozilla") ? node.rootCertificates : []),
+    // The operating system's store, as Deno reads it (`SSL_CERT_FILE` replaces it).
+    ...(system ? node.systemCertificates() : []),
+    ...extra,
+  ];
 }
 
 /** `node:http` and friends, loaded on the first request (not on the stdio start-up path). */
@@ -102,6 +110,8 @@ interface NodeModules {
   Buffer: typeof import("node:buffer").Buffer;
   /** `node:tls`'s built-in root certificates. */
   rootCertificates: readonly string[];
+  /** The operating system's root certificates, read once. */
+  systemCertificates: () => readonly string[];
 }
 
 function nodeModules(): Promise<NodeModules> {
@@ -117,7 +127,13 @@ function nodeModules(): Promise<NodeModules> {
     Readable: stream.Readable,
     Buffer: buffer.Buffer,
     rootCertificates: tls.rootCertificates,
+    systemCertificates: once(() => tls.getCACertificates("system")),
   }));
+}
+
+function once<T>(make: () => T): () => T {
+  let made: { value: T } | undefined;
+  return () => (made ??= { value: make() }).value;
 }
 
 function send(

@@ -4,7 +4,7 @@
  * @module
  */
 import type { Config } from "../config/mod.ts";
-import { EgressPolicy, type EgressPolicyOptions } from "./policy.ts";
+import { type CaStore, EgressPolicy, type EgressPolicyOptions } from "./policy.ts";
 
 /** Environment variables through which `fetch` sends requests to a proxy. */
 export const PROXY_VARIABLES = [
@@ -43,7 +43,18 @@ export function egressPolicyFromConfig(
     listening,
     proxied: PROXY_VARIABLES.some((name) => Boolean(config.env[name])),
     caCerts: [...extraCaCerts(config.env.DENO_CERT), ...(options.caCerts ?? [])],
+    caStores: options.caStores ?? caStores(config.env.DENO_TLS_CA_STORE),
   });
+}
+
+/**
+ * The root stores `DENO_TLS_CA_STORE` names (`mozilla`, `system`, comma
+ * separated), as Deno reads it for `fetch`; unset or naming neither: Mozilla's.
+ */
+function caStores(value: string | undefined): CaStore[] {
+  const named = (value ?? "").split(",").map((name) => name.trim());
+  const stores = (["mozilla", "system"] as const).filter((store) => named.includes(store));
+  return stores.length ? stores : ["mozilla"];
 }
 
 /**

@@ -33,6 +33,7 @@ export {
 } from "./from_config.ts";
 export { type EgressFetch, egressFetch, type EgressFetchOptions } from "./fetch.ts";
 export {
+  type CaStore,
   EgressPolicy,
   type EgressPolicyOptions,
   type EgressProfile,

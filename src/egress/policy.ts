@@ -65,7 +65,16 @@ export interface EgressPolicyOptions {
    * `DENO_CERT` adds them to `fetch`'s. @default none
    */
   caCerts?: readonly string[];
+  /**
+   * The root stores `https:` connections trust, as `DENO_TLS_CA_STORE` names
+   * them for Deno's own connections: Mozilla's roots built into the runtime,
+   * the operating system's store, or both. @default ["mozilla"]
+   */
+  caStores?: readonly CaStore[];
 }
+
+/** A root certificate store (`DENO_TLS_CA_STORE`). */
+export type CaStore = "mozilla" | "system";
 
 /** The ranges each profile lets through without an allow-list entry. */
 const PASSING: Record<EgressProfile, ReadonlySet<AddressRange>> = {
@@ -136,6 +145,8 @@ export class EgressPolicy {
   readonly proxied: boolean;
   /** CA certificates (PEM) trusted beside the built-in roots (`DENO_CERT`). */
   readonly caCerts: readonly string[];
+  /** The root stores trusted (`DENO_TLS_CA_STORE`). */
+  readonly caStores: readonly CaStore[];
   #allow: AllowList;
   #listening: ListenAddress[];
   #lookup: LookupFunction;
@@ -155,12 +166,14 @@ export class EgressPolicy {
       lookup = systemLookup,
       localAddresses = systemAddresses,
       caCerts = [],
+      caStores = ["mozilla"],
     } = options;
     this.#allow = parseAllowList(allow);
     this.#listening = [...listening];
     this.marker = marker;
     this.proxied = proxied;
     this.caCerts = [...caCerts];
+    this.caStores = [...caStores];
     this.#lookup = lookup;
     this.#localAddresses = localAddresses;
   }

@@ -1,5 +1,5 @@
 import { assert, assertEquals, assertRejects } from "../_asserts.ts";
-import { tempHome } from "../_helpers.ts";
+import { ROOT, tempHome } from "../_helpers.ts";
 import { testCertificates } from "../_tls.ts";
 import {
   type EgressConfig,
@@ -116,4 +116,65 @@ Deno.test("a CA from DENO_CERT is trusted for https beside the built-in roots, a
     env: { DENO_CERT: `${tmp.home}/missing.pem` },
   } as unknown as EgressConfig);
   assertEquals(unreadable.caCerts, []);
+});
+
+Deno.test("DENO_TLS_CA_STORE=system trusts the operating system's store for https, as Deno does for fetch", async () => {
+  await using tmp = await tempHome();
+  const pair = await testCertificates(tmp.home, ["pinned.test"]);
+  // SSL_CERT_FILE stands for the system store here (Deno reads it in its place).
+  await Deno.writeTextFile(`${tmp.home}/system-ca.pem`, pair.ca);
+  await using server = Deno.serve(
+    { hostname: "127.0.0.1", port: 0, cert: pair.cert, key: pair.key, onListen() {} },
+    () => new Response("trusted"),
+  );
+  // The system store is read once per process: a child process, its environment set.
+  const script = `${tmp.home}/fetch_system.ts`;
+  await Deno.writeTextFile(
+    script,
+    `import { egressFetch, egressPolicyFromConfig } from "${ROOT}src/egress/mod.ts";
+const policy = egressPolicyFromConfig({
+  egress: { allow: ["127.0.0.1/32"] },
+  server: { host: "127.0.0.1", port: 0 },
+  env: Deno.env.toObject(),
+} as never, { lookup: () => Promise.resolve([{ address: "127.0.0.1", family: 4 }]) });
+try {
+  const response = await egressFetch({ policy, profile: "public" })(Deno.args[0]);
+  console.log(JSON.stringify({ stores: policy.caStores, body: await response.text() }));
+} catch (error) {
+  console.log(JSON.stringify({ stores: policy.caStores, error: String(error) }));
+}
+`,
+  );
+  const run = async (store: string | undefined) => {
+    const env: Record<string, string> = { SSL_CERT_FILE: `${tmp.home}/system-ca.pem` };
+    if (store !== undefined) env.DENO_TLS_CA_STORE = store;
+    const output = await new Deno.Command(Deno.execPath(), {
+      args: [
+        "run",
+        "-A",
+        "--cached-only",
+        "--config",
+        `${ROOT}deno.json`,
+        script,
+        `https://pinned.test:${server.addr.port}/`,
+      ],
+      env,
+      stdout: "piped",
+      stderr: "inherit",
+    }).output();
+    return JSON.parse(new TextDecoder().decode(output.stdout)) as {
+      stores: string[];
+      body?: string;
+      error?: string;
+    };
+  };
+  assertEquals(await run("system"), { stores: ["system"], body: "trusted" });
+  assertEquals(await run("mozilla,system"), { stores: ["mozilla", "system"], body: "trusted" });
+  // Mozilla's roots alone (the default) do not know the CA.
+  const untrusted = await run(undefined);
+  assertEquals(untrusted.stores, ["mozilla"]);
+  assert(
+    untrusted.error && /certificate|issuer|self[- ]signed/i.test(untrusted.error),
+    untrusted.error,
+  );
 });
