@@ -23,6 +23,12 @@ export interface BucketState {
   tokens: number;
   /** When `tokens` was computed, in ms since the epoch. */
   updatedMs: number;
+  /**
+   * When the bucket will have refilled to its capacity (ms since the epoch),
+   * by the rule of its last take. From then on it is the same as a missing
+   * bucket (which starts full), so it may be dropped; never before.
+   */
+  fullMs: number;
 }
 
 /** The answer of taking one token. */
@@ -43,7 +49,7 @@ export const TOKEN_EPSILON = 1e-9;
  * bucket's adds nothing) up to its capacity, then takes one token if there
  * is one. A missing bucket starts full.
  *
- * @returns The bucket's next state and the answer.
+ * @returns The bucket's next state (with when it will be full again) and the answer.
  */
 export function takeToken(
   bucket: BucketState | undefined,
@@ -55,7 +61,15 @@ export function takeToken(
     ? Math.min(rule.capacity, bucket.tokens + elapsed * rule.refillPerMs)
     : rule.capacity;
   const updatedMs = bucket ? Math.max(bucket.updatedMs, now) : now;
-  return { state: { tokens: tokensAfter(tokens), updatedMs }, take: tokensAnswer(tokens, rule) };
+  const after = tokensAfter(tokens);
+  return {
+    state: {
+      tokens: after,
+      updatedMs,
+      fullMs: updatedMs + (rule.capacity - after) / rule.refillPerMs,
+    },
+    take: tokensAnswer(tokens, rule),
+  };
 }
 
 function tokensAfter(tokens: number): number {
@@ -78,31 +92,65 @@ export function tokensAnswer(tokens: number, rule: RateRule): RateTake {
   };
 }
 
-/** Buckets in this process's memory, at most `maxBuckets` (full ones are dropped first). */
+/**
+ * Buckets in this process's memory. Past `maxBuckets`, a new bucket first
+ * drops every bucket that has refilled to its capacity (the same as a missing
+ * one, which starts full), and only those.
+ *
+ * The bound is soft: when no bucket has refilled, all are kept and the store
+ * grows past it. Dropping one that has not refilled (idle for an hour, or the
+ * oldest) would hand its caller a full bucket early, more calls than the rule
+ * allows (a `1/d` bucket idle for an hour is still empty); refusing calls
+ * without a bucket would refuse callers that are within their rate. Buckets
+ * are one per limited caller and one per limited tool, so the store grows
+ * with the callers seen within a rule's period, and shrinks back once
+ * theirs have refilled. The buckets are scanned only once the earliest may
+ * have refilled, so while none has, a new bucket costs no scan.
+ */
 export class MemoryRateLimitStore {
   #buckets = new Map<string, BucketState>();
   #max: number;
+  /** No bucket is full before this (a lower bound): until then there is nothing to drop. */
+  #firstFullMs = Infinity;
 
   /** @param maxBuckets How many buckets to keep before dropping those that refilled. */
   constructor(maxBuckets = 10_000) {
     this.#max = maxBuckets;
   }
 
+  /** How many buckets are kept. */
+  get size(): number {
+    return this.#buckets.size;
+  }
+
+  /** Takes a token from the bucket `key` (see `RateLimitStore.take`). */
   take(key: string, rule: RateRule, now: number): Promise<RateTake> {
     const { state, take } = takeToken(this.#buckets.get(key), rule, now);
-    if (!this.#buckets.has(key) && this.#buckets.size >= this.#max) this.#evict(now);
+    if (!this.#buckets.has(key) && this.#buckets.size >= this.#max) this.#dropFull(now);
     this.#buckets.set(key, state);
+    this.#firstFullMs = Math.min(this.#firstFullMs, state.fullMs);
     return Promise.resolve(take);
   }
 
-  /** Drops buckets idle for an hour (a bucket refilled since is the same as none), else the oldest. */
-  #evict(now: number): void {
+  /** Drops the buckets full by `now` (see `RateLimitStore.sweep`); how many. */
+  sweep(now: number): Promise<number> {
+    return Promise.resolve(this.#dropFull(now));
+  }
+
+  /** Drops the buckets full by `now`; how many. Scans only once one may be. */
+  #dropFull(now: number): number {
+    if (now < this.#firstFullMs) return 0;
+    let dropped = 0;
+    let first = Infinity;
     for (const [key, bucket] of this.#buckets) {
-      if (now - bucket.updatedMs > 3_600_000) this.#buckets.delete(key);
+      if (bucket.fullMs <= now) {
+        this.#buckets.delete(key);
+        dropped++;
+      } else {
+        first = Math.min(first, bucket.fullMs);
+      }
     }
-    if (this.#buckets.size >= this.#max) {
-      const oldest = this.#buckets.keys().next().value;
-      if (oldest !== undefined) this.#buckets.delete(oldest);
-    }
+    this.#firstFullMs = first;
+    return dropped;
   }
 }

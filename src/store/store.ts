@@ -441,6 +441,15 @@ export interface RateLimitStore {
    * takes one token if there is one; a bucket never seen starts full.
    */
   take(key: string, rule: RateRule, now: number): Promise<RateTake>;
+  /**
+   * Drops the buckets that have refilled to their capacity by `now` (a
+   * dropped bucket is the same as a missing one: it starts full) and keeps
+   * every other. The adapters also do it by themselves: PostgreSQL on a
+   * take at most once a minute, memory when a new bucket is past its bound.
+   *
+   * @returns How many were dropped.
+   */
+  sweep(now: number): Promise<number>;
 }
 
 /**

@@ -67,11 +67,69 @@ Deno.test("bucket math: starts full, takes one per call, refills by elapsed time
     { ok: true, remaining: 1, retryAfterMs: 0 },
     { ok: true, remaining: 0, retryAfterMs: 0 },
   ]);
-  assertEquals(state, { tokens: 0, updatedMs: T0 + 10_000 });
+  // Empty at T0 + 10 s, full again 1 s later (2 tokens at 2/s).
+  assertEquals(state, { tokens: 0, updatedMs: T0 + 10_000, fullMs: T0 + 11_000 });
   // Slow rates: one a minute waits the full minute.
   const minute = rateRule("1/m");
   const first = takeToken(undefined, minute, T0);
   assertEquals(takeToken(first.state, minute, T0 + 15_000).take.retryAfterMs, 45_000);
+});
+
+Deno.test("memory buckets: past the bound a new bucket drops those refilled to capacity, and only those", async () => {
+  const store = new MemoryRateLimitStore(3);
+  const second = rateRule("10/s");
+  const day = rateRule("5000/d");
+  // Three buckets, at the bound: full again 100 ms, 60 s and 17.28 s after their takes.
+  await store.take("tool:fast", second, T0);
+  await store.take("caller:key:minute", rateRule("1/m"), T0);
+  await store.take("caller:key:day", day, T0);
+  assertEquals(store.size, 3);
+  // A new bucket 1 s later drops the 10/s one (refilled), not the others.
+  await store.take("caller:key:new", second, T0 + 1_000);
+  assertEquals(store.size, 3);
+  // The dropped bucket starts full, as it would have been; it comes back when the new one
+  // has refilled (100 ms later), which it drops.
+  assertEquals(await store.take("tool:fast", second, T0 + 1_100), {
+    ok: true,
+    remaining: 9,
+    retryAfterMs: 0,
+  });
+  assertEquals(store.size, 3);
+  // Idle for hours, a bucket not yet refilled is kept: the 10/s and 1/m ones go, the
+  // emptied 5000/d one stays, and holds what two hours refilled (416.7 tokens), not 5000.
+  for (let i = 0; i < 4999; i++) await store.take("caller:key:day", day, T0);
+  await store.take("caller:key:other", second, T0 + 2 * 3_600_000);
+  assertEquals(store.size, 2);
+  assertEquals(await store.take("caller:key:day", day, T0 + 2 * 3_600_000), {
+    ok: true,
+    remaining: 415,
+    retryAfterMs: 0,
+  });
+});
+
+Deno.test("memory buckets: when none has refilled the bound is soft: all are kept, a 1/d caller still waits its day", async () => {
+  const store = new MemoryRateLimitStore(2);
+  const day = rateRule("1/d");
+  await store.take("caller:key:a", day, T0);
+  await store.take("caller:key:b", day, T0);
+  // Hours later nothing has refilled: new buckets are added, none dropped.
+  for (let i = 0; i < 5; i++) await store.take(`caller:key:new-${i}`, day, T0 + 3_600_000);
+  assertEquals(store.size, 7);
+  const refused = await store.take("caller:key:a", day, T0 + 3_600_000);
+  assertEquals(refused.ok, false);
+  assertEquals(Math.round(refused.retryAfterMs / 3_600_000), 23);
+  assertEquals(store.size, 7);
+  // A day after, the first two have refilled: the next new bucket drops them (and only them).
+  await store.take("caller:key:late", day, T0 + 86_400_000);
+  assertEquals(store.size, 6);
+  assertEquals(await store.sweep(T0 + 86_400_000), 0);
+  assertEquals(await store.sweep(T0 + 3_600_000 + 86_400_000), 5);
+  assertEquals(store.size, 1);
+  assertEquals(await store.take("caller:key:a", day, T0 + 3_600_000 + 86_400_000), {
+    ok: true,
+    remaining: 0,
+    retryAfterMs: 0,
+  });
 });
 
 Deno.test("limiter: a key's own rate, else limits.per_caller for keys and OAuth clients; admin and local are not limited; tools share one bucket", async () => {

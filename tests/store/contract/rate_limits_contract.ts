@@ -4,11 +4,13 @@
  * elapsed (the callers' clock; a clock behind adds nothing) up to its
  * capacity; buckets are separate by key; concurrent takes never grant more
  * than the bucket holds. On PostgreSQL two handles share a bucket (on Deno
- * KV buckets are one server's memory).
+ * KV buckets are one server's memory). A sweep drops exactly the buckets
+ * that have refilled to their capacity, which then behave as full; a bucket
+ * still refilling (a `1/d` one hours after its take) is never dropped.
  *
  * @module
  */
-import { assertEquals } from "../../_asserts.ts";
+import { assert, assertEquals } from "../../_asserts.ts";
 import type { RateRule } from "../../../src/store/mod.ts";
 import type { ContractCase } from "./_contract.ts";
 
@@ -89,6 +91,71 @@ export const RATE_LIMITS_CONTRACT: readonly ContractCase[] = [
       } else {
         assertEquals(third.ok, true);
         assertEquals(fourth.ok, true);
+      }
+    },
+  },
+  {
+    name:
+      "rate limits: a sweep drops exactly the buckets refilled to their capacity; a dropped one starts full, a kept one still refuses",
+    async run({ store }) {
+      const perMinute: RateRule = { capacity: 2, refillPerMs: 2 / 60_000, rate: "2/m" };
+      const perDay: RateRule = { capacity: 1, refillPerMs: 1 / 86_400_000, rate: "1/d" };
+      const take = (key: string, rule: RateRule, now: number) =>
+        store.rateLimits.take(key, rule, now);
+      assertEquals((await take("caller:key:minute", perMinute, T0)).ok, true);
+      assertEquals((await take("caller:key:minute", perMinute, T0)).ok, true);
+      assertEquals((await take("caller:key:day", perDay, T0)).ok, true);
+      // Nothing has refilled yet: nothing is dropped.
+      assertEquals(await store.rateLimits.sweep(T0 + 59_999), 0);
+      // The minute bucket is full 60 s after its last take; the day bucket is not, hours later.
+      assertEquals(await store.rateLimits.sweep(T0 + 3 * 3_600_000), 1);
+      assertEquals(await store.rateLimits.sweep(T0 + 3 * 3_600_000), 0);
+      assertEquals(await take("caller:key:minute", perMinute, T0 + 3 * 3_600_000), {
+        ok: true,
+        remaining: 1,
+        retryAfterMs: 0,
+      });
+      assertEquals(await take("caller:key:day", perDay, T0 + 3 * 3_600_000), {
+        ok: false,
+        remaining: 0,
+        retryAfterMs: 21 * 3_600_000,
+      });
+      // A refused take does not move when the day bucket is full: a day after the first take
+      // (the minute bucket, taken again, is full 30 s after).
+      assertEquals(await store.rateLimits.sweep(T0 + 86_400_000 - 1), 1);
+      assertEquals(await store.rateLimits.sweep(T0 + 86_400_000), 1);
+      assertEquals(await take("caller:key:day", perDay, T0 + 86_400_000), {
+        ok: true,
+        remaining: 0,
+        retryAfterMs: 0,
+      });
+    },
+  },
+  {
+    name:
+      "rate limits: a 1/d bucket hours after its take still refuses with the wait for its token, however the store tidies up",
+    async run({ store }) {
+      const perDay: RateRule = { capacity: 1, refillPerMs: 1 / 86_400_000, rate: "1/d" };
+      assertEquals((await store.rateLimits.take("tool:daily", perDay, T0)).ok, true);
+      // Many other buckets come and go meanwhile (each takes once, refilled a minute later).
+      const perMinute: RateRule = { capacity: 1, refillPerMs: 1 / 60_000, rate: "1/m" };
+      for (let hour = 1; hour <= 12; hour++) {
+        const now = T0 + hour * 3_600_000;
+        await Promise.all(
+          Array.from(
+            { length: 20 },
+            (_, i) => store.rateLimits.take(`caller:key:${hour}-${i}`, perMinute, now),
+          ),
+        );
+        await store.rateLimits.sweep(now);
+        const refused = await store.rateLimits.take("tool:daily", perDay, now);
+        assertEquals({ ...refused, retryAfterMs: 0 }, { ok: false, remaining: 0, retryAfterMs: 0 });
+        // The wait for the token, to the ms (rounded up from a float).
+        const wait = 86_400_000 - hour * 3_600_000;
+        assert(
+          refused.retryAfterMs - wait >= 0 && refused.retryAfterMs - wait <= 1,
+          `${refused.retryAfterMs}`,
+        );
       }
     },
   },
