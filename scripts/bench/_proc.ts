@@ -5,6 +5,7 @@
  *
  * @module
  */
+import type { LoadOptions, LoadResult } from "./_load.ts";
 
 /** Absolute path of the repository root. */
 export const ROOT = new URL("../../", import.meta.url).pathname;
@@ -219,4 +220,27 @@ export async function startPortScript(
 ): Promise<ReadyProcess & { url: string }> {
   const process = await spawnReady({ args, env, ready: (out) => /\{"port":(\d+)\}/.exec(out) });
   return Object.assign(process, { url: `http://127.0.0.1:${process.match[1]}` });
+}
+
+/**
+ * Runs the load generator (`_load.ts`) in a process of its own, so the
+ * server under test keeps its cores' share.
+ *
+ * @throws {Error} when an answer was not 2xx, or none came.
+ */
+export async function runLoadProcess(options: LoadOptions): Promise<LoadResult> {
+  const result = await runJson<LoadResult>([
+    "run",
+    "-A",
+    "--cached-only",
+    benchFile("_load.ts"),
+    JSON.stringify(options),
+  ]);
+  if (result.non_2xx) {
+    throw new Error(
+      `${result.non_2xx} non-2xx answers from ${options.url}${options.path} (first: ${result.first_bad_status})`,
+    );
+  }
+  if (!result.requests) throw new Error(`No answer from ${options.url}${options.path}`);
+  return result;
 }

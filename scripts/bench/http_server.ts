@@ -19,7 +19,14 @@
  */
 import { openStore, type Store } from "../../src/store/mod.ts";
 import type { LoadOptions, LoadResult } from "./_load.ts";
-import { benchFile, runJson, startPortScript, startToolgateHttp, tempDir } from "./_proc.ts";
+import {
+  benchFile,
+  runJson,
+  runLoadProcess,
+  startPortScript,
+  startToolgateHttp,
+  tempDir,
+} from "./_proc.ts";
 import { latency, rate, ratio, round3 } from "./_stats.ts";
 import { startReceivers } from "./webhooks.ts";
 
@@ -110,19 +117,7 @@ function sizes(mode: BenchMode) {
 }
 
 async function load(options: LoadOptions): Promise<Throughput> {
-  const result = await runJson<LoadResult>([
-    "run",
-    "-A",
-    "--cached-only",
-    benchFile("_load.ts"),
-    JSON.stringify(options),
-  ]);
-  if (result.non_2xx) {
-    throw new Error(
-      `${result.non_2xx} non-2xx answers from ${options.url}${options.path} (first: ${result.first_bad_status})`,
-    );
-  }
-  if (!result.requests) throw new Error(`No answer from ${options.url}${options.path}`);
+  const result = await runLoadProcess(options);
   return { requests_per_s: result.requests_per_s, p50_ms: result.p50_ms, p99_ms: result.p99_ms };
 }
 

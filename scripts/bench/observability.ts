@@ -15,10 +15,10 @@
  *
  * @module
  */
-import type { LoadOptions, LoadResult } from "./_load.ts";
-import { benchFile, runJson, startPortScript, startToolgateHttp, tempDir } from "./_proc.ts";
+import type { LoadResult } from "./_load.ts";
+import { benchFile, runLoadProcess, startPortScript, startToolgateHttp, tempDir } from "./_proc.ts";
 import { latency, ratio, round3 } from "./_stats.ts";
-import type { BenchMode, Throughput } from "./http_server.ts";
+import { type BenchMode, modeFromArgs, type Throughput } from "./http_server.ts";
 
 /** The result of {@linkcode benchObservabilityCost}. */
 export interface ObservabilityCostResult {
@@ -84,22 +84,6 @@ function cpuMicros(pid: number): number | null {
   }
 }
 
-async function load(options: LoadOptions): Promise<LoadResult> {
-  const result = await runJson<LoadResult>([
-    "run",
-    "-A",
-    "--cached-only",
-    benchFile("_load.ts"),
-    JSON.stringify(options),
-  ]);
-  if (result.non_2xx || !result.requests) {
-    throw new Error(
-      `${options.url}: ${result.non_2xx} non-2xx of ${result.requests} (first ${result.first_bad_status})`,
-    );
-  }
-  return result;
-}
-
 /**
  * REST calls/s at 64 connections and the p50 of paced calls with metrics
  * and tracing on, against both off, in alternating rounds.
@@ -149,13 +133,27 @@ export async function benchObservabilityCost(
       const { url, child } = servers[which];
       const path = `/tools/${TOOL}`;
       // Warm, then measured with the server's CPU time read around the run.
-      await load({ url, path, body: ARGS, connections, durationMs: warmupMs, warmupMs: 0 });
+      await runLoadProcess({
+        url,
+        path,
+        body: ARGS,
+        connections,
+        durationMs: warmupMs,
+        warmupMs: 0,
+      });
       const before = cpuMicros(child.pid);
-      const result = await load({ url, path, body: ARGS, connections, durationMs, warmupMs: 0 });
+      const result = await runLoadProcess({
+        url,
+        path,
+        body: ARGS,
+        connections,
+        durationMs,
+        warmupMs: 0,
+      });
       const after = cpuMicros(child.pid);
       throughput[which].push(result);
       if (before !== null && after !== null) cpu[which].push((after - before) / result.requests);
-      const light = await load({
+      const light = await runLoadProcess({
         url,
         path,
         body: ARGS,
@@ -207,10 +205,7 @@ export async function benchObservabilityCost(
 }
 
 if (import.meta.main) {
-  const mode: BenchMode = Deno.args.includes("--smoke")
-    ? "smoke"
-    : Deno.args.includes("--quick")
-    ? "quick"
-    : "full";
-  console.log(JSON.stringify(await benchObservabilityCost({ mode }), null, 2));
+  console.log(
+    JSON.stringify(await benchObservabilityCost({ mode: modeFromArgs(Deno.args) }), null, 2),
+  );
 }

@@ -26,9 +26,9 @@
  */
 import type { BenchMode } from "./http_server.ts";
 import type { Figure } from "./main.ts";
-import type { LoadOptions, LoadResult } from "./_load.ts";
+import type { LoadResult } from "./_load.ts";
 import { type BenchPostgres, startBenchPostgres, type TransactionCounts } from "./_postgres.ts";
-import { benchFile, type ReadyProcess, runJson, startToolgateHttp, tempDir } from "./_proc.ts";
+import { type ReadyProcess, runLoadProcess, startToolgateHttp, tempDir } from "./_proc.ts";
 import { rate, ratio, round3 } from "./_stats.ts";
 import { eventOps } from "./storage.ts";
 import { openStore } from "../../src/store/mod.ts";
@@ -147,28 +147,14 @@ function restSizes(mode: BenchMode) {
   };
 }
 
-async function load(url: string, connections: number, mode: BenchMode): Promise<LoadResult> {
-  const options: LoadOptions = {
+function load(url: string, connections: number, mode: BenchMode): Promise<LoadResult> {
+  return runLoadProcess({
     url,
     path: `/tools/${REST_TOOL}`,
     body: ARGS,
     connections,
     ...restSizes(mode),
-  };
-  const result = await runJson<LoadResult>([
-    "run",
-    "-A",
-    "--cached-only",
-    benchFile("_load.ts"),
-    JSON.stringify(options),
-  ]);
-  if (result.non_2xx) {
-    throw new Error(
-      `${result.non_2xx} non-2xx answers from ${url} (first: ${result.first_bad_status})`,
-    );
-  }
-  if (!result.requests) throw new Error(`No answer from ${url}`);
-  return result;
+  });
 }
 
 /** The load split evenly over `urls`, all at once; rates summed, the worst latencies. */

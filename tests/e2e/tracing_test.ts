@@ -29,6 +29,47 @@ function callerContext(): { traceId: string; spanId: string; traceparent: string
   return { traceId, spanId, traceparent: `00-${traceId}-${spanId}-01` };
 }
 
+/**
+ * A 2026-07-28 request posted to `/mcp` as is (headers the revision requires,
+ * the `_meta` envelope) with the caller's `traceparent` in `_meta`; its result.
+ */
+async function mcp2026(
+  url: string,
+  method: string,
+  name: string,
+  params: Record<string, unknown>,
+  traceparent: string,
+): Promise<unknown> {
+  const response = await fetch(`${url}/mcp`, {
+    method: "POST",
+    headers: {
+      "content-type": "application/json",
+      accept: "application/json, text/event-stream",
+      "mcp-protocol-version": "2026-07-28",
+      "mcp-method": method,
+      "mcp-name": name,
+    },
+    body: JSON.stringify({
+      jsonrpc: "2.0",
+      id: 1,
+      method,
+      params: {
+        ...params,
+        _meta: {
+          "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+          "io.modelcontextprotocol/clientInfo": { name: "raw", version: "1.0.0" },
+          "io.modelcontextprotocol/clientCapabilities": {},
+          traceparent,
+        },
+      },
+    }),
+  });
+  assertEquals(response.status, 200);
+  const body = await response.json() as { result?: unknown; error?: unknown };
+  assertEquals(body.error, undefined);
+  return body.result;
+}
+
 function childOf(parent: ReceivedSpan) {
   return (span: ReceivedSpan) =>
     span.traceId === parent.traceId && span.parentSpanId === parent.spanId;
@@ -130,34 +171,11 @@ Deno.test("an MCP 2026-07-28 request's _meta traceparent parents the call; an HT
   });
   const caller = callerContext();
   const call = async (args: Record<string, unknown>) => {
-    const response = await fetch(`${server.url}/mcp`, {
-      method: "POST",
-      headers: {
-        "content-type": "application/json",
-        accept: "application/json, text/event-stream",
-        "mcp-protocol-version": "2026-07-28",
-        "mcp-method": "tools/call",
-        "mcp-name": "remote__header",
-      },
-      body: JSON.stringify({
-        jsonrpc: "2.0",
-        id: 1,
-        method: "tools/call",
-        params: {
-          name: "remote__header",
-          arguments: args,
-          _meta: {
-            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-            "io.modelcontextprotocol/clientInfo": { name: "raw", version: "1.0.0" },
-            "io.modelcontextprotocol/clientCapabilities": {},
-            traceparent: caller.traceparent,
-          },
-        },
-      }),
-    });
-    assertEquals(response.status, 200);
-    const body = await response.json() as { result: { content: { text: string }[] } };
-    return body.result.content[0].text;
+    const result = await mcp2026(server.url, "tools/call", "remote__header", {
+      name: "remote__header",
+      arguments: args,
+    }, caller.traceparent) as { content: { text: string }[] };
+    return result.content[0].text;
   };
   const header = await call({ name: "traceparent" });
   const meta = await call({ name: "traceparent", meta: true });
@@ -316,35 +334,8 @@ Deno.test("a proxied resources/read and prompts/get continue the trace in their 
     },
   });
   const caller = callerContext();
-  const request = async (method: string, name: string, params: Record<string, unknown>) => {
-    const response = await fetch(`${server.url}/mcp`, {
-      method: "POST",
-      headers: {
-        "content-type": "application/json",
-        accept: "application/json, text/event-stream",
-        "mcp-protocol-version": "2026-07-28",
-        "mcp-method": method,
-        "mcp-name": name,
-      },
-      body: JSON.stringify({
-        jsonrpc: "2.0",
-        id: 1,
-        method,
-        params: {
-          ...params,
-          _meta: {
-            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-            "io.modelcontextprotocol/clientInfo": { name: "raw", version: "1.0.0" },
-            "io.modelcontextprotocol/clientCapabilities": {},
-            traceparent: caller.traceparent,
-          },
-        },
-      }),
-    });
-    assertEquals(response.status, 200);
-    const body = await response.json() as { result?: unknown; error?: unknown };
-    assertEquals(body.error, undefined);
-  };
+  const request = (method: string, name: string, params: Record<string, unknown>) =>
+    mcp2026(server.url, method, name, params, caller.traceparent);
   await request("resources/read", "test://static-text", { uri: "test://static-text" });
   await request("prompts/get", "test_simple_prompt", { name: "test_simple_prompt" });
   const read = await otlp.span(
