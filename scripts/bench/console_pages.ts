@@ -18,7 +18,7 @@
  *
  * @module
  */
-import type { BenchMode } from "./http_server.ts";
+import { type BenchMode, modeFromArgs } from "./http_server.ts";
 import type { Figure } from "./main.ts";
 import { startBenchPostgres } from "./_postgres.ts";
 import { startToolgateHttp, tempDir } from "./_proc.ts";
@@ -439,11 +439,7 @@ export function consolePagesFigures(r: ConsolePagesResult): Figure[] {
 
 if (import.meta.main) {
   const args = Deno.args;
-  const mode: BenchMode = args.includes("--smoke")
-    ? "smoke"
-    : args.includes("--quick")
-    ? "quick"
-    : "full";
+  const mode = modeFromArgs(args);
   const number = (flag: string) => {
     const raw = args.find((a) => a.startsWith(`--${flag}=`))?.slice(flag.length + 3);
     return raw === undefined ? undefined : Number(raw);

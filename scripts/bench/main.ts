@@ -23,6 +23,7 @@ import {
   type BenchMode,
   benchRest,
   benchWebhookLatency,
+  modeFromArgs,
   REST_TOOL,
 } from "./http_server.ts";
 import { benchMcpHttp, benchMcpStdio, benchStartup } from "./mcp.ts";
@@ -802,11 +803,7 @@ export async function runBenchmarks(options: RunBenchmarksOptions): Promise<Benc
 
 if (import.meta.main) {
   const args = Deno.args;
-  const mode: BenchMode = args.includes("--smoke")
-    ? "smoke"
-    : args.includes("--quick")
-    ? "quick"
-    : "full";
+  const mode = modeFromArgs(args);
   const only = args.find((a) => a.startsWith("--only="))?.slice(7).split(",").filter(Boolean);
   const out = args.find((a) => a.startsWith("--out="))?.slice(6) ?? `${ROOT}bench/results.json`;
   const results = await runBenchmarks({ mode, only });

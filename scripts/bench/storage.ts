@@ -28,7 +28,7 @@ import { newId } from "../../src/ids.ts";
 import { openKvStore } from "../../src/store/kv/kv_store.ts";
 import { type DeliveryOp, openStore, type Store } from "../../src/store/mod.ts";
 import { createDispatcher } from "../../src/webhooks/mod.ts";
-import type { BenchMode } from "./http_server.ts";
+import { type BenchMode, modeFromArgs } from "./http_server.ts";
 import { type BenchPostgres, startBenchPostgres, type TransactionCounts } from "./_postgres.ts";
 import { tempDir } from "./_proc.ts";
 import { latency, rate, ratio } from "./_stats.ts";
@@ -520,11 +520,7 @@ export async function benchStoreAudit({ mode }: StoreBenchOptions): Promise<Stor
 }
 
 if (import.meta.main) {
-  const mode: BenchMode = Deno.args.includes("--smoke")
-    ? "smoke"
-    : Deno.args.includes("--quick")
-    ? "quick"
-    : "full";
+  const mode = modeFromArgs(Deno.args);
   console.log(JSON.stringify(
     {
       store_deliveries: await benchStoreDeliveries({ mode }),

@@ -24,7 +24,7 @@
  *
  * @module
  */
-import type { BenchMode } from "./http_server.ts";
+import { type BenchMode, modeFromArgs } from "./http_server.ts";
 import type { Figure } from "./main.ts";
 import type { LoadResult } from "./_load.ts";
 import { type BenchPostgres, startBenchPostgres, type TransactionCounts } from "./_postgres.ts";
@@ -556,11 +556,7 @@ export function backlogFigures(r: StoreBacklogResult): Figure[] {
 
 if (import.meta.main) {
   const args = Deno.args;
-  const mode: BenchMode = args.includes("--smoke")
-    ? "smoke"
-    : args.includes("--quick")
-    ? "quick"
-    : "full";
+  const mode = modeFromArgs(args);
   const only = args.find((a) => a.startsWith("--only="))?.slice(7).split(",");
   const backlogArg = args.find((a) => a.startsWith("--backlog="))?.slice(10);
   const adaptersArg = args.find((a) => a.startsWith("--adapters="))?.slice(11).split(",");
