@@ -7,7 +7,7 @@
  */
 import { z } from "@hono/zod-openapi";
 import { VERSION } from "../version.ts";
-import { errorResponses } from "./errors.ts";
+import { ErrorBodySchema, errorResponses } from "./errors.ts";
 import type { ToolgateApp } from "./types.ts";
 
 /** Options of {@linkcode registerOpenApi}. */
@@ -46,76 +46,109 @@ export function registerOpenApi(app: ToolgateApp, options: OpenApiOptions): void
     description,
     content: { "application/json": { schema: JsonRpcMessageSchema } },
   });
-  app.openAPIRegistry.registerPath({
-    method: "post",
-    path: "/mcp",
-    operationId: "mcpPost",
-    tags: MCP_TAGS,
-    summary: "MCP Streamable HTTP: send JSON-RPC messages",
-    description: "An `initialize` request without `Mcp-Session-Id` opens a session; the " +
-      "response carries its `Mcp-Session-Id`. Send `Accept: application/json, text/event-stream`.",
-    request: {
-      headers: McpHeadersSchema,
-      body: {
-        required: true,
-        content: {
-          "application/json": {
-            schema: z.union([JsonRpcMessageSchema, z.array(JsonRpcMessageSchema)]),
+  // `/mcp` serves every tool the caller may call; `/mcp/{server}` one virtual server's.
+  const ServerParamsSchema = z.object({
+    server: z.string().openapi({
+      description: "A virtual server's name (`servers` in config.json, or `toolgate servers add`)",
+    }),
+  });
+  const endpoints = [
+    { path: "/mcp", suffix: "", params: undefined },
+    { path: "/mcp/{server}", suffix: "VirtualServer", params: ServerParamsSchema },
+  ];
+  for (const { path, suffix, params } of endpoints) {
+    const request = params ? { params } : {};
+    // An unknown virtual server is the REST error body (NOT_FOUND); a session's, JSON-RPC.
+    const unknownServer = params
+      ? {
+        404: {
+          description: "Unknown virtual server (NOT_FOUND), or unknown or expired session",
+          content: {
+            "application/json": { schema: z.union([ErrorBodySchema, JsonRpcMessageSchema]) },
+          },
+        },
+      }
+      : {};
+    app.openAPIRegistry.registerPath({
+      method: "post",
+      path,
+      operationId: `mcpPost${suffix}`,
+      tags: MCP_TAGS,
+      summary: "MCP Streamable HTTP: send JSON-RPC messages",
+      description: "Revision 2025-06-18/2025-11-25: an `initialize` request without " +
+        "`Mcp-Session-Id` opens a session; the response carries its `Mcp-Session-Id`. " +
+        "Revision 2026-07-28: each request stands alone, with `MCP-Protocol-Version`, " +
+        "`Mcp-Method` and `Mcp-Name` headers and its `_meta` envelope (docs/mcp.md). " +
+        "Send `Accept: application/json, text/event-stream`.",
+      request: {
+        ...request,
+        headers: McpHeadersSchema,
+        body: {
+          required: true,
+          content: {
+            "application/json": {
+              schema: z.union([JsonRpcMessageSchema, z.array(JsonRpcMessageSchema)]),
+            },
           },
         },
       },
-    },
-    responses: {
-      200: {
-        description: "JSON-RPC responses, as an SSE stream or JSON",
-        content: {
-          "text/event-stream": { schema: z.string() },
-          "application/json": { schema: JsonRpcMessageSchema },
+      responses: {
+        200: {
+          description: "JSON-RPC responses, as an SSE stream or JSON",
+          content: {
+            "text/event-stream": { schema: z.string() },
+            "application/json": { schema: JsonRpcMessageSchema },
+          },
         },
+        202: { description: "Notifications or responses accepted" },
+        400: rpcError(
+          "Not a valid JSON-RPC message, no session id, or headers that do not match the body",
+        ),
+        404: rpcError("Unknown or expired session: start a new one"),
+        406: rpcError("Accept must list application/json and text/event-stream"),
+        415: rpcError("Content-Type must be application/json"),
+        503: rpcError("Shutting down, or too many sessions"),
+        ...mcpErrors,
+        ...unknownServer,
       },
-      202: { description: "Notifications or responses accepted" },
-      400: rpcError("Not a valid JSON-RPC message, or no session id"),
-      404: rpcError("Unknown or expired session: start a new one"),
-      406: rpcError("Accept must list application/json and text/event-stream"),
-      415: rpcError("Content-Type must be application/json"),
-      503: rpcError("Shutting down, or too many sessions"),
-      ...mcpErrors,
-    },
-  });
-  app.openAPIRegistry.registerPath({
-    method: "get",
-    path: "/mcp",
-    operationId: "mcpStream",
-    tags: MCP_TAGS,
-    summary: "MCP Streamable HTTP: server-to-client SSE stream",
-    request: { headers: McpHeadersSchema },
-    responses: {
-      200: {
-        description: "SSE stream of server notifications",
-        content: { "text/event-stream": { schema: z.string() } },
+    });
+    app.openAPIRegistry.registerPath({
+      method: "get",
+      path,
+      operationId: `mcpStream${suffix}`,
+      tags: MCP_TAGS,
+      summary: "MCP Streamable HTTP: server-to-client SSE stream",
+      request: { ...request, headers: McpHeadersSchema },
+      responses: {
+        200: {
+          description: "SSE stream of server notifications",
+          content: { "text/event-stream": { schema: z.string() } },
+        },
+        400: rpcError("No session id"),
+        404: rpcError("Unknown or expired session"),
+        406: rpcError("Accept must list text/event-stream"),
+        409: rpcError("The session already has a stream"),
+        503: rpcError("Shutting down"),
+        ...mcpErrors,
+        ...unknownServer,
       },
-      400: rpcError("No session id"),
-      404: rpcError("Unknown or expired session"),
-      406: rpcError("Accept must list text/event-stream"),
-      409: rpcError("The session already has a stream"),
-      503: rpcError("Shutting down"),
-      ...mcpErrors,
-    },
-  });
-  app.openAPIRegistry.registerPath({
-    method: "delete",
-    path: "/mcp",
-    operationId: "mcpEndSession",
-    tags: MCP_TAGS,
-    summary: "MCP Streamable HTTP: end the session",
-    request: { headers: McpHeadersSchema },
-    responses: {
-      200: { description: "Session ended" },
-      400: rpcError("No session id"),
-      404: rpcError("Unknown or expired session"),
-      ...mcpErrors,
-    },
-  });
+    });
+    app.openAPIRegistry.registerPath({
+      method: "delete",
+      path,
+      operationId: `mcpEndSession${suffix}`,
+      tags: MCP_TAGS,
+      summary: "MCP Streamable HTTP: end the session",
+      request: { ...request, headers: McpHeadersSchema },
+      responses: {
+        200: { description: "Session ended" },
+        400: rpcError("No session id"),
+        404: rpcError("Unknown or expired session"),
+        ...mcpErrors,
+        ...unknownServer,
+      },
+    });
+  }
   app.openAPIRegistry.registerPath({
     method: "get",
     path: "/openapi.json",

@@ -35,13 +35,21 @@ Deno.test("GET /openapi.json is a valid OpenAPI 3.1 document listing every route
   ).sort();
   assertEquals(routes, [
     "DELETE /mcp",
+    "DELETE /mcp/{server}",
     "GET /health",
     "GET /mcp",
+    "GET /mcp/{server}",
     "GET /openapi.json",
     "GET /tools",
     "POST /mcp",
+    "POST /mcp/{server}",
     "POST /tools/{name}",
   ]);
+  // A virtual server's endpoint names its path parameter.
+  const virtual = doc.paths["/mcp/{server}"].post as {
+    parameters?: { name: string; in: string }[];
+  };
+  assertEquals(virtual.parameters?.map((p) => `${p.in} ${p.name}`).includes("path server"), true);
   assertEquals(doc.security, undefined, "no token configured: no security requirement");
 });
 
