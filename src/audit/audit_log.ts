@@ -339,7 +339,7 @@ export class AuditLog {
       span.set({ "toolgate.audit.seq": entry.seq });
       span.end();
     }, (error) => {
-      span.fail(error instanceof GatewayError ? error.code : "Error", (error as Error)?.message);
+      span.fail(error instanceof GatewayError ? error.code : "Error");
       span.end();
     });
     return appended;

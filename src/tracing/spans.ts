@@ -133,7 +133,7 @@ function formatTraceparent(span: Span): string | undefined {
 /**
  * Runs `fn` inside a new span, the active span while it runs. A throw marks
  * the span failed (`error.type`: a `GatewayError`'s code, else the error's
- * name) and is rethrown; the span ends when `fn` settles.
+ * name; not its message) and is rethrown; the span ends when `fn` settles.
  *
  * @example
  * ```ts
@@ -158,7 +158,8 @@ export function traced<T>(
     try {
       return await fn(handle);
     } catch (error) {
-      handle.fail(errorTypeOf(error), error instanceof Error ? error.message : undefined);
+      // The type only: an error's message may quote what the tool was given or answered.
+      handle.fail(errorTypeOf(error));
       throw error;
     } finally {
       span.end();
@@ -175,7 +176,7 @@ function errorTypeOf(error: unknown): string {
 
 /** A span started with {@linkcode startSpan}: ended by its owner. */
 export interface EndableSpan extends TraceSpan {
-  /** Ends it (once; later calls do nothing). */
+  /** Ends it; call it once. */
   end(): void;
 }
 
