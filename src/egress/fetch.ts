@@ -38,6 +38,9 @@ export interface EgressFetchOptions {
 
 const NULL_BODY = new Set([101, 103, 204, 205, 304]);
 
+/** The codings asked for by default, and decoded, as `fetch` does. */
+const ACCEPT_ENCODING = "gzip, deflate, br";
+
 /**
  * A `fetch` whose connections pass the egress policy and go to the checked
  * address (see the module documentation).
@@ -62,6 +65,7 @@ export function egressFetch(options: EgressFetchOptions): EgressFetch {
     if (marker && policy.marker) headers.set(LOOP_HEADER, policy.marker);
     // What fetch would add.
     if (!headers.has("accept")) headers.set("accept", "*/*");
+    if (!headers.has("accept-encoding")) headers.set("accept-encoding", ACCEPT_ENCODING);
     if (typeof init.body === "string" && !headers.has("content-type")) {
       headers.set("content-type", "text/plain;charset=UTF-8");
     }
@@ -108,6 +112,7 @@ interface NodeModules {
   httpsRequest: typeof import("node:https").request;
   Readable: typeof import("node:stream").Readable;
   Buffer: typeof import("node:buffer").Buffer;
+  zlib: typeof import("node:zlib");
   /** `node:tls`'s built-in root certificates. */
   rootCertificates: readonly string[];
   /** The operating system's root certificates, read once. */
@@ -121,11 +126,13 @@ function nodeModules(): Promise<NodeModules> {
     import("node:stream"),
     import("node:buffer"),
     import("node:tls"),
-  ]).then(([http, https, stream, buffer, tls]) => ({
+    import("node:zlib"),
+  ]).then(([http, https, stream, buffer, tls, zlib]) => ({
     httpRequest: http.request,
     httpsRequest: https.request,
     Readable: stream.Readable,
     Buffer: buffer.Buffer,
+    zlib,
     rootCertificates: tls.rootCertificates,
     systemCertificates: once(() => tls.getCACertificates("system")),
   }));
@@ -192,6 +199,27 @@ function send(
   });
 }
 
+/**
+ * The stream that decodes a body sent with `coding` (gzip, deflate, br, as
+ * `fetch` decodes them), or `undefined` for an identity or unknown coding
+ * (passed as it came).
+ */
+function decoder(node: NodeModules, coding: string | null) {
+  // Flushing leniently, as browsers and undici do: a body cut short still yields what it held.
+  const lenient = { flush: node.zlib.constants.Z_SYNC_FLUSH };
+  switch (coding?.trim().toLowerCase()) {
+    case "gzip":
+    case "x-gzip":
+      return node.zlib.createGunzip(lenient);
+    case "deflate":
+      return node.zlib.createInflate(lenient);
+    case "br":
+      return node.zlib.createBrotliDecompress();
+    default:
+      return undefined;
+  }
+}
+
 function toResponse(
   node: NodeModules,
   message: IncomingMessage,
@@ -215,7 +243,13 @@ function toResponse(
   if (NULL_BODY.has(status) || method === "HEAD") {
     message.resume();
   } else {
-    body = node.Readable.toWeb(message) as unknown as ReadableStream<Uint8Array>;
+    const decoded = decoder(node, headers.get("content-encoding"));
+    if (decoded) {
+      // A body that does not decode errors the stream, as fetch's does; the headers stay as sent.
+      message.on("error", (error: Error) => decoded.destroy(error));
+      message.pipe(decoded);
+    }
+    body = node.Readable.toWeb(decoded ?? message) as unknown as ReadableStream<Uint8Array>;
   }
   let statusText = message.statusMessage ?? "";
   if (!/^[\t\x20-\x7e\x80-\xff]*$/.test(statusText)) statusText = "";

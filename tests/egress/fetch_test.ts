@@ -8,6 +8,7 @@ import {
   egressPolicyFromConfig,
 } from "../../src/egress/mod.ts";
 import { GatewayError } from "../../src/errors/mod.ts";
+import { brotliCompressSync, deflateSync, gzipSync } from "node:zlib";
 
 /** A policy that resolves every name to 127.0.0.1 and allows it. */
 function pinnedTo127(): EgressPolicy {
@@ -177,4 +178,44 @@ try {
     untrusted.error && /certificate|issuer|self[- ]signed/i.test(untrusted.error),
     untrusted.error,
   );
+});
+
+Deno.test("egressFetch() asks for gzip, deflate and br and decodes them as fetch does; a corrupt body errors", async () => {
+  const text = "toolgate ".repeat(2000);
+  const coded: Record<string, Uint8Array> = {
+    gzip: gzipSync(text),
+    deflate: deflateSync(text),
+    br: brotliCompressSync(text),
+  };
+  const seen: (string | null)[] = [];
+  await using server = Deno.serve(
+    { hostname: "127.0.0.1", port: 0, onListen() {} },
+    (request) => {
+      seen.push(request.headers.get("accept-encoding"));
+      const coding = new URL(request.url).searchParams.get("coding")!;
+      const body = coding === "corrupt"
+        ? new Uint8Array([0x1f, 0x8b, 8, 0, 1, 2, 3])
+        : coded[coding];
+      return new Response(body as Uint8Array<ArrayBuffer>, {
+        headers: { "content-encoding": coding === "corrupt" ? "gzip" : coding },
+      });
+    },
+  );
+  const policy = new EgressPolicy({ allow: ["127.0.0.1/32"] });
+  const fetch = egressFetch({ policy, profile: "public" });
+  const base = `http://127.0.0.1:${server.addr.port}/`;
+  for (const coding of ["gzip", "deflate", "br"]) {
+    const response = await fetch(`${base}?coding=${coding}`);
+    assertEquals(response.headers.get("content-encoding"), coding, "the headers stay as sent");
+    assertEquals(await response.text(), text, coding);
+  }
+  assertEquals(seen, ["gzip, deflate, br", "gzip, deflate, br", "gzip, deflate, br"]);
+  // A caller's own accept-encoding is sent as it is.
+  const identity = await fetch(`${base}?coding=gzip`, {
+    headers: { "accept-encoding": "identity" },
+  });
+  await identity.body?.cancel();
+  assertEquals(seen.at(-1), "identity");
+  const corrupt = await fetch(`${base}?coding=corrupt`);
+  await assertRejects(() => corrupt.text());
 });
