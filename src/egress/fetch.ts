@@ -111,6 +111,7 @@ interface NodeModules {
   httpRequest: typeof import("node:http").request;
   httpsRequest: typeof import("node:https").request;
   Readable: typeof import("node:stream").Readable;
+  Transform: typeof import("node:stream").Transform;
   Buffer: typeof import("node:buffer").Buffer;
   zlib: typeof import("node:zlib");
   /** `node:tls`'s built-in root certificates. */
@@ -131,6 +132,7 @@ function nodeModules(): Promise<NodeModules> {
     httpRequest: http.request,
     httpsRequest: https.request,
     Readable: stream.Readable,
+    Transform: stream.Transform,
     Buffer: buffer.Buffer,
     zlib,
     rootCertificates: tls.rootCertificates,
@@ -212,12 +214,39 @@ function decoder(node: NodeModules, coding: string | null) {
     case "x-gzip":
       return node.zlib.createGunzip(lenient);
     case "deflate":
-      return node.zlib.createInflate(lenient);
+      return inflateEither(node, lenient);
     case "br":
       return node.zlib.createBrotliDecompress();
     default:
       return undefined;
   }
+}
+
+/**
+ * Inflates `deflate` bodies of either kind servers send: zlib-wrapped (RFC
+ * 1950, what the name means) or raw (RFC 1951), told apart by the first
+ * byte, as browsers and undici do.
+ */
+function inflateEither(node: NodeModules, options: { flush: number }) {
+  let inner: import("node:stream").Transform | undefined;
+  return new node.Transform({
+    transform(chunk: Uint8Array, _encoding, callback) {
+      if (!inner) {
+        // A zlib header's first byte has compression method 8 in its low four bits.
+        inner = (chunk[0] & 0x0f) === 0x08
+          ? node.zlib.createInflate(options)
+          : node.zlib.createInflateRaw(options);
+        inner.on("data", (data: Uint8Array) => this.push(data));
+        inner.on("error", (error: Error) => this.destroy(error));
+      }
+      inner.write(chunk, () => callback());
+    },
+    flush(callback) {
+      if (!inner) return callback();
+      inner.once("end", () => callback());
+      inner.end();
+    },
+  });
 }
 
 function toResponse(
