@@ -16,6 +16,7 @@ export type {
   AuditStore,
   ChangeFeed,
   ChangeName,
+  ConsoleSessionStore,
   DeliveryStore,
   DeliveryWriter,
   IncomingStore,

@@ -496,6 +496,28 @@ export interface UpstreamStore {
   listServerStatuses(maxAgeMs: number, now?: number): Promise<ServerStatus[]>;
 }
 
+/**
+ * Signed-in web console sessions, shared by every instance on one store, so
+ * a session made on one instance is honoured by all and survives restarts.
+ * Only the SHA-256 of a session id is kept (by the adapter), never the id:
+ * reading the store does not give a session away. Expired sessions are
+ * never returned and go by themselves (a Deno KV `expireIn`; a periodic
+ * sweep on PostgreSQL).
+ */
+export interface ConsoleSessionStore {
+  /** Stores a session that lasts until `expiresAt` (ms since the epoch). */
+  create(id: string, expiresAt: number): Promise<void>;
+  /**
+   * When the session `id` expires (ms since the epoch), or `null` when there
+   * is none or it has expired by `now`.
+   *
+   * @param now ms since the epoch. @default Date.now()
+   */
+  get(id: string, now?: number): Promise<number | null>;
+  /** Ends the session `id` for every instance; nothing when there is none. */
+  delete(id: string): Promise<void>;
+}
+
 /** Leases: which process does a piece of shared work. */
 export interface LeaseStore {
   /** Takes or renews the delivery lease; says whether this process holds it now. */
@@ -556,6 +578,8 @@ export interface Store {
   readonly upstreams: UpstreamStore;
   /** Leases. */
   readonly leases: LeaseStore;
+  /** Web console sessions (hashes of their ids). */
+  readonly consoleSessions: ConsoleSessionStore;
   /** Change notification across instances. */
   readonly changes: ChangeFeed;
   /** The registration change counter (webhooks, upstreams, virtual servers), polled by running servers. */

@@ -62,6 +62,8 @@ export interface ConsoleOptions {
   egress?: EgressPolicy;
   /** Tells the incoming router that replayed jobs wait (`IncomingRouter.wake`). @default none */
   wakeIncoming?: () => void;
+  /** Clock of the console's sessions, in ms since the epoch. @default Date.now */
+  now?: () => number;
 }
 
 const SECURITY_HEADERS: Record<string, string> = {
@@ -139,7 +141,8 @@ function sinceOf(raw: string | undefined): string | undefined {
 /**
  * Mounts the web console at `/ui` (see docs/console.md). With an API token
  * the pages need a session from the sign-in form (an HttpOnly, SameSite=Strict
- * cookie); without one (a loopback-only server) they are open like the rest
+ * cookie; the session is kept in the store, so every instance on it honours
+ * it); without one (a loopback-only server) they are open like the rest
  * of the API. Every form carries a CSRF token, and a form from another
  * origin is refused. Mount it before routes that answer every path.
  *
@@ -149,9 +152,9 @@ function sinceOf(raw: string | undefined): string | undefined {
  * ```
  */
 export function consoleRoutes(options: ConsoleOptions): RouteMount {
-  const { store, audit, egress } = options;
+  const { store, audit, egress, now } = options;
   return function mountConsole(app: ToolgateApp, { gateway, config, lifecycle }) {
-    const auth = new ConsoleSessions({ token: config.apiToken });
+    const auth = new ConsoleSessions({ token: config.apiToken, store: store.consoleSessions, now });
     // Open like the rest of the API: no token, no OAuth issuer, and no API key yet.
     const isOpen = async () => !config.apiToken && !config.auth.oauth && !await store.apiKeys.any();
     const stats = new CallStats();
@@ -223,7 +226,7 @@ export function consoleRoutes(options: ConsoleOptions): RouteMount {
       const body = await c.req.parseBody();
       const next = safeNext(field(body, "next"));
       if (await isOpen()) return c.redirect(next, 303);
-      const cookie = auth.signIn(field(body, "token") ?? "");
+      const cookie = await auth.signIn(field(body, "token") ?? "");
       if (!cookie) {
         const error = config.apiToken
           ? "That is not the API token (TOOLGATE_API_TOKEN)."
@@ -244,7 +247,7 @@ export function consoleRoutes(options: ConsoleOptions): RouteMount {
     const requireSession: MiddlewareHandler<AppEnv> = async (c, next) => {
       const path = c.req.path;
       if (path === `${UI}/login` || path.startsWith(`${UI}/assets/`)) return await next();
-      const session = auth.check(getCookie(c, SESSION_COOKIE)) ??
+      const session = await auth.check(getCookie(c, SESSION_COOKIE)) ??
         (await isOpen() ? "open" : undefined);
       if (!session) {
         if (c.req.method === "GET" && !path.endsWith("/stream") && path !== `${UI}/events`) {
@@ -268,9 +271,9 @@ export function consoleRoutes(options: ConsoleOptions): RouteMount {
     app.use(`${UI}/*`, requireSession);
     app.use(UI, requireSession);
 
-    app.post(`${UI}/logout`, (c) => {
+    app.post(`${UI}/logout`, async (c) => {
       const session = sessions.get(c.req.raw);
-      if (session) auth.signOut(session);
+      if (session && session !== "open") await auth.signOut(session);
       deleteCookie(c, SESSION_COOKIE, { path: UI });
       return c.redirect(session === "open" ? UI : `${UI}/login`, 303);
     });

@@ -341,3 +341,8 @@ export function virtualServerKey(name: string): Deno.KvKey {
 export function virtualServersPrefix(): Deno.KvKey {
   return ["virtual_servers"];
 }
+
+/** A web console session, by the SHA-256 (hex) of its id; the value is its expiry (ms). */
+export function consoleSessionKey(idHash: string): Deno.KvKey {
+  return ["console", "session", idHash];
+}

@@ -10,6 +10,7 @@ import type {
   ApiKeyStore,
   AuditStore,
   ChangeFeed,
+  ConsoleSessionStore,
   DeliveryStore,
   IncomingStore,
   KeychainStore,
@@ -86,6 +87,7 @@ import {
   putKeychainRecord,
 } from "./keychain.ts";
 import { createKvApiKeyStore } from "./api_keys.ts";
+import { createKvConsoleSessionStore } from "./console_sessions.ts";
 import { MemoryRateLimitStore } from "../rate_buckets.ts";
 import { createKvVirtualServerStore } from "./virtual_servers.ts";
 import { deploymentIdKey, registrationsVersionKey, schemaVersionKey } from "./keys.ts";
@@ -357,6 +359,9 @@ export class KvStore implements Store {
     deleteServerStatus: (serverId) => deleteServerStatus(this, serverId),
     listServerStatuses: (maxAgeMs, now) => listServerStatuses(this, maxAgeMs, now),
   };
+
+  /** Web console sessions (hashes of their ids), dropped by KV after they expire. */
+  readonly consoleSessions: ConsoleSessionStore = createKvConsoleSessionStore(this);
 
   /** Change notification: none is pushed on KV (callers poll). */
   readonly changes: ChangeFeed = KV_CHANGE_FEED;

@@ -10,6 +10,7 @@ import type {
   ApiKeyStore,
   AuditStore,
   ChangeFeed,
+  ConsoleSessionStore,
   DeliveryStore,
   IncomingStore,
   KeychainStore,
@@ -36,6 +37,7 @@ import { createDeliveryStore } from "./deliveries.ts";
 import { createIncomingStore } from "./incoming.ts";
 import { createKeychainStore } from "./keychain.ts";
 import { createApiKeyStore } from "./api_keys.ts";
+import { createConsoleSessionStore } from "./console_sessions.ts";
 import { createRateLimitStore } from "./rate_limits.ts";
 import { createLeaseStore } from "./leases.ts";
 import { createMemoryStore } from "./memory.ts";
@@ -96,6 +98,8 @@ export class PostgresStore implements Store {
   readonly upstreams: UpstreamStore;
   /** Leases. */
   readonly leases: LeaseStore;
+  /** Web console sessions (hashes of their ids), swept when expired. */
+  readonly consoleSessions: ConsoleSessionStore;
   /** Change notification (LISTEN/NOTIFY). */
   readonly changes: ChangeFeed;
   #feed: PgChangeFeed;
@@ -124,6 +128,7 @@ export class PostgresStore implements Store {
     this.servers = createVirtualServerStore(ctx);
     this.upstreams = createUpstreamStore(ctx);
     this.leases = createLeaseStore(ctx);
+    this.consoleSessions = createConsoleSessionStore(ctx);
     this.changes = this.#feed = new PgChangeFeed(ctx);
   }
 

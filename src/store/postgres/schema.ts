@@ -6,6 +6,7 @@
  */
 import { CONTEXT_SCHEMA } from "./_context.ts";
 import { CHANGES_SCHEMA } from "./changes.ts";
+import { CONSOLE_SESSIONS_SCHEMA } from "./console_sessions.ts";
 import { API_KEYS_SCHEMA } from "./api_keys.ts";
 import { AUDIT_SCHEMA } from "./audit.ts";
 import { DELIVERIES_SCHEMA } from "./deliveries.ts";
@@ -33,4 +34,5 @@ export const INITIAL_SCHEMA: string = [
   API_KEYS_SCHEMA,
   RATE_LIMITS_SCHEMA,
   VIRTUAL_SERVERS_SCHEMA,
+  CONSOLE_SESSIONS_SCHEMA,
 ].join("\n");

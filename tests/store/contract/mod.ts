@@ -8,6 +8,7 @@ import { API_KEYS_CONTRACT } from "./api_keys_contract.ts";
 import { AUDIT_CONTRACT } from "./audit_contract.ts";
 import { CHANGES_CONTRACT } from "./changes_contract.ts";
 import { CLAIMS_CONTRACT } from "./claims_contract.ts";
+import { CONSOLE_SESSIONS_CONTRACT } from "./console_sessions_contract.ts";
 import { DEDUPE_CONTRACT } from "./dedupe_contract.ts";
 import { DELIVERIES_CONTRACT } from "./deliveries_contract.ts";
 import { INCOMING_CONTRACT } from "./incoming_contract.ts";
@@ -45,4 +46,5 @@ export const CONTRACT: readonly ContractCase[] = [
   ...API_KEYS_CONTRACT,
   ...RATE_LIMITS_CONTRACT,
   ...VIRTUAL_SERVERS_CONTRACT,
+  ...CONSOLE_SESSIONS_CONTRACT,
 ];
