@@ -170,7 +170,16 @@ function limited(
     `Too many calls: ${who} limited to ${rule.rate}` +
       (rule.capacity !== rateCount(rule.rate) ? ` (burst ${rule.capacity})` : "") +
       `; retry ${tool} in ${seconds} s (${take.retryAfterMs} ms)`,
-    { details: { tool, limit, rate: rule.rate, retry_after_ms: take.retryAfterMs } },
+    {
+      details: {
+        tool,
+        limit,
+        rate: rule.rate,
+        retry_after_ms: take.retryAfterMs,
+        // How often the bucket lets a call through once empty: to space out calls that wait.
+        token_interval_ms: Math.ceil(1 / rule.refillPerMs),
+      },
+    },
   );
 }
 

@@ -8,6 +8,7 @@
  */
 import { z } from "zod";
 import { MCP_UPSTREAM_FIELDS, UPSTREAM_NAME_PATTERN } from "../config/mod.ts";
+import { GatewayError } from "../errors/mod.ts";
 import { newId, ulid } from "../ids.ts";
 
 /** Bytes, as stored (a `Uint8Array`). */
@@ -421,9 +422,29 @@ export const IncomingJobSchema = z.strictObject({
 /** A failed handler call to record with `IncomingStore.fail`. */
 export interface IncomingFailure {
   job: IncomingJob;
-  attempt: IncomingAttempt;
+  /**
+   * The failed call, appended to the job's attempts. Absent: the call was
+   * put off, not failed (its handler's rate limit): nothing is appended, the
+   * job only waits for `retry_at`, which is then required.
+   */
+  attempt?: IncomingAttempt;
   /** When to call the handler again (epoch ms); absent: the job becomes a failed job. */
   retry_at?: number;
+}
+
+/**
+ * Checks an {@linkcode IncomingFailure}: one without `attempt` must say when
+ * to call again (a put-off job never becomes a failed job).
+ *
+ * @throws {GatewayError} `INTERNAL` when it has neither.
+ */
+export function checkIncomingFailure(failure: IncomingFailure): void {
+  if (failure.attempt === undefined && failure.retry_at === undefined) {
+    throw new GatewayError(
+      "INTERNAL",
+      `Cannot put off incoming job ${failure.job.id}: a put-off job needs retry_at`,
+    );
+  }
 }
 
 /** Entries kept in an incoming endpoint's payload log. */

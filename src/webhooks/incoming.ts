@@ -134,8 +134,19 @@ interface QueuedJob {
 interface Completion {
   job: IncomingJob;
   /** The failed call: the job waits for `retry_at`, or without it becomes a failed job. */
-  failure?: Omit<IncomingFailure, "job">;
+  failure?: Omit<IncomingFailure, "job"> & {
+    /** Put off by the handler's rate limit: waits for `retry_at`, `attempt` is not recorded. */
+    putOff?: boolean;
+  };
   settle(): void;
+}
+
+/** A handler whose rate limit put calls off: when its next call may go, and the spacing. */
+interface Paced {
+  /** The next free slot (epoch ms of `now`). */
+  next: number;
+  /** Time between two calls the limit lets through, in ms. */
+  spacingMs: number;
 }
 
 /**
@@ -179,6 +190,8 @@ export class IncomingRouter {
   #loopMarker: string | undefined;
   #now: () => number;
   #random: () => number;
+  /** Handlers whose rate limit refused a call, until their next slot has passed. */
+  #paced = new Map<string, Paced>();
   #concurrency: number;
   #maxQueued: number;
   /** The owner of this router's claims on jobs. */
@@ -859,29 +872,32 @@ export class IncomingRouter {
         }
         args = parseObject(body);
       }
-      await this.#gateway.call(job.handler, args, {
-        sessionId: job.id,
-        source: "webhook",
-        ...(job.traceparent !== undefined ? { trace: job.traceparent } : {}),
-      });
+      // The handler's rate limit is known to refuse it now: wait for a slot, no call made.
+      // A job that waited for its time (its slot, or a retry) calls.
+      const slot = job.next_attempt_at === undefined ? this.#slotFor(job.handler) : undefined;
+      if (slot !== undefined) {
+        failure = {
+          attempt: rateLimited(job.handler, slot, this.#now()),
+          retry_at: slot,
+          putOff: true,
+        };
+      } else {
+        await this.#gateway.call(job.handler, args, {
+          sessionId: job.id,
+          source: "webhook",
+          ...(job.traceparent !== undefined ? { trace: job.traceparent } : {}),
+        });
+      }
     } catch (error) {
       const now = this.#now();
       const attempt = attemptOf(error, now);
-      // Calls made so far, this one included; retry n waits 2^(n-1) × the base.
-      const calls = (job.attempts?.length ?? 0) + 1;
-      const last = INPUT_ERROR_CODES.has(attempt.code) || calls > MAX_RETRIES;
-      failure = last ? { attempt } : {
-        attempt,
-        retry_at: now + retryDelayMs(calls, this.#config.incoming.retry_base_ms, this.#random()),
-      };
-      this.#log(
-        `incoming job ${job.id}: handler ${job.handler} failed: ${attempt.code}` +
-          (failure.retry_at === undefined
-            ? ` (attempt ${calls}); kept as a failed job: toolgate incoming failed show ${job.id}`
-            : ` (attempt ${calls}); retry at ${new Date(failure.retry_at).toISOString()}`),
-      );
-      if (error instanceof GatewayError && attempt.code === "TOOL_INPUT_INVALID") {
-        this.#reportBadMapping(job.endpoint_id, job.handler, error);
+      const limited = rateLimitWait(error);
+      if (limited !== undefined) {
+        // Refused by the tool's rate limit: not a failure. The job waits for its own slot,
+        // spaced by the limit, without using up a retry.
+        failure = { attempt, retry_at: this.#pace(job.handler, now, limited), putOff: true };
+      } else {
+        failure = this.#failed(job, error, attempt, now);
       }
     }
     await new Promise<void>((settle) => {
@@ -903,7 +919,11 @@ export class IncomingRouter {
         try {
           const done = batch.filter(({ failure }) => !failure);
           const failed: IncomingFailure[] = batch.flatMap(({ job, failure }) =>
-            failure ? [{ job, ...failure }] : []
+            !failure
+              ? []
+              : failure.putOff
+              ? [{ job, retry_at: failure.retry_at }]
+              : [{ job, attempt: failure.attempt, retry_at: failure.retry_at }]
           );
           const [removed, changed] = await Promise.all([
             done.length
@@ -938,15 +958,77 @@ export class IncomingRouter {
     }
   }
 
+  /** The failure of a handler call: a retry on the schedule, or a failed job. */
+  #failed(
+    job: IncomingJob,
+    error: unknown,
+    attempt: IncomingAttempt,
+    now: number,
+  ): NonNullable<Completion["failure"]> {
+    // Calls made so far, this one included; retry n waits 2^(n-1) × the base.
+    const calls = (job.attempts?.length ?? 0) + 1;
+    const last = INPUT_ERROR_CODES.has(attempt.code) || calls > MAX_RETRIES;
+    const failure = last ? { attempt } : {
+      attempt,
+      retry_at: now + retryDelayMs(calls, this.#config.incoming.retry_base_ms, this.#random()),
+    };
+    this.#log(
+      `incoming job ${job.id}: handler ${job.handler} failed: ${attempt.code}` +
+        (failure.retry_at === undefined
+          ? ` (attempt ${calls}); kept as a failed job: toolgate incoming failed show ${job.id}`
+          : ` (attempt ${calls}); retry at ${new Date(failure.retry_at).toISOString()}`),
+    );
+    if (error instanceof GatewayError && attempt.code === "TOOL_INPUT_INVALID") {
+      this.#reportBadMapping(job.endpoint_id, job.handler, error);
+    }
+    return failure;
+  }
+
+  /**
+   * A slot for a call of `handler` after its rate limit refused one at `now`
+   * (`waitMs` until a call may go): the first free one, then the next, one
+   * `spacingMs` (the limit's time per call) apart, so the jobs put off wait in
+   * turn instead of all trying again at once.
+   */
+  #pace(handler: string, now: number, limit: { waitMs: number; spacingMs: number }): number {
+    const spacingMs = Math.max(1, limit.spacingMs);
+    const paced = this.#paced.get(handler);
+    const slot = Math.max(
+      now + Math.max(1, limit.waitMs),
+      paced && paced.next > now ? paced.next : 0,
+    );
+    this.#paced.set(handler, { next: slot + spacingMs, spacingMs });
+    if (!paced || paced.next <= now) {
+      this.#log(
+        `incoming: handler ${handler} is over its rate limit; its jobs wait ${spacingMs} ms apart`,
+      );
+    }
+    return slot;
+  }
+
+  /** The slot of a job of `handler` while its rate limit is known to refuse calls; else none. */
+  #slotFor(handler: string): number | undefined {
+    const paced = this.#paced.get(handler);
+    const now = this.#now();
+    if (!paced || paced.next - paced.spacingMs <= now) {
+      if (paced && paced.next <= now) this.#paced.delete(handler);
+      return undefined;
+    }
+    const slot = paced.next;
+    paced.next = slot + paced.spacingMs;
+    return slot;
+  }
+
   /** Notes a finished call's outcome in the payload log; a retry's due time is watched. */
   #noteOutcome(job: IncomingJob, failure: Completion["failure"]): void {
-    const calls = (job.attempts?.length ?? 0) + 1;
+    // A call put off by the rate limit is not counted.
+    const calls = (job.attempts?.length ?? 0) + (failure?.putOff ? 0 : 1);
     const base = { handler: job.handler, attempts: calls };
     if (!failure) {
       this.#notePayload(job.endpoint_id, job.id, job.received_at, { status: "ok", ...base });
       return;
     }
-    const { at: _at, ...error } = failure.attempt;
+    const { at: _at, ...error } = failure.attempt!;
     if (failure.retry_at === undefined) {
       this.#notePayload(job.endpoint_id, job.id, job.received_at, {
         status: "failed",
@@ -1072,6 +1154,32 @@ export class IncomingRouter {
 }
 
 /** A failed handler call as recorded: when, code, message, and the fields of an input error. */
+/**
+ * What a `RATE_LIMITED` refusal names, in ms: the wait for the next call and
+ * the time between calls once the bucket is empty; `undefined` for other errors.
+ */
+function rateLimitWait(error: unknown): { waitMs: number; spacingMs: number } | undefined {
+  if (!(error instanceof GatewayError) || error.code !== "RATE_LIMITED") return undefined;
+  const details = error.details as
+    | { retry_after_ms?: unknown; token_interval_ms?: unknown }
+    | undefined;
+  const ms = (value: unknown) =>
+    typeof value === "number" && Number.isFinite(value) && value >= 0 ? value : undefined;
+  const waitMs = ms(details?.retry_after_ms) ?? 1000;
+  return { waitMs, spacingMs: ms(details?.token_interval_ms) ?? waitMs };
+}
+
+/** The payload log's note for a job put off, without a call, until `slot`. */
+function rateLimited(handler: string, slot: number, now: number): IncomingAttempt {
+  return {
+    at: new Date(now).toISOString(),
+    code: "RATE_LIMITED",
+    message: `Handler ${handler} is over its rate limit: the job waits ${
+      Math.max(0, Math.round(slot - now))
+    } ms for its turn`,
+  };
+}
+
 function attemptOf(error: unknown, now: number): IncomingAttempt {
   const fields = errorFields(error);
   return {

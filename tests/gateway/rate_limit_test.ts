@@ -154,6 +154,7 @@ Deno.test("limiter: a key's own rate, else limits.per_caller for keys and OAuth 
     limit: "caller",
     rate: "2/s",
     retry_after_ms: 500,
+    token_interval_ms: 500,
   });
   assertStringIncludes(error.message, "API key ci is limited to 2/s; retry flaky in 1 s");
 
@@ -161,7 +162,13 @@ Deno.test("limiter: a key's own rate, else limits.per_caller for keys and OAuth 
   await limiter.check("flaky", other);
   assertEquals(
     (await assertRejects(() => limiter.check("flaky", other), GatewayError)).details,
-    { tool: "flaky", limit: "caller", rate: "1/m", retry_after_ms: 60_000 },
+    {
+      tool: "flaky",
+      limit: "caller",
+      rate: "1/m",
+      retry_after_ms: 60_000,
+      token_interval_ms: 60_000,
+    },
   );
   // OAuth callers are limited by client: two subjects of one client share it.
   await limiter.check("flaky", client);
@@ -181,7 +188,13 @@ Deno.test("limiter: a key's own rate, else limits.per_caller for keys and OAuth 
   await limiter.check("echo", undefined);
   await limiter.check("echo", { kind: "local" });
   const tool = await assertRejects(() => limiter.check("echo", { kind: "admin" }), GatewayError);
-  assertEquals(tool.details, { tool: "echo", limit: "tool", rate: "3/m", retry_after_ms: 20_000 });
+  assertEquals(tool.details, {
+    tool: "echo",
+    limit: "tool",
+    rate: "3/m",
+    retry_after_ms: 20_000,
+    token_interval_ms: 20_000,
+  });
   assertStringIncludes(tool.message, "tool echo is limited to 3/m");
   // Time refills them.
   clock.now += 20_000;

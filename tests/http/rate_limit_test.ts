@@ -99,6 +99,7 @@ Deno.test("rate limits: tools.overrides.<tool>.rate holds for every caller toget
     limit: "tool",
     rate: "6/m",
     retry_after_ms: 10_000,
+    token_interval_ms: 10_000,
   });
   assertStringIncludes(body.error.message, "tool echo is limited to 6/m");
   // Other tools are not limited by echo's rate.

@@ -49,15 +49,19 @@ type Stored = { failure: IncomingFailure; stored: IncomingJob | null };
 async function setup(
   temp: { store: KvStore; dataDir: string },
   state: { failuresLeft: number; calls: number },
-  options: { now?: () => number } = {},
+  options: { now?: () => number; rate?: { rate: string; burst: number } } = {},
 ) {
   const { store } = temp;
+  const { rate, ...routerOptions } = options;
   const config = {
     ...await testConfig({
       webhooks: { poll_ms: 5 },
       incoming: { retry_base_ms: BASE_MS },
       // Failing calls must reach the handler, not an open circuit.
-      tools: { circuit_threshold: 100 },
+      tools: {
+        circuit_threshold: 100,
+        ...(rate ? { overrides: { work: { rate } } } : {}),
+      },
     }),
     dataDir: temp.dataDir,
   };
@@ -91,7 +95,7 @@ async function setup(
     config,
     log: (m) => logs.push(m),
     random: () => 0.5,
-    ...options,
+    ...routerOptions,
   });
   await router.start();
   const post = async (body: unknown) => {
@@ -143,7 +147,7 @@ Deno.test("a handler that fails 3 times is retried on the stored schedule, then 
       assertEquals(stored?.attempts?.[i].code, "TOOL_EXECUTION_FAILED");
       assertEquals(stored?.failed_at, undefined);
       // The due time in the store: the attempt's time plus the schedule's wait.
-      assertEquals(stored!.next_attempt_at! - Date.parse(failure.attempt.at), expectedWait(i + 1));
+      assertEquals(stored!.next_attempt_at! - Date.parse(failure.attempt!.at), expectedWait(i + 1));
     });
     assertEquals(await s.store.incoming.listFailed(), []);
   } finally {
@@ -174,7 +178,7 @@ Deno.test("after the 5th retry fails the job is kept as a failed job; a replay r
     // The five stored waits: 1, 2, 4, 8, 16 × base (plus the chosen jitter).
     assertEquals(
       s.stored.slice(0, 5).map(({ failure, stored }) =>
-        stored!.next_attempt_at! - Date.parse(failure.attempt.at)
+        stored!.next_attempt_at! - Date.parse(failure.attempt!.at)
       ),
       [1, 2, 3, 4, 5].map(expectedWait),
     );
@@ -292,4 +296,40 @@ Deno.test("a job waiting for a retry counts against the queue's bound; a failed 
   } finally {
     await s.stop();
   }
+});
+
+Deno.test("a handler over its rate limit is not a failure: its jobs wait their turn, spaced by the limit, and all run once", async () => {
+  await using temp = await tempStore();
+  const state = { failuresLeft: 0, calls: 0 };
+  // A bucket of 5 calls refilled at 20/s: of 30 payloads at once, about 25 must wait.
+  const s = await setup(temp, state, { rate: { rate: "20/s", burst: 5 } });
+  const ids: string[] = [];
+  try {
+    for (let n = 0; n < 30; n++) ids.push(await s.post({ n }));
+    await until(
+      async () => (await s.store.incoming.list()).length === 0,
+      "every job to run",
+    );
+    assertEquals(state.calls, 30, "each handler call ran once");
+    // Put off, never failed: no attempt recorded, no retry used up, nothing kept as failed.
+    assert(s.stored.length >= 10, `${s.stored.length} jobs put off`);
+    for (const { failure, stored } of s.stored) {
+      assertEquals(failure.attempt, undefined);
+      assert(failure.retry_at !== undefined);
+      assertEquals(stored?.attempts, undefined);
+    }
+    // Their turns are spaced by the limit (50 ms at 20/s), not all at once: the first ten.
+    const turns = s.stored.slice(0, 10).map(({ failure }) => failure.retry_at!);
+    for (let i = 1; i < turns.length; i++) assert(turns[i] - turns[i - 1] >= 40, `${turns}`);
+    assertEquals(await s.store.incoming.listFailed(), []);
+    assert(
+      s.logs.some((line) => line.includes("handler work is over its rate limit")),
+      s.logs.join("\n"),
+    );
+  } finally {
+    await s.stop();
+  }
+  const log = await temp.store.incoming.readPayloadLog(s.endpoint.id);
+  assertEquals(log.filter((entry) => entry.status === "ok").length, log.length);
+  assertEquals((await temp.store.webhooks.incomingStats(s.endpoint.id)).failed, 0);
 });

@@ -26,6 +26,7 @@ import {
 import type { KvStagedWrites } from "./_staged.ts";
 import type { KvStore } from "./kv_store.ts";
 import {
+  checkIncomingFailure,
   type ClaimIncomingOptions,
   type DedupeReservation,
   INCOMING_LOG_SIZE,
@@ -566,12 +567,14 @@ const FAILURES_PER_COMMIT = 10;
 
 /** A job after a failed attempt: waiting for `retry_at`, or failed. */
 function afterFailure(stored: IncomingJob, failure: IncomingFailure): IncomingJob {
-  const { next_attempt_at: _due, failed_at: _failed, ...rest } = stored;
+  const { next_attempt_at: _due, failed_at: _failed, attempts, ...rest } = stored;
+  const { attempt } = failure;
+  const all = attempt ? [...(attempts ?? []), attempt] : attempts;
   return IncomingJobSchema.parse({
     ...rest,
-    attempts: [...(stored.attempts ?? []), failure.attempt],
+    ...(all ? { attempts: all } : {}),
     ...(failure.retry_at === undefined
-      ? { failed_at: failure.attempt.at }
+      ? { failed_at: attempt!.at }
       : { next_attempt_at: Math.ceil(failure.retry_at) }),
   });
 }
@@ -587,6 +590,7 @@ export async function failIncomingJobs(
   store: KvStore,
   items: readonly IncomingFailure[],
 ): Promise<boolean[]> {
+  items.forEach(checkIncomingFailure);
   const done: boolean[] = [];
   for (let first = 0; first < items.length; first += FAILURES_PER_COMMIT) {
     const group = items.slice(first, first + FAILURES_PER_COMMIT);

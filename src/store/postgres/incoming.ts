@@ -16,6 +16,7 @@
 import { GatewayError } from "../../errors/mod.ts";
 import type { IncomingStore, StagedWrites, StoreCost } from "../store.ts";
 import {
+  checkIncomingFailure,
   type ClaimIncomingOptions,
   type DedupeReservation,
   INCOMING_LOG_SIZE,
@@ -355,6 +356,7 @@ class PgIncomingStore implements IncomingStore {
 
   async fail(items: readonly IncomingFailure[]): Promise<boolean[]> {
     if (!items.length) return [];
+    items.forEach(checkIncomingFailure);
     const ids = items.map(({ job }) => job.id);
     const changed = await this.#ctx.transaction(async (tx) => {
       // Pending rows, locked in id order (as claims lock them), read then rewritten.
@@ -362,13 +364,20 @@ class PgIncomingStore implements IncomingStore {
         select id, attempts from toolgate_incoming_jobs
         where id = any(${ids}::text[]) and failed_at is null order by id for update`;
       const found = new Map(rows.map((row) => [row.id, row.attempts ?? []]));
-      const updates = items.filter(({ job }) => found.has(job.id)).map((failure) => ({
-        id: failure.job.id,
-        endpoint_id: failure.job.endpoint_id,
-        attempts: JSON.stringify([...found.get(failure.job.id)!, failure.attempt]),
-        next: failure.retry_at === undefined ? null : Math.ceil(failure.retry_at),
-        failed_at: failure.retry_at === undefined ? failure.attempt.at : null,
-      }));
+      const updates = items.filter(({ job }) => found.has(job.id)).map((failure) => {
+        // A put-off call (no attempt) leaves the attempts as they were.
+        const attempts = [
+          ...found.get(failure.job.id)!,
+          ...(failure.attempt ? [failure.attempt] : []),
+        ];
+        return {
+          id: failure.job.id,
+          endpoint_id: failure.job.endpoint_id,
+          attempts: attempts.length ? JSON.stringify(attempts) : null,
+          next: failure.retry_at === undefined ? null : Math.ceil(failure.retry_at),
+          failed_at: failure.retry_at === undefined ? failure.attempt!.at : null,
+        };
+      });
       if (!updates.length) return new Set<string>();
       await tx`
         update toolgate_incoming_jobs t set attempts = u.attempts::jsonb,

@@ -31,6 +31,42 @@ function attempt(code: string, at = T0) {
 /** Cases of incoming retries, failed jobs and the payload log. */
 export const INCOMING_RETRY_CONTRACT: readonly ContractCase[] = [
   {
+    name: "incoming: a put-off call (no attempt) waits for its time, its attempts as they were",
+    async run({ store, another }) {
+      await store.incoming.put(jobFields(7), encoder.encode('{"n":7}'));
+      const claim = { owner: "a", until: T0 + 60_000, limit: 5 };
+      const [claimed] = await store.incoming.claim({ ...claim, now: T0 });
+      await store.incoming.fail([{
+        job: claimed,
+        attempt: attempt("UPSTREAM_ERROR"),
+        retry_at: T0,
+      }]);
+      const [again] = await store.incoming.claim({ ...claim, now: T0 });
+      // Its handler's rate limit put the call off: no attempt appended, due at retry_at.
+      assertEquals(await store.incoming.fail([{ job: again, retry_at: T0 + 500 }]), [true]);
+      const stored = await (await another()).incoming.get(again.id);
+      assertEquals(stored?.attempts, [attempt("UPSTREAM_ERROR")]);
+      assertEquals(stored?.next_attempt_at, T0 + 500);
+      assertEquals(stored?.failed_at, undefined);
+      assertEquals(await store.incoming.claim({ ...claim, owner: "b", now: T0 + 499 }), []);
+      // A job never failed stays without attempts.
+      const fresh = await store.incoming.put(jobFields(8), encoder.encode('{"n":8}'));
+      const [eight] = (await store.incoming.claim({ ...claim, now: T0 + 499 }))
+        .filter((job) => job.id === fresh.id);
+      await store.incoming.fail([{ job: eight, retry_at: T0 + 600 }]);
+      assertEquals((await store.incoming.get(fresh.id))?.attempts, undefined);
+      // Neither an attempt nor a time: refused, nothing changed.
+      let refused: unknown;
+      try {
+        await store.incoming.fail([{ job: eight }]);
+      } catch (error) {
+        refused = error;
+      }
+      assertEquals((refused as { code?: string })?.code, "INTERNAL");
+      assertEquals((await store.incoming.get(fresh.id))?.next_attempt_at, T0 + 600);
+    },
+  },
+  {
     name: "incoming: a failed call waits for its retry, unclaimable until due, on every handle",
     async run({ store, another }) {
       const job = await store.incoming.put(jobFields(1), encoder.encode('{"n":1}'));
