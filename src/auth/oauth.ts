@@ -149,13 +149,37 @@ export class OAuthValidator {
     return path === "/" ? PROTECTED_RESOURCE_PATH : `${PROTECTED_RESOURCE_PATH}${path}`;
   }
 
-  /** The protected-resource metadata document. */
-  metadata(): ProtectedResourceMetadata {
+  /**
+   * The resource a request path is, when it is one of its own below the
+   * audience: a virtual server's `/mcp/<name>` when the audience is the
+   * `/mcp` endpoint (`https://toolgate.example.com/mcp/sales`). `undefined`
+   * for every other path (they are the audience itself).
+   */
+  resourceFor(path: string): string | undefined {
+    const audience = new URL(this.config.audience);
+    const base = audience.pathname.replace(/\/+$/, "");
+    if (base !== "/mcp") return undefined;
+    const name = /^\/mcp\/([A-Za-z0-9][A-Za-z0-9_-]{0,63})\/?$/.exec(path)?.[1];
+    return name === undefined ? undefined : `${audience.origin}${base}/${name}`;
+  }
+
+  /** URL of the metadata document of `resource` (RFC 9728 §3.1); of the audience without one. */
+  metadataUrlOf(resource: string | undefined): string {
+    if (resource === undefined) return this.metadataUrl;
+    const url = new URL(resource);
+    return `${url.origin}${PROTECTED_RESOURCE_PATH}${url.pathname}`;
+  }
+
+  /**
+   * The protected-resource metadata document: of the audience, or of a
+   * resource below it ({@linkcode resourceFor}).
+   */
+  metadata(resource: string = this.config.audience): ProtectedResourceMetadata {
     const scopes = [
       ...new Set([...Object.keys(this.config.scopes), ...this.config.required_scopes]),
     ];
     return {
-      resource: this.config.audience,
+      resource,
       authorization_servers: [this.config.issuer],
       scopes_supported: scopes,
       bearer_methods_supported: ["header"],
@@ -170,16 +194,20 @@ export class OAuthValidator {
   }
 
   /**
-   * The caller of an access token.
+   * The caller of an access token: its audience must be the configured one
+   * or, for a request to a resource below it (`resource`, see
+   * {@linkcode OAuthValidator.resourceFor}), that resource.
    *
    * @throws {GatewayError} `UNAUTHORIZED` saying what is wrong with the
    * token; `FORBIDDEN` with `details.required_scopes` when it lacks one of
    * `required_scopes`; `UNAVAILABLE` when the issuer's keys cannot be fetched.
    */
-  async verify(token: string): Promise<Caller> {
-    // The same token verified a moment ago: same claims, so only time can
-    // have made it invalid (the signature check is most of the cost).
-    const digest = createHash("sha256").update(token).digest("base64url");
+  async verify(token: string, resource?: string): Promise<Caller> {
+    // The same token verified a moment ago for the same resource: same claims, so only time
+    // can have made it invalid (the signature check is most of the cost).
+    const digest = createHash("sha256").update(token).update(`\n${resource ?? ""}`).digest(
+      "base64url",
+    );
     const now = this.#now();
     const known = this.#verified.get(digest);
     if (known) {
@@ -188,7 +216,7 @@ export class OAuthValidator {
       }
       this.#verified.delete(digest);
     }
-    const { caller, exp } = await this.#verify(token);
+    const { caller, exp } = await this.#verify(token, resource);
     if (this.#verified.size >= VERIFIED_MAX) {
       this.#verified.delete(this.#verified.keys().next().value!);
     }
@@ -201,7 +229,7 @@ export class OAuthValidator {
   }
 
   /** The full check: header, signature, claims, scopes. */
-  async #verify(token: string): Promise<{ caller: Caller; exp: number }> {
+  async #verify(token: string, resource?: string): Promise<{ caller: Caller; exp: number }> {
     let alg: unknown;
     try {
       alg = decodeProtectedHeader(token).alg;
@@ -219,14 +247,15 @@ export class OAuthValidator {
     try {
       ({ payload } = await jwtVerify(token, (header, jws) => this.#key(header, jws), {
         issuer,
-        audience,
+        // A resource below the audience (a virtual server) also takes tokens for the audience.
+        audience: resource === undefined ? audience : [audience, resource],
         algorithms: [...OAUTH_ALGORITHMS],
         clockTolerance: clock_tolerance_s,
         currentDate: new Date(this.#now()),
         requiredClaims: ["exp", "sub"],
       }));
     } catch (error) {
-      throw this.#explain(error, token);
+      throw this.#explain(error, token, resource);
     }
     const granted = grantedScopes(payload);
     const missing = this.config.required_scopes.filter((scope) => !granted.has(scope));
@@ -404,7 +433,7 @@ export class OAuthValidator {
   }
 
   /** A jose failure in words, as `UNAUTHORIZED` (a fetch failure stays `UNAVAILABLE`). */
-  #explain(error: unknown, token: string): GatewayError {
+  #explain(error: unknown, token: string, resource?: string): GatewayError {
     if (error instanceof GatewayError) return error;
     if (error instanceof errors.JWTExpired) {
       const exp = Number(error.payload.exp);
@@ -423,7 +452,8 @@ export class OAuthValidator {
         case "aud":
           return invalid(
             `its audience ${JSON.stringify(payload.aud ?? null)} does not contain ` +
-              `${this.config.audience}; ask the issuer for a token for this resource`,
+              `${this.config.audience}${resource ? ` or ${resource}` : ""}; ` +
+              "ask the issuer for a token for this resource",
           );
         case "nbf":
           return invalid(

@@ -176,7 +176,13 @@ export function createApp(options: AppOptions): ToolgateApp {
     mcpSessions: () => mcp.size,
     disabledWebhooks: options.disabledWebhooks,
   });
-  if (oauth) registerProtectedResourceMetadata(app, oauth);
+  if (oauth) {
+    registerProtectedResourceMetadata(
+      app,
+      oauth,
+      (name) => gateway.servers.get(name) !== undefined,
+    );
+  }
   registerToolRoutes(app, gateway);
   registerOpenApi(app, {
     tokenRequired: config.apiToken !== undefined || config.auth.oauth !== undefined,

@@ -102,6 +102,7 @@ function hint(options: AuthenticateOptions): string {
 export async function resolveCaller(
   header: string | undefined,
   options: AuthenticateOptions,
+  resource?: string,
 ): Promise<Caller> {
   const { adminToken, keys, oauth } = options;
   const anyKeys = async () => keys !== undefined && await (options.keysExist ?? keys.any)();
@@ -147,7 +148,7 @@ export async function resolveCaller(
   if (keys && looksLikeApiKey(token)) {
     return await resolveApiKey(keys, token, { now: options.now?.(), log: options.log });
   }
-  if (jwt) return await oauth.verify(token);
+  if (jwt) return await oauth.verify(token, resource);
   if (await open()) return LOCAL_CALLER;
   throw new GatewayError(
     "UNAUTHORIZED",
@@ -190,12 +191,14 @@ export function authenticate(options: AuthenticateOptions): MiddlewareHandler<Ap
   return async function authenticate(c, next) {
     if (options.skip?.(c.req.path) || isProtectedResourcePath(c.req.path)) return await next();
     const header = c.req.header("authorization");
+    // A virtual server's endpoint is a resource of its own (RFC 9728), below the audience.
+    const resource = oauth?.resourceFor(c.req.path);
     let caller: Caller;
     try {
-      caller = await resolveCaller(header, resolving);
+      caller = await resolveCaller(header, resolving, resource);
     } catch (error) {
       const challenge = oauth && error instanceof GatewayError &&
-        oauthChallenge(oauth, error, header);
+        oauthChallenge(oauth, error, header, resource);
       if (!challenge) throw error;
       const response = errorResponse(error as GatewayError);
       response.headers.set("www-authenticate", challenge);
@@ -225,7 +228,7 @@ export function authenticate(options: AuthenticateOptions): MiddlewareHandler<Ap
           bearerChallenge({
             error: "insufficient_scope",
             scope: scopes.join(" "),
-            resource_metadata: oauth.metadataUrl,
+            resource_metadata: oauth.metadataUrlOf(resource),
             error_description: failed.message,
           }),
         );
@@ -257,13 +260,14 @@ function oauthChallenge(
   oauth: OAuthValidator,
   error: GatewayError,
   header: string | undefined,
+  resource: string | undefined,
 ): string | undefined {
   const { required_scopes } = oauth.config;
   const scope = required_scopes.length ? required_scopes.join(" ") : undefined;
   if (error.code === "UNAUTHORIZED") {
     return bearerChallenge({
       realm: "toolgate",
-      resource_metadata: oauth.metadataUrl,
+      resource_metadata: oauth.metadataUrlOf(resource),
       scope,
       ...(header === undefined ? {} : { error: "invalid_token", error_description: error.message }),
     });
@@ -272,7 +276,7 @@ function oauthChallenge(
     return bearerChallenge({
       error: "insufficient_scope",
       scope,
-      resource_metadata: oauth.metadataUrl,
+      resource_metadata: oauth.metadataUrlOf(resource),
       error_description: error.message,
     });
   }
@@ -282,11 +286,20 @@ function oauthChallenge(
 /**
  * Serves the protected-resource metadata (RFC 9728) at
  * `/.well-known/oauth-protected-resource` and at the path derived from the
- * audience (`/.well-known/oauth-protected-resource/mcp`), without a token.
+ * audience (`/.well-known/oauth-protected-resource/mcp`), and, when the
+ * audience is `/mcp`, each virtual server's below it
+ * (`/.well-known/oauth-protected-resource/mcp/sales`, its `resource` that
+ * endpoint), without a token.
+ *
+ * @param hasServer Whether a virtual server of that name exists (others are 404).
  */
-export function registerProtectedResourceMetadata(app: ToolgateApp, oauth: OAuthValidator): void {
-  const serve = () =>
-    new Response(JSON.stringify(oauth.metadata()), {
+export function registerProtectedResourceMetadata(
+  app: ToolgateApp,
+  oauth: OAuthValidator,
+  hasServer: (name: string) => boolean = () => false,
+): void {
+  const serve = (resource?: string) =>
+    new Response(JSON.stringify(oauth.metadata(resource)), {
       headers: {
         "content-type": "application/json",
         "cache-control": "public, max-age=300",
@@ -294,6 +307,17 @@ export function registerProtectedResourceMetadata(app: ToolgateApp, oauth: OAuth
         "access-control-allow-origin": "*",
       },
     });
-  app.get(PROTECTED_RESOURCE_PATH, serve);
-  if (oauth.metadataPath !== PROTECTED_RESOURCE_PATH) app.get(oauth.metadataPath, serve);
+  app.get(PROTECTED_RESOURCE_PATH, () => serve());
+  if (oauth.metadataPath === PROTECTED_RESOURCE_PATH) return;
+  app.get(oauth.metadataPath, () => serve());
+  app.get(`${oauth.metadataPath}/:server`, (c) => {
+    const name = c.req.param("server");
+    const resource = hasServer(name) ? oauth.resourceFor(`/mcp/${name}`) : undefined;
+    if (resource === undefined) {
+      throw new GatewayError("NOT_FOUND", `No protected resource at ${c.req.path}`, {
+        details: { path: c.req.path },
+      });
+    }
+    return serve(resource);
+  });
 }

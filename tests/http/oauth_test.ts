@@ -95,8 +95,10 @@ async function setup(
   issuer: Issuer,
   oauth: Record<string, unknown> = {},
   env: Record<string, string> = {},
+  more: Record<string, unknown> = {},
 ) {
   const config = await httpConfig({
+    ...more,
     auth: {
       oauth: {
         issuer: issuer.issuer,
@@ -217,6 +219,67 @@ Deno.test("OAuth: the challenge an MCP client follows: 401 → resource_metadata
   // The JWKS was found through the issuer's metadata (no jwks_url configured).
   assertEquals(issuer.state.metadataFetches, 2);
   assertEquals(issuer.state.jwksFetches, 1);
+});
+
+Deno.test("OAuth: a virtual server's /mcp/<name> is a resource of its own: its metadata and challenge, and tokens for it or for /mcp", async () => {
+  await using issuer = await startIssuer();
+  await using t = await setup(issuer, {}, {}, { servers: { sales: { tools: ["echo"] } } });
+  const SALES = "https://toolgate.example.com/mcp/sales";
+  const first = await t.app.request("/mcp/sales", {
+    method: "POST",
+    headers: { "content-type": "application/json", accept: "application/json, text/event-stream" },
+    body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "initialize", params: {} }),
+  });
+  assertEquals(first.status, 401);
+  const params = challenge(first);
+  assertEquals(
+    params.resource_metadata,
+    "https://toolgate.example.com/.well-known/oauth-protected-resource/mcp/sales",
+  );
+  const metadata = await t.app.request(new URL(params.resource_metadata).pathname);
+  assertEquals(metadata.status, 200);
+  assertEquals((await metadata.json()).resource, SALES);
+  // No such virtual server: no such resource.
+  const unknown = await t.app.request("/.well-known/oauth-protected-resource/mcp/nope");
+  assertEquals(unknown.status, 404);
+  await unknown.body?.cancel();
+
+  // A token for the virtual server is taken there (RFC 8707 audience) ...
+  const forSales = await t.token({ scope: "tools:all", aud: SALES });
+  {
+    await using session = await mcpClient(t.app, bearer(forSales), "/mcp/sales");
+    assertEquals(
+      (await session.client.listTools()).tools.map((tool: { name: string }) => tool.name),
+      ["echo"],
+    );
+  }
+  // ... and nowhere else: not /mcp, not REST.
+  const elsewhere = await t.app.request("/tools", { headers: bearer(forSales) });
+  assertEquals(elsewhere.status, 401);
+  assertStringIncludes(
+    (await elsewhere.json()).error.message,
+    `does not contain ${AUDIENCE}; ask the issuer`,
+  );
+  const onMcp = await t.app.request("/mcp", {
+    method: "POST",
+    headers: {
+      ...bearer(forSales),
+      "content-type": "application/json",
+      accept: "application/json, text/event-stream",
+    },
+    body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "initialize", params: {} }),
+  });
+  assertEquals(onMcp.status, 401);
+  await onMcp.body?.cancel();
+  // A token for the whole /mcp still reaches the virtual server below it.
+  await using whole = await mcpClient(
+    t.app,
+    bearer(await t.token({ scope: "tools:all" })),
+    "/mcp/sales",
+  );
+  assertEquals((await whole.client.listTools()).tools.map((tool: { name: string }) => tool.name), [
+    "echo",
+  ]);
 });
 
 Deno.test("OAuth: scopes decide the tools over REST (403 insufficient_scope) and MCP (isError), audited with subject and client", async () => {
