@@ -198,7 +198,11 @@ Deno.test({
     await page.getByText(/\d+ calls in the last hour/).first().waitFor();
     await shot(page, "overview", true);
     await page.setViewportSize({ width: 390, height: 800 });
-    await page.getByRole("link", { name: "Overview" }).click();
+    // The same page again: measured once the new document has loaded, not while it replaces the old.
+    await Promise.all([
+      page.waitForEvent("load"),
+      page.getByRole("link", { name: "Overview" }).click(),
+    ]);
     const overflow = await page.evaluate<number>(
       "document.documentElement.scrollWidth - document.documentElement.clientWidth",
     );
