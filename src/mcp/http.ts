@@ -32,7 +32,7 @@ import { CALLER_AUTH_KEY, createMcpServer } from "./server.ts";
 export interface McpHttpSessionsOptions {
   /** Close a session after this long without requests in flight, in ms. @default 1800000 */
   idleMs?: number;
-  /** Most sessions open at once; more initializations get 503. @default 1000 */
+  /** Most sessions open at once, those of the virtual servers included; more initializations get 503. @default 1000 */
   maxSessions?: number;
   /** Largest POST body the transport reads, in bytes. @default 1048576 */
   maxBodyBytes?: number;
@@ -116,6 +116,8 @@ export class McpHttpSessions {
   #server: string | undefined;
   /** The sessions of each virtual server (`/mcp/<name>`), made on first use. */
   #virtual = new Map<string, McpHttpSessions>();
+  /** Whose `maxSessions` this one counts against: the `/mcp` sessions, for a virtual server's. */
+  #root: McpHttpSessions = this;
 
   /**
    * @param gateway The gateway whose tools the sessions offer.
@@ -186,6 +188,8 @@ export class McpHttpSessions {
     let sessions = this.#virtual.get(name);
     if (!sessions) {
       sessions = new McpHttpSessions(this.#gateway, { ...this.#options, server: name });
+      // One bound for all: a virtual server's sessions count against the endpoint's maxSessions.
+      sessions.#root = this;
       if (this.#draining) sessions.drain();
       this.#virtual.set(name, sessions);
     }
@@ -218,6 +222,13 @@ export class McpHttpSessions {
       this.#watches.delete(uri);
       void current.stopping.then((stop) => stop());
     };
+  }
+
+  /** Sessions open or being opened, those of the virtual servers too. */
+  #opening(): number {
+    let count = this.#sessions.size + this.#pending.size;
+    for (const sessions of this.#virtual.values()) count += sessions.#opening();
+    return count;
   }
 
   /** Number of open sessions (those of the virtual servers too). */
@@ -289,7 +300,7 @@ export class McpHttpSessions {
       return rpcError(405, SERVER_ERROR, "Method not allowed", { allow: "GET, POST, DELETE" });
     }
     if (this.#draining) return rpcError(503, SERVER_ERROR, "Server is shutting down");
-    if (this.#sessions.size + this.#pending.size >= this.#maxSessions) {
+    if (this.#root.#opening() >= this.#root.#maxSessions) {
       return rpcError(503, SERVER_ERROR, "Too many MCP sessions: try again later");
     }
     return await this.#initialize(parsed, owner);

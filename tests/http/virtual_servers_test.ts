@@ -47,7 +47,7 @@ function source(plugin: string): CatalogSource {
   };
 }
 
-async function setup() {
+async function setup(options: { maxSessions?: number } = {}) {
   const config = await httpConfig({
     // Config defines `cfg`; the store defines `team-a` (and a `cfg` that config shadows).
     servers: { cfg: { tools: ["echo"], description: "from config" } },
@@ -75,7 +75,7 @@ async function setup() {
   const t = await testGateway({ config, audit, servers });
   t.gateway.catalog.set("github", source("github"));
   t.gateway.catalog.set("jira", source("jira"));
-  const mcp = new McpHttpSessions(t.gateway, mcpHttpOptions(config.server));
+  const mcp = new McpHttpSessions(t.gateway, { ...mcpHttpOptions(config.server), ...options });
   const app = createApp({
     gateway: t.gateway,
     config,
@@ -292,4 +292,46 @@ Deno.test("/mcp/<name>: resources/subscribe of a resource outside the server is 
   // At /mcp it may be watched.
   await using all = await mcpClient(t.app, bearer(ADMIN));
   assertEquals(await all.client.subscribeResource({ uri: "jira://readme" }), {});
+});
+
+Deno.test("/mcp/<name>: virtual servers' sessions count against the one maxSessions bound with /mcp's", async () => {
+  await using t = await setup({ maxSessions: 2 });
+  const initialize = (path: string) =>
+    t.app.request(path, {
+      method: "POST",
+      headers: {
+        ...bearer(ADMIN),
+        "content-type": "application/json",
+        accept: "application/json, text/event-stream",
+      },
+      body: JSON.stringify({
+        jsonrpc: "2.0",
+        id: 1,
+        method: "initialize",
+        params: {
+          protocolVersion: "2025-11-25",
+          capabilities: {},
+          clientInfo: { name: "bound", version: "1" },
+        },
+      }),
+    });
+  const first = await mcpClient(t.app, bearer(ADMIN), "/mcp/team-a");
+  const second = await mcpClient(t.app, bearer(ADMIN), "/mcp/cfg");
+  try {
+    // Two open, one on each virtual server: a third is refused wherever it asks.
+    for (const path of ["/mcp", "/mcp/team-a", "/mcp/cfg"]) {
+      const refused = await initialize(path);
+      assertEquals(refused.status, 503, path);
+      assertStringIncludes(await refused.text(), "Too many MCP sessions");
+    }
+  } finally {
+    // Ended (DELETE), not only disconnected: the session is gone.
+    await second.transport.terminateSession();
+    await second.client.close();
+  }
+  // One ended: room for one more.
+  const third = await initialize("/mcp");
+  assertEquals(third.status, 200);
+  await third.body?.cancel();
+  await first.client.close();
 });
