@@ -167,6 +167,12 @@ export const OAuthConfigSchema = z.strictObject({
 /** The `auth.oauth` configuration. */
 export type OAuthConfig = z.infer<typeof OAuthConfigSchema>;
 
+/** Default of `webhooks.auto_disable_after`: events in a row dead-lettered before an endpoint is disabled. */
+export const DEFAULT_AUTO_DISABLE_AFTER = 5;
+
+/** Default of `webhooks.retry_after_max_ms`: the longest `Retry-After` honoured, 1 hour. */
+export const DEFAULT_RETRY_AFTER_MAX_MS = 60 * 60 * 1000;
+
 /** Schema of `config.json`. Unknown keys are rejected. */
 export const ConfigFileSchema = z.strictObject({
   server: z.strictObject({
@@ -200,9 +206,9 @@ export const ConfigFileSchema = z.strictObject({
     timeout_ms: z.number().int().positive().default(10_000),
     poll_ms: z.number().int().positive().default(250),
     /** Disable an endpoint whose last N events all went to the DLQ (0: never). */
-    auto_disable_after: z.number().int().min(0).default(5),
+    auto_disable_after: z.number().int().min(0).default(DEFAULT_AUTO_DISABLE_AFTER),
     /** Upper bound on a receiver's `Retry-After` (429/503), in milliseconds. */
-    retry_after_max_ms: z.number().int().positive().default(60 * 60 * 1000),
+    retry_after_max_ms: z.number().int().positive().default(DEFAULT_RETRY_AFTER_MAX_MS),
   }).prefault({}),
   /** Where `http_request` and webhook deliveries may connect besides public addresses. */
   egress: z.strictObject({

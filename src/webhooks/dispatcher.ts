@@ -13,7 +13,11 @@
  *
  * @module
  */
-import type { Config } from "../config/mod.ts";
+import {
+  type Config,
+  DEFAULT_AUTO_DISABLE_AFTER,
+  DEFAULT_RETRY_AFTER_MAX_MS,
+} from "../config/mod.ts";
 import { GatewayError } from "../errors/mod.ts";
 import {
   envelopeTraceparent,
@@ -269,12 +273,6 @@ function attemptRecord(attempt: number, at: number, result: SendResult): Attempt
     duration_ms: result.duration_ms,
   };
 }
-
-/** Default of `webhooks.auto_disable_after` when the config leaves it out. */
-const DEFAULT_AUTO_DISABLE_AFTER = 5;
-
-/** Default of `webhooks.retry_after_max_ms` when the config leaves it out: 1 hour. */
-const DEFAULT_RETRY_AFTER_MAX_MS = 60 * 60 * 1000;
 
 /** Why an event to a disabled webhook went to the DLQ without an attempt. */
 function disabledReason(webhook: OutgoingWebhook): string {
