@@ -60,6 +60,19 @@ export const OutgoingWebhookSchema = z.strictObject({
 /** An outgoing webhook registration. */
 export type OutgoingWebhook = z.infer<typeof OutgoingWebhookSchema>;
 
+/**
+ * The signature schemes an incoming endpoint can verify (`webhooks create
+ * --verify`), each implemented in `src/webhooks/incoming_verify.ts`.
+ */
+export const VerifySchemeSchema = z.enum([
+  "hmac-sha256",
+  "github",
+  "stripe",
+  "slack",
+  "shopify",
+  "standard-webhooks",
+]);
+
 /** A stored incoming webhook endpoint. */
 export const IncomingWebhookSchema = z.strictObject({
   id: z.string().regex(/^in_[0-9a-z]+$/),
@@ -72,14 +85,7 @@ export const IncomingWebhookSchema = z.strictObject({
    * How requests are verified (with `secret`): a scheme of
    * `src/webhooks/incoming_verify.ts`; absent is `hmac-sha256`.
    */
-  verify: z.enum([
-    "hmac-sha256",
-    "github",
-    "stripe",
-    "slack",
-    "shopify",
-    "standard-webhooks",
-  ]).optional(),
+  verify: VerifySchemeSchema.optional(),
   /** Most seconds a signed timestamp may be off (schemes that sign one). @default 300 */
   tolerance_s: z.number().int().positive().optional(),
   rate_limit_per_s: z.number().positive().optional(),

@@ -23,21 +23,14 @@
 import { Buffer } from "node:buffer";
 import { createHash, createHmac, timingSafeEqual } from "node:crypto";
 import { GatewayError } from "../errors/mod.ts";
-import type { IncomingWebhook } from "../store/mod.ts";
+import { type IncomingWebhook, VerifySchemeSchema } from "../store/mod.ts";
 import { standardKeyBytes } from "./signer.ts";
 
 /** A signature scheme of an incoming endpoint (the record's `verify`). */
 export type VerifyScheme = NonNullable<IncomingWebhook["verify"]>;
 
 /** The signature schemes an incoming endpoint can verify (`webhooks create --verify`). */
-export const VERIFY_SCHEMES: readonly VerifyScheme[] = [
-  "hmac-sha256",
-  "github",
-  "stripe",
-  "slack",
-  "shopify",
-  "standard-webhooks",
-];
+export const VERIFY_SCHEMES: readonly VerifyScheme[] = VerifySchemeSchema.options;
 
 /** Default timestamp tolerance of the schemes that sign one: 5 minutes. */
 export const DEFAULT_TOLERANCE_S = 300;

@@ -19,6 +19,7 @@ import {
   upstreamsPrefix,
 } from "./keys.ts";
 import type { KvStore } from "./kv_store.ts";
+import { removeRegistration } from "./_registrations.ts";
 import {
   type NewUpstream,
   type ServerStatus,
@@ -84,21 +85,8 @@ export async function listUpstreams(store: KvStore): Promise<UpstreamRecord[]> {
  *
  * @returns Whether it existed.
  */
-export async function removeUpstream(store: KvStore, name: string): Promise<boolean> {
-  const key = upstreamKey(name);
-  return await store.retry(async () => {
-    // Checked against the read entry; read again when it changed meanwhile.
-    for (;;) {
-      const entry = await store.kv.get(key);
-      if (entry.value === null) return false;
-      const result = await store.kv.atomic()
-        .check(entry)
-        .delete(key)
-        .sum(registrationsVersionKey(), 1n)
-        .commit();
-      if (result.ok) return true;
-    }
-  });
+export function removeUpstream(store: KvStore, name: string): Promise<boolean> {
+  return removeRegistration(store, upstreamKey(name));
 }
 
 /**

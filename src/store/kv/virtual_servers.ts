@@ -11,6 +11,7 @@ import { type VirtualServerRecord, VirtualServerRecordSchema } from "../records.
 import type { VirtualServerStore } from "../store.ts";
 import { registrationsVersionKey, virtualServerKey, virtualServersPrefix } from "./keys.ts";
 import type { KvStore } from "./kv_store.ts";
+import { removeRegistration } from "./_registrations.ts";
 
 function parse(value: unknown, name: string): VirtualServerRecord {
   return parseRecord(VirtualServerRecordSchema, value, `virtual server ${name}`);
@@ -71,20 +72,8 @@ export function createKvVirtualServerStore(store: KvStore): VirtualServerStore {
         }
       });
     },
-    async remove(name) {
-      const key = virtualServerKey(name);
-      return await store.retry(async () => {
-        for (;;) {
-          const entry = await store.kv.get(key);
-          if (entry.value === null) return false;
-          const result = await store.kv.atomic()
-            .check(entry)
-            .delete(key)
-            .sum(registrationsVersionKey(), 1n)
-            .commit();
-          if (result.ok) return true;
-        }
-      });
+    remove(name) {
+      return removeRegistration(store, virtualServerKey(name));
     },
   };
 }

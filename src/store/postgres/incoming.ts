@@ -185,6 +185,22 @@ async function insertJobs(sql: Tx | Sql, jobs: readonly StagedJob[]): Promise<vo
       failed_at = excluded.failed_at, traceparent = excluded.traceparent`;
 }
 
+/**
+ * Adds failed jobs to their endpoints' `failed` counters (the webhooks part's
+ * stats table), one per entry of `endpointIds`; endpoints in order, so that
+ * concurrent transactions lock their counters in the same order.
+ */
+async function countFailed(tx: Tx, endpointIds: readonly string[]): Promise<void> {
+  if (!endpointIds.length) return;
+  const counts = new Map<string, number>();
+  for (const id of endpointIds) counts.set(id, (counts.get(id) ?? 0) + 1);
+  const endpoints = [...counts.keys()].sort();
+  await tx`
+    insert into toolgate_incoming_stats as s (endpoint_id, failed)
+    select * from unnest(${endpoints}::text[], ${endpoints.map((id) => counts.get(id)!)}::bigint[])
+    on conflict (endpoint_id) do update set failed = s.failed + excluded.failed`;
+}
+
 /** Refuses claim options the Deno KV adapter refuses, with its messages. */
 function checkClaimOptions(options: ClaimIncomingOptions): void {
   const { now, limit } = options;
@@ -331,24 +347,12 @@ class PgIncomingStore implements IncomingStore {
         delete from toolgate_incoming_jobs where id = any(${ids}::text[]) and failed_at is null
         returning id`;
       const gone = new Set(rows.map(({ id }) => id));
-      const failures = new Map<string, number>();
-      for (const { job, failed } of items) {
-        if (failed && gone.has(job.id)) {
-          failures.set(job.endpoint_id, (failures.get(job.endpoint_id) ?? 0) + 1);
-        }
-      }
-      if (failures.size) {
-        // The webhooks part's stats table; endpoints in order, so that
-        // concurrent completions lock their counters in the same order.
-        const endpoints = [...failures.keys()].sort();
-        await tx`
-          insert into toolgate_incoming_stats as s (endpoint_id, failed)
-          select * from unnest(
-            ${endpoints}::text[],
-            ${endpoints.map((id) => failures.get(id)!)}::bigint[]
-          )
-          on conflict (endpoint_id) do update set failed = s.failed + excluded.failed`;
-      }
+      await countFailed(
+        tx,
+        items.filter(({ job, failed }) => failed && gone.has(job.id)).map(({ job }) =>
+          job.endpoint_id
+        ),
+      );
       return gone;
     });
     return items.map(({ job }) => deleted.has(job.id));
@@ -387,21 +391,10 @@ class PgIncomingStore implements IncomingStore {
           ${updates.map((u) => u.next)}::bigint[], ${updates.map((u) => u.failed_at)}::text[])
           as u(id, attempts, next, failed_at)
         where t.id = u.id`;
-      const failures = new Map<string, number>();
-      for (const update of updates) {
-        if (update.failed_at === null) continue;
-        failures.set(update.endpoint_id, (failures.get(update.endpoint_id) ?? 0) + 1);
-      }
-      if (failures.size) {
-        const endpoints = [...failures.keys()].sort();
-        await tx`
-          insert into toolgate_incoming_stats as s (endpoint_id, failed)
-          select * from unnest(
-            ${endpoints}::text[],
-            ${endpoints.map((id) => failures.get(id)!)}::bigint[]
-          )
-          on conflict (endpoint_id) do update set failed = s.failed + excluded.failed`;
-      }
+      await countFailed(
+        tx,
+        updates.filter((u) => u.failed_at !== null).map((u) => u.endpoint_id),
+      );
       return new Set(updates.map((u) => u.id));
     });
     return items.map(({ job }) => changed.has(job.id));
