@@ -17,7 +17,10 @@ import {
   ServerLifecycle,
   type ToolgateApp,
 } from "../../src/http/mod.ts";
-import { mcpHttpOptions, McpHttpSessions } from "../../src/mcp/mod.ts";
+import { mcpHttpOptions, McpHttpSessions, type McpHttpSessionsOptions } from "../../src/mcp/mod.ts";
+import { type AuditLog, createAuditLog } from "../../src/audit/mod.ts";
+import type { VirtualServers } from "../../src/gateway/mod.ts";
+import { openStore, type Store } from "../../src/store/mod.ts";
 import { testGateway, testPlugin } from "../gateway/_fixtures.ts";
 
 /** Resolved config from a `config.json` object and environment variables. */
@@ -108,6 +111,71 @@ export async function testApp(options: TestAppOptions = {}): Promise<TestApp> {
     [Symbol.asyncDispose]: async () => {
       await mcp.closeAll();
       await t[Symbol.asyncDispose]();
+    },
+  };
+}
+
+/** Options of {@linkcode storedApp}. */
+export interface StoredAppOptions {
+  /** The store of the app's API keys and audit log (closed on dispose). @default a new one in memory */
+  store?: Store;
+  /** The app's routes beside the core's, made with the store and audit log. @default none */
+  routes?: (store: Store, audit: AuditLog) => NonNullable<AppOptions["routes"]>;
+  /** The app's clock (API key expiry, OAuth). @default Date.now */
+  now?: () => number;
+  /** The gateway's clock (rate limits). @default performance.now */
+  gatewayClock?: () => number;
+  /** The virtual servers. @default those of the config */
+  servers?: VirtualServers;
+  /** Options of the MCP sessions beside the config's. */
+  mcp?: Partial<McpHttpSessionsOptions>;
+}
+
+/** An app whose API keys and audit log live in a store (see {@linkcode storedApp}). */
+export interface StoredApp extends AsyncDisposable {
+  app: ToolgateApp;
+  store: Store;
+  audit: AuditLog;
+  gateway: Gateway;
+}
+
+/**
+ * Builds the app on a test gateway with its API keys and audit log in a
+ * store of their own (the gateway's plugins have another): what the access,
+ * rate limit, OAuth and virtual server tests share. Dispose closes everything.
+ */
+export async function storedApp(
+  config: Config,
+  options: StoredAppOptions = {},
+): Promise<StoredApp> {
+  const store = options.store ?? await openStore({ dataDir: config.dataDir, memory: true });
+  const audit = createAuditLog({ store });
+  const t = await testGateway({
+    config,
+    audit,
+    ...(options.gatewayClock ? { clock: options.gatewayClock } : {}),
+    ...(options.servers ? { servers: options.servers } : {}),
+  });
+  const mcp = new McpHttpSessions(t.gateway, { ...mcpHttpOptions(config.server), ...options.mcp });
+  const app = createApp({
+    gateway: t.gateway,
+    config,
+    mcp,
+    keys: store.apiKeys,
+    ...(options.now ? { now: options.now } : {}),
+    routes: options.routes?.(store, audit) ?? [],
+    log: () => {},
+  });
+  return {
+    app,
+    store,
+    audit,
+    gateway: t.gateway,
+    async [Symbol.asyncDispose]() {
+      await mcp.closeAll();
+      await audit.close();
+      await t[Symbol.asyncDispose]();
+      await store.close();
     },
   };
 }

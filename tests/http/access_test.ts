@@ -8,12 +8,8 @@
  */
 import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
 import { assert, assertEquals, assertStringIncludes } from "../_asserts.ts";
-import { createAuditLog } from "../../src/audit/mod.ts";
 import { createApiKey } from "../../src/auth/mod.ts";
-import { auditRoutes, createApp, eventsRoutes } from "../../src/http/mod.ts";
-import { mcpHttpOptions, McpHttpSessions } from "../../src/mcp/mod.ts";
-import { openStore } from "../../src/store/mod.ts";
-import { testGateway } from "../gateway/_fixtures.ts";
+import { auditRoutes, eventsRoutes } from "../../src/http/mod.ts";
 import {
   bearer,
   httpConfig,
@@ -21,6 +17,7 @@ import {
   mcpClient,
   postJson,
   restToolNames,
+  storedApp,
 } from "./_fixtures.ts";
 
 const ADMIN = "admin-token-0123456789";
@@ -28,33 +25,11 @@ const ADMIN = "admin-token-0123456789";
 async function setup(env: Record<string, string> = { TOOLGATE_API_TOKEN: ADMIN }) {
   const config = await httpConfig({}, env);
   const clock = { now: Date.now() };
-  // Keys and the audit log on a store of their own (the gateway's plugins have another).
-  const store = await openStore({ dataDir: config.dataDir, memory: true });
-  const audit = createAuditLog({ store });
-  const t = await testGateway({ config, audit });
-  const mcp = new McpHttpSessions(t.gateway, mcpHttpOptions(config.server));
-  const app = createApp({
-    gateway: t.gateway,
-    config,
-    mcp,
-    keys: store.apiKeys,
+  const t = await storedApp(config, {
     now: () => clock.now,
-    routes: [auditRoutes(audit), eventsRoutes()],
-    log: () => {},
+    routes: (_store, audit) => [auditRoutes(audit), eventsRoutes()],
   });
-  return {
-    app,
-    store,
-    audit,
-    clock,
-    gateway: t.gateway,
-    async [Symbol.asyncDispose]() {
-      await mcp.closeAll();
-      await audit.close();
-      await t[Symbol.asyncDispose]();
-      await store.close();
-    },
-  };
+  return { ...t, clock };
 }
 
 Deno.test("API keys: 401 for a missing, malformed, oversized, unknown, revoked or expired token, with WWW-Authenticate, and nothing stored", async () => {

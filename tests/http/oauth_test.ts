@@ -9,17 +9,13 @@
  */
 import { CompactSign, exportJWK, exportSPKI, generateKeyPair, type JWK, SignJWT } from "jose";
 import { assert, assertEquals, assertStringIncludes } from "../_asserts.ts";
-import { createAuditLog } from "../../src/audit/mod.ts";
 import { parseConfigFile } from "../../src/config/mod.ts";
 import { GatewayError } from "../../src/errors/mod.ts";
 import { auditRoutes, consoleRoutes, createApp } from "../../src/http/mod.ts";
-import { mcpHttpOptions, McpHttpSessions } from "../../src/mcp/mod.ts";
-import { openStore } from "../../src/store/mod.ts";
-import { testGateway } from "../gateway/_fixtures.ts";
 import { inheritedEnv, mcpUpstreamPlugin } from "../../src/plugins/mcp/mod.ts";
 import { pluginGateway } from "../plugins/_gateway.ts";
 import { startHttpFixture } from "../plugins/_upstreams.ts";
-import { bearer, httpConfig, mcpClient, postJson } from "./_fixtures.ts";
+import { bearer, httpConfig, mcpClient, postJson, storedApp } from "./_fixtures.ts";
 
 const AUDIENCE = "https://toolgate.example.com/mcp";
 const METADATA_URL = "https://toolgate.example.com/.well-known/oauth-protected-resource/mcp";
@@ -109,18 +105,9 @@ async function setup(
     },
   }, env);
   const clock = { now: Date.now() };
-  const store = await openStore({ dataDir: config.dataDir, memory: true });
-  const audit = createAuditLog({ store });
-  const t = await testGateway({ config, audit });
-  const mcp = new McpHttpSessions(t.gateway, mcpHttpOptions(config.server));
-  const app = createApp({
-    gateway: t.gateway,
-    config,
-    mcp,
-    keys: store.apiKeys,
+  const t = await storedApp(config, {
     now: () => clock.now,
-    routes: [consoleRoutes({ store, audit }), auditRoutes(audit)],
-    log: () => {},
+    routes: (store, audit) => [consoleRoutes({ store, audit }), auditRoutes(audit)],
   });
   /** A token signed by the issuer's RSA key unless told otherwise. */
   const token = (options: TokenOptions = {}) => {
@@ -142,18 +129,7 @@ async function setup(
     if (options.nbf !== undefined) jwt.setNotBefore(now + options.nbf);
     return jwt.sign((options.key ?? issuer.rsa).privateKey);
   };
-  return {
-    app,
-    audit,
-    clock,
-    token,
-    async [Symbol.asyncDispose]() {
-      await mcp.closeAll();
-      await audit.close();
-      await t[Symbol.asyncDispose]();
-      await store.close();
-    },
-  };
+  return { ...t, clock, token };
 }
 
 /** The auth-params of a `Bearer` challenge. */

@@ -8,43 +8,20 @@
  * @module
  */
 import { assertEquals, assertStringIncludes } from "../_asserts.ts";
-import { createAuditLog } from "../../src/audit/mod.ts";
 import { createApiKey } from "../../src/auth/mod.ts";
-import { auditRoutes, createApp } from "../../src/http/mod.ts";
-import { mcpHttpOptions, McpHttpSessions } from "../../src/mcp/mod.ts";
-import { openStore } from "../../src/store/mod.ts";
-import { testGateway } from "../gateway/_fixtures.ts";
-import { bearer, httpConfig, mcpClient, postJson } from "./_fixtures.ts";
+import { auditRoutes } from "../../src/http/mod.ts";
+import { bearer, httpConfig, mcpClient, postJson, storedApp } from "./_fixtures.ts";
 
 const ADMIN = "admin-token-0123456789";
 
 async function setup(file: Record<string, unknown> = {}) {
   const config = await httpConfig(file, { TOOLGATE_API_TOKEN: ADMIN });
   const clock = { now: Date.UTC(2026, 0, 1) };
-  const store = await openStore({ dataDir: config.dataDir, memory: true });
-  const audit = createAuditLog({ store });
-  const t = await testGateway({ config, audit, clock: () => clock.now });
-  const mcp = new McpHttpSessions(t.gateway, mcpHttpOptions(config.server));
-  const app = createApp({
-    gateway: t.gateway,
-    config,
-    mcp,
-    keys: store.apiKeys,
-    routes: [auditRoutes(audit)],
-    log: () => {},
+  const t = await storedApp(config, {
+    gatewayClock: () => clock.now,
+    routes: (_store, audit) => [auditRoutes(audit)],
   });
-  return {
-    app,
-    store,
-    audit,
-    clock,
-    async [Symbol.asyncDispose]() {
-      await mcp.closeAll();
-      await audit.close();
-      await t[Symbol.asyncDispose]();
-      await store.close();
-    },
-  };
+  return { ...t, clock };
 }
 
 Deno.test("rate limits over REST: a key with --rate 2/s gets 429 RATE_LIMITED with Retry-After past two calls; another key has its own bucket; audited", async () => {

@@ -10,14 +10,11 @@
 import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
 import { ToolListChangedNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
 import { assert, assertEquals, assertStringIncludes } from "../_asserts.ts";
-import { createAuditLog } from "../../src/audit/mod.ts";
 import { createApiKey } from "../../src/auth/mod.ts";
 import type { CatalogSource } from "../../src/gateway/mod.ts";
 import { followVirtualServers, VirtualServers } from "../../src/gateway/mod.ts";
-import { createApp, eventsRoutes } from "../../src/http/mod.ts";
-import { mcpHttpOptions, McpHttpSessions } from "../../src/mcp/mod.ts";
+import { eventsRoutes } from "../../src/http/mod.ts";
 import { openStore } from "../../src/store/mod.ts";
-import { testGateway } from "../gateway/_fixtures.ts";
 import { waitFor } from "../plugins/_upstreams.ts";
 import {
   bearer,
@@ -26,6 +23,7 @@ import {
   mcpClient,
   postJson,
   restToolNames,
+  storedApp,
 } from "./_fixtures.ts";
 
 const ADMIN = "admin-token-0123456789";
@@ -71,30 +69,19 @@ async function setup(options: { maxSessions?: number } = {}) {
     pollMs: 10,
     version: await store.registrationsVersion(),
   });
-  const audit = createAuditLog({ store });
-  const t = await testGateway({ config, audit, servers });
+  const t = await storedApp(config, {
+    store,
+    servers,
+    mcp: options,
+    routes: () => [eventsRoutes()],
+  });
   t.gateway.catalog.set("github", source("github"));
   t.gateway.catalog.set("jira", source("jira"));
-  const mcp = new McpHttpSessions(t.gateway, { ...mcpHttpOptions(config.server), ...options });
-  const app = createApp({
-    gateway: t.gateway,
-    config,
-    mcp,
-    keys: store.apiKeys,
-    routes: [eventsRoutes()],
-    log: () => {},
-  });
   return {
-    app,
-    store,
-    audit,
-    gateway: t.gateway,
+    ...t,
     async [Symbol.asyncDispose]() {
       await stopFollowing();
-      await mcp.closeAll();
-      await audit.close();
       await t[Symbol.asyncDispose]();
-      await store.close();
     },
   };
 }
