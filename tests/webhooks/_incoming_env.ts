@@ -23,6 +23,8 @@ export interface IncomingEnvOptions {
   plugins: PluginDefinition[];
   /** `incoming.*` settings over the test defaults. */
   incoming?: Partial<Config["incoming"]>;
+  /** `TOOLGATE_API_TOKEN`. @default none */
+  apiToken?: string;
 }
 
 /** What {@linkcode incomingEnv} sets up. */
@@ -51,6 +53,7 @@ export async function incomingEnv(options: IncomingEnvOptions): Promise<Incoming
     ...base,
     dataDir: temp.dataDir,
     incoming: { ...base.incoming, ...options.incoming },
+    ...(options.apiToken ? { apiToken: options.apiToken } : {}),
   };
   const bus = new EventBus();
   const audit = createAuditLog({ store, bus });

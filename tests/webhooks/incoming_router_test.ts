@@ -7,13 +7,11 @@
  */
 import { z } from "zod";
 import { assertEquals } from "../_asserts.ts";
-import { createAuditLog } from "../../src/audit/mod.ts";
-import { EventBus } from "../../src/events/mod.ts";
-import { Gateway, type PluginDefinition } from "../../src/gateway/mod.ts";
-import { type IncomingAuditLog, IncomingRouter } from "../../src/webhooks/mod.ts";
+import type { PluginDefinition } from "../../src/gateway/mod.ts";
+import type { IncomingAuditLog, IncomingRouter } from "../../src/webhooks/mod.ts";
 import type { KvStore } from "../../src/store/kv/kv_store.ts";
 import { tempStore } from "../audit/_store.ts";
-import { testConfig } from "../gateway/_fixtures.ts";
+import { gatedTool, incomingEnv } from "./_incoming_env.ts";
 
 /** A plugin whose `count` tool records how often each `n` was handled. */
 function countingPlugin(counts: Map<number, number>): PluginDefinition {
@@ -36,47 +34,20 @@ function countingPlugin(counts: Map<number, number>): PluginDefinition {
 }
 
 Deno.test("jobs past the in-memory queue wait in the store and each runs exactly once", async () => {
-  await using temp = await tempStore();
-  const { store } = temp;
-  const config = { ...await testConfig(), dataDir: temp.dataDir };
-  const bus = new EventBus();
-  const audit = createAuditLog({ store, bus });
   const counts = new Map<number, number>();
-  const gateway = new Gateway({
-    config,
-    store,
-    bus,
-    plugins: [countingPlugin(counts)],
-    audit,
-    log: () => {},
-  });
-  await gateway.start();
+  await using env = await incomingEnv({ plugins: [countingPlugin(counts)] });
+  const { store } = env;
   const endpoint = await store.webhooks.addIncoming({
     name: "count",
     path: "/hooks/count",
     handler: "count",
   });
-  const router = new IncomingRouter({
-    store,
-    gateway,
-    audit,
-    config,
-    log: () => {},
-    concurrency: 2,
-    maxQueuedJobs: 5,
-  });
+  const router = env.router({ concurrency: 2, maxQueuedJobs: 5 });
   await router.start();
   try {
     const total = 60;
     const statuses = await Promise.all(Array.from({ length: total }, async (_, n) => {
-      const response = await router.handle(
-        new Request("http://127.0.0.1/hooks/count", {
-          method: "POST",
-          headers: { "content-type": "application/json" },
-          body: JSON.stringify({ n }),
-        }),
-        endpoint,
-      );
+      const response = await env.post(router, endpoint, { n });
       await response.body?.cancel();
       return response.status;
     }));
@@ -90,8 +61,6 @@ Deno.test("jobs past the in-memory queue wait in the store and each runs exactly
     assertEquals(await store.incoming.list(), []);
   } finally {
     await router.stop();
-    await gateway.stop();
-    await audit.close();
   }
 });
 
@@ -108,80 +77,31 @@ Deno.test("a job completed while it was listed reads as gone, not as a broken bo
   assertEquals(await store.incoming.readBody(job), null);
 });
 
-/** A plugin whose `count` tool records each `n` it was called with, once `gate` resolves. */
-function gatedPlugin(calls: number[], gate: Promise<void>): PluginDefinition {
-  return {
-    name: "gated",
-    version: "1.0.0",
-    zeroConfig: true,
-    tools: [{
-      name: "count",
-      description: "Counts calls per n once the gate opens",
-      input: z.object({ n: z.number().int() }),
-      execute: async (args) => {
-        await gate;
-        calls.push(args.n as number);
-        return { n: args.n };
-      },
-    }],
-  };
-}
-
-/** A gateway over `store` with the gated `count` tool; `open()` lets its calls finish. */
-async function gatedSetup(temp: { store: KvStore; dataDir: string }) {
-  const { store } = temp;
-  const config = { ...await testConfig(), dataDir: temp.dataDir };
-  const bus = new EventBus();
-  const audit = createAuditLog({ store, bus });
-  const calls: number[] = [];
-  let open!: () => void;
-  const gate = new Promise<void>((resolve) => open = resolve);
-  const gateway = new Gateway({
-    config,
-    store,
-    bus,
-    plugins: [gatedPlugin(calls, gate)],
-    audit,
-    log: () => {},
-  });
-  await gateway.start();
-  const endpoint = await store.webhooks.addIncoming({
+/** A router setup whose `count` tool is held at a gate; `open()` lets its calls finish. */
+async function gatedSetup() {
+  const gated = gatedTool("count");
+  const env = await incomingEnv({ plugins: [gated.plugin] });
+  const endpoint = await env.store.webhooks.addIncoming({
     name: "gated",
     path: "/hooks/gated",
     handler: "count",
   });
-  const router = (options: { maxQueuedJobs?: number; audit?: IncomingAuditLog } = {}) =>
-    new IncomingRouter({
-      store,
-      gateway,
-      audit,
-      config,
-      log: () => {},
-      concurrency: 1,
-      ...options,
-    });
   const post = async (router: IncomingRouter, n: number) => {
-    const response = await router.handle(
-      new Request("http://127.0.0.1/hooks/gated", {
-        method: "POST",
-        headers: { "content-type": "application/json" },
-        body: JSON.stringify({ n }),
-      }),
-      endpoint,
-    );
+    const response = await env.post(router, endpoint, { n });
     await response.body?.cancel();
     assertEquals(response.status, 202);
   };
   return {
-    audit,
-    calls,
-    open,
-    router,
+    store: env.store,
+    audit: env.audit,
+    calls: gated.handled,
+    open: gated.open,
+    router: (options: { maxQueuedJobs?: number; audit?: IncomingAuditLog } = {}) =>
+      env.router(options),
     post,
-    close: async () => {
-      open();
-      await gateway.stop();
-      await audit.close();
+    async [Symbol.asyncDispose]() {
+      gated.open();
+      await env[Symbol.asyncDispose]();
     },
   };
 }
@@ -195,9 +115,8 @@ async function claimable(store: KvStore): Promise<string[]> {
 }
 
 Deno.test("accepted jobs are claimed by their router as written; past its queue they wait unclaimed", async () => {
-  await using temp = await tempStore();
-  const { store } = temp;
-  const env = await gatedSetup(temp);
+  await using env = await gatedSetup();
+  const { store } = env;
   const router = env.router({ maxQueuedJobs: 3 });
   await router.start();
   try {
@@ -212,14 +131,12 @@ Deno.test("accepted jobs are claimed by their router as written; past its queue 
     assertEquals(await store.incoming.list(), []);
   } finally {
     await router.stop();
-    await env.close();
   }
 });
 
 Deno.test("stop() gives back the claims of queued jobs, which the next router runs once", async () => {
-  await using temp = await tempStore();
-  const { store } = temp;
-  const env = await gatedSetup(temp);
+  await using env = await gatedSetup();
+  const { store } = env;
   const first = env.router();
   await first.start();
   for (let n = 0; n < 4; n++) await env.post(first, n);
@@ -238,14 +155,12 @@ Deno.test("stop() gives back the claims of queued jobs, which the next router ru
     assertEquals(await store.incoming.list(), []);
   } finally {
     await second.stop();
-    await env.close();
   }
 });
 
 Deno.test("?wait=true runs the handler in the request and leaves no job to run elsewhere", async () => {
-  await using temp = await tempStore();
-  const { store } = temp;
-  const env = await gatedSetup(temp);
+  await using env = await gatedSetup();
+  const { store } = env;
   env.open();
   const router = env.router();
   await router.start();
@@ -264,14 +179,12 @@ Deno.test("?wait=true runs the handler in the request and leaves no job to run e
     assertEquals(await store.incoming.list(), []);
   } finally {
     await router.stop();
-    await env.close();
   }
 });
 
 Deno.test("a job left to the store while another is being accepted into the last place waits, then runs once", async () => {
-  await using temp = await tempStore();
-  const { store } = temp;
-  const env = await gatedSetup(temp);
+  await using env = await gatedSetup();
+  const { store } = env;
   // The audit append of payload 1 is held: its queue place stays promised meanwhile.
   let releaseAppend!: () => void;
   const appendHeld = new Promise<void>((resolve) => releaseAppend = resolve);
@@ -301,6 +214,5 @@ Deno.test("a job left to the store while another is being accepted into the last
     releaseAppend();
     env.open();
     await router.stop();
-    await env.close();
   }
 });

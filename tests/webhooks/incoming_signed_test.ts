@@ -7,15 +7,11 @@
  */
 import { z } from "zod";
 import { assertEquals, assertMatch } from "../_asserts.ts";
-import { createAuditLog } from "../../src/audit/mod.ts";
-import type { Config } from "../../src/config/mod.ts";
-import { EventBus } from "../../src/events/mod.ts";
-import { Gateway, type PluginDefinition } from "../../src/gateway/mod.ts";
+import type { PluginDefinition } from "../../src/gateway/mod.ts";
 import type { NewIncomingWebhook } from "../../src/store/mod.ts";
-import { IncomingRouter, VERIFY_SCHEMES } from "../../src/webhooks/mod.ts";
+import { type IncomingRouter, VERIFY_SCHEMES } from "../../src/webhooks/mod.ts";
 import type { KvStore } from "../../src/store/kv/kv_store.ts";
-import { tempStore } from "../audit/_store.ts";
-import { testConfig } from "../gateway/_fixtures.ts";
+import { incomingEnv } from "./_incoming_env.ts";
 import { SENDER_SECRETS, signAs } from "./_senders.ts";
 
 const NOW_S = 1_790_000_000;
@@ -55,35 +51,16 @@ interface Env {
 }
 
 async function setup(options: { apiToken?: string; gated?: boolean } = {}): Promise<Env> {
-  const temp = await tempStore();
-  const { store } = temp;
-  const config: Config = {
-    ...await testConfig(),
-    dataDir: temp.dataDir,
-    ...(options.apiToken ? { apiToken: options.apiToken } : {}),
-  };
-  const bus = new EventBus();
-  const audit = createAuditLog({ store, bus });
   const calls: Record<string, unknown>[] = [];
   let open = () => {};
   const gate = options.gated ? new Promise<void>((resolve) => open = resolve) : Promise.resolve();
-  const gateway = new Gateway({
-    config,
-    store,
-    bus,
+  const env = await incomingEnv({
     plugins: [recordingPlugin(calls, gate)],
-    audit,
-    log: () => {},
+    ...(options.apiToken ? { apiToken: options.apiToken } : {}),
   });
-  await gateway.start();
-  const router = new IncomingRouter({
-    store,
-    gateway,
-    audit,
-    config,
-    log: () => {},
-    now: () => NOW_S * 1000,
-  });
+  const { store } = env;
+  // The router's own concurrency (not the setup's 1), at a fixed time.
+  const router = env.router({ concurrency: undefined, now: () => NOW_S * 1000 });
   await router.start();
   return {
     store,
@@ -108,10 +85,7 @@ async function setup(options: { apiToken?: string; gated?: boolean } = {}): Prom
     async [Symbol.asyncDispose]() {
       open();
       await router.idle();
-      await router.stop();
-      await gateway.stop();
-      await audit.close();
-      await temp[Symbol.asyncDispose]();
+      await env[Symbol.asyncDispose]();
     },
   };
 }
