@@ -335,6 +335,8 @@ export class AuditLog {
     const trace = activeTraceparent();
     const span = startSpan("audit.append", { "toolgate.audit.kind": input.kind });
     const appended = this.#append(input, options, trace);
+    // Not recorded (tracing off): nothing to watch on the append's path.
+    if (!span) return appended;
     appended.then((entry) => {
       span.set({ "toolgate.audit.seq": entry.seq });
       span.end();

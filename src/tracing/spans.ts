@@ -184,12 +184,15 @@ export interface EndableSpan extends TraceSpan {
  * Starts a span under the active one without making it active: for work
  * that starts nothing of its own (a write that joins a group commit). The
  * caller ends it.
+ *
+ * @returns `undefined` when the span is not recorded (tracing off, or not sampled): nothing to end.
  */
-export function startSpan(name: string, attributes?: TraceAttributes): EndableSpan {
+export function startSpan(name: string, attributes?: TraceAttributes): EndableSpan | undefined {
   const span = getTracer().startSpan(
     name,
     attributes ? { attributes: cleanAttributes(attributes) } : {},
   );
+  if (!span.isRecording()) return undefined;
   return Object.assign(handleOf(span), { end: () => span.end() });
 }
 
