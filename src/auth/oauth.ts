@@ -20,7 +20,7 @@ import {
   jwtVerify,
 } from "jose";
 import { createHash } from "node:crypto";
-import type { OAuthConfig } from "../config/mod.ts";
+import { type OAuthConfig, VIRTUAL_SERVER_NAME_PATTERN } from "../config/mod.ts";
 import { GatewayError } from "../errors/mod.ts";
 import type { Caller } from "../gateway/caller.ts";
 import { matchesToolPatterns } from "../gateway/caller.ts";
@@ -159,8 +159,9 @@ export class OAuthValidator {
     const audience = new URL(this.config.audience);
     const base = audience.pathname.replace(/\/+$/, "");
     if (base !== "/mcp") return undefined;
-    const name = /^\/mcp\/([A-Za-z0-9][A-Za-z0-9_-]{0,63})\/?$/.exec(path)?.[1];
-    return name === undefined ? undefined : `${audience.origin}${base}/${name}`;
+    if (!path.startsWith("/mcp/")) return undefined;
+    const name = path.slice("/mcp/".length).replace(/\/$/, "");
+    return VIRTUAL_SERVER_NAME_PATTERN.test(name) ? `${audience.origin}${base}/${name}` : undefined;
   }
 
   /** URL of the metadata document of `resource` (RFC 9728 §3.1); of the audience without one. */
