@@ -24,12 +24,13 @@ import {
   repairMirror,
 } from "./_dlq_mirror.ts";
 import type { EventEnvelope } from "../events/mod.ts";
-import type {
-  AttemptRecord,
-  DlqPosition,
-  DlqRecord,
-  OutgoingWebhook,
-  Store,
+import {
+  type AttemptRecord,
+  dlqAfter,
+  type DlqPosition,
+  type DlqRecord,
+  type OutgoingWebhook,
+  type Store,
 } from "../store/mod.ts";
 import { idTime } from "../ids.ts";
 
@@ -38,6 +39,72 @@ export type { AppendOutcome } from "./_dlq_mirror.ts";
 
 /** Entries per page of a mirror rebuild (each page is written before the next is read). */
 const MIRROR_PAGE_SIZE = 256;
+
+/** Records per page when a command goes through the whole queue (list, replay, purge). */
+const DLQ_PAGE_SIZE = 256;
+
+/** Which records {@linkcode dlqPages} reads. */
+interface DlqPageFilter {
+  /** Only this webhook's records. */
+  webhook?: string;
+  /** Only records after this position. */
+  after?: DlqPosition;
+  /** Only records that failed at or after this ISO time. */
+  from?: string;
+  /** Only records that failed before this ISO time. */
+  before?: string;
+  /** Only records up to this position (the queue's end when the command started). */
+  until?: DlqPosition;
+  /** Records per page. */
+  pageSize: number;
+}
+
+/**
+ * The dead-letter records a command goes through, a page at a time, oldest
+ * failure first, so that a long queue is never held in memory whole. The
+ * position of a page's last record, not its key, leads to the next page:
+ * records the caller deletes or requeues meanwhile do not shift it.
+ */
+async function* dlqPages(store: Store, filter: DlqPageFilter): AsyncGenerator<DlqRecord[]> {
+  const { webhook, from, before, until, pageSize } = filter;
+  // Every record that failed at or after `from` comes after this position.
+  let after = from === undefined || (filter.after && filter.after.failed_at >= from)
+    ? filter.after
+    : { failed_at: from, dlq_id: "" };
+  while (true) {
+    const page = await store.deliveries.listDlq({ webhook, after, limit: pageSize });
+    const past = (record: DlqRecord) =>
+      (before !== undefined && record.failed_at >= before) ||
+      (until !== undefined && dlqAfter(record, until));
+    const kept = page.filter((record) =>
+      (from === undefined || record.failed_at >= from) && !past(record)
+    );
+    if (kept.length) yield kept;
+    // Oldest failure first: once one record is past the end, every later one is.
+    if (page.length < pageSize || past(page.at(-1)!)) return;
+    const last = page.at(-1)!;
+    after = { failed_at: last.failed_at, dlq_id: last.dlq_id };
+  }
+}
+
+/**
+ * How many records `filter` selects now, and where the last one stands: a
+ * command that changes the queue as it goes stops there, so records that
+ * fail again meanwhile (with a later `failed_at`) are not taken twice.
+ */
+async function snapshot(
+  store: Store,
+  filter: DlqPageFilter,
+): Promise<{ count: number; until?: DlqPosition }> {
+  let count = 0;
+  let until: DlqPosition | undefined;
+  for await (const page of dlqPages(store, filter)) {
+    count += page.length;
+    const last = page.at(-1)!;
+    until = { failed_at: last.failed_at, dlq_id: last.dlq_id };
+  }
+  return { count, until };
+}
 
 /** A dead-lettered delivery, as listed and mirrored to `dlq.json`. */
 export interface DlqEntry {
@@ -127,12 +194,19 @@ async function positionAfter(store: Store, after: string): Promise<DlqPosition> 
  */
 export async function listDlq(store: Store, options: ListDlqOptions = {}): Promise<DlqEntry[]> {
   const { webhook, after, limit } = options;
-  const records = await store.deliveries.listDlq({
-    webhook,
-    after: after === undefined ? undefined : await positionAfter(store, after),
-    limit: limit === undefined || limit === Infinity ? undefined : limit,
-  });
-  return await Promise.all(records.map((record) => toEntry(store, record)));
+  const position = after === undefined ? undefined : await positionAfter(store, after);
+  if (limit !== undefined && limit !== Infinity) {
+    const records = await store.deliveries.listDlq({ webhook, after: position, limit });
+    return await Promise.all(records.map((record) => toEntry(store, record)));
+  }
+  // The whole queue: bodies are read a page at a time, not all at once.
+  const entries: DlqEntry[] = [];
+  for await (
+    const page of entryPages(store, { webhook, after: position, pageSize: DLQ_PAGE_SIZE })
+  ) {
+    entries.push(...page);
+  }
+  return entries;
 }
 
 /** How many dead-letter records there are, without reading them. */
@@ -178,19 +252,16 @@ export async function deleteDlqEntry(
   await writeDlqMirror(store, dataDir);
 }
 
-/** The store's DLQ as mirror pages, oldest failure first, bodies read a page at a time. */
-function entryPages(store: Store): MirrorPages {
-  return async function* () {
-    let after: DlqPosition | undefined;
-    while (true) {
-      const page = await store.deliveries.listDlq({ after, limit: MIRROR_PAGE_SIZE });
-      if (!page.length) return;
-      yield await Promise.all(page.map((record) => toEntry(store, record)));
-      if (page.length < MIRROR_PAGE_SIZE) return;
-      const last = page.at(-1)!;
-      after = { failed_at: last.failed_at, dlq_id: last.dlq_id };
-    }
-  };
+/** The records `filter` selects as entries, oldest failure first, bodies read a page at a time. */
+async function* entryPages(store: Store, filter: DlqPageFilter): AsyncGenerator<DlqEntry[]> {
+  for await (const page of dlqPages(store, filter)) {
+    yield await Promise.all(page.map((record) => toEntry(store, record)));
+  }
+}
+
+/** The store's DLQ as mirror pages. */
+function mirrorPages(store: Store): MirrorPages {
+  return () => entryPages(store, { pageSize: MIRROR_PAGE_SIZE });
 }
 
 /** Runs a mirror operation, reporting a file-system failure as `STORE_CORRUPT`. */
@@ -217,7 +288,7 @@ async function mirrorWrite<T>(dataDir: string, op: () => Promise<T>): Promise<T>
  * @throws {GatewayError} `STORE_CORRUPT` when the file cannot be written or a record read.
  */
 export async function writeDlqMirror(store: Store, dataDir: string = store.dataDir): Promise<void> {
-  await mirrorWrite(dataDir, () => rebuildMirror(dataDir, entryPages(store)));
+  await mirrorWrite(dataDir, () => rebuildMirror(dataDir, mirrorPages(store)));
 }
 
 /**
@@ -243,7 +314,7 @@ export async function appendDlqMirror(
   entries: readonly DlqEntry[],
   dataDir: string = store.dataDir,
 ): Promise<AppendOutcome> {
-  return await mirrorWrite(dataDir, () => appendMirror(dataDir, entries, entryPages(store)));
+  return await mirrorWrite(dataDir, () => appendMirror(dataDir, entries, mirrorPages(store)));
 }
 
 /**
@@ -262,7 +333,7 @@ export async function repairDlqMirror(
   store: Store,
   dataDir: string = store.dataDir,
 ): Promise<boolean> {
-  return await mirrorWrite(dataDir, () => repairMirror(dataDir, entryPages(store)));
+  return await mirrorWrite(dataDir, () => repairMirror(dataDir, mirrorPages(store)));
 }
 
 /**
@@ -284,6 +355,8 @@ export interface ReplayDlqOptions {
   now?: () => number;
   /** Called after each record (for progress on stderr). */
   onProgress?: (done: number, total: number) => void;
+  /** Records read from the store at a time (`"all"` and a webhook's records). @default 256 */
+  pageSize?: number;
 }
 
 /** Which records {@linkcode replayDlq} queues again. */
@@ -337,9 +410,26 @@ export async function replayDlq(
   target: ReplayTarget,
   options: ReplayDlqOptions = {},
 ): Promise<ReplayDlqResult> {
-  const { now = Date.now, onProgress } = options;
-  const single = typeof target === "string" && target !== "all";
-  let records: DlqRecord[];
+  const { now = Date.now, onProgress, pageSize = DLQ_PAGE_SIZE } = options;
+  const result: ReplayDlqResult = { queued: [], already_queued: [], skipped: [] };
+  if (typeof target === "string" && target !== "all") {
+    const record = await store.deliveries.getDlq(target);
+    if (!record) {
+      throw new GatewayError("NOT_FOUND", `Cannot replay ${target}: no such DLQ record`);
+    }
+    const webhook = await store.webhooks.getOutgoing(record.webhook_id);
+    const reason = unreplayable(record, webhook);
+    if (reason !== undefined) {
+      throw new GatewayError(
+        webhook ? "CONFLICT" : "NOT_FOUND",
+        `Cannot replay ${record.dlq_id}: ${reason}`,
+      );
+    }
+    result[await requeue(store, record, now())].push(record.dlq_id);
+    onProgress?.(1, 1);
+    return result;
+  }
+  const filter: DlqPageFilter = { pageSize };
   if (typeof target === "object") {
     const since = parseSince(target.since);
     const webhook = await store.webhooks.getOutgoing(target.webhook);
@@ -353,50 +443,47 @@ export async function replayDlq(
           `(${webhook.disabled.reason}); enable it first with \`toolgate webhooks enable ${webhook.id}\``,
       );
     }
-    records = (await store.deliveries.listDlq({ webhook: webhook.id })).filter((record) =>
-      Date.parse(record.failed_at) >= since
-    );
-  } else if (target === "all") {
-    records = await store.deliveries.listDlq();
-  } else {
-    const record = await store.deliveries.getDlq(target);
-    if (!record) {
-      throw new GatewayError("NOT_FOUND", `Cannot replay ${target}: no such DLQ record`);
-    }
-    records = [record];
+    filter.webhook = webhook.id;
+    if (since !== -Infinity) filter.from = new Date(since).toISOString();
   }
-  const result: ReplayDlqResult = { queued: [], already_queued: [], skipped: [] };
+  const { count: total, until } = await snapshot(store, filter);
+  if (until === undefined) return result;
+  filter.until = until;
   const webhooks = new Map<string, OutgoingWebhook | null>();
   let done = 0;
-  for (const record of records) {
-    let webhook = webhooks.get(record.webhook_id);
-    if (webhook === undefined) {
-      webhook = await store.webhooks.getOutgoing(record.webhook_id);
-      webhooks.set(record.webhook_id, webhook);
-    }
-    const reason = !webhook
-      ? `webhook ${record.webhook_id} was removed`
-      : webhook.disabled
-      ? `webhook ${record.webhook_id} is disabled (${webhook.disabled.reason}): ` +
-        `enable it first with \`toolgate webhooks enable ${record.webhook_id}\``
-      : undefined;
-    if (reason !== undefined) {
-      if (single) {
-        throw new GatewayError(
-          webhook ? "CONFLICT" : "NOT_FOUND",
-          `Cannot replay ${record.dlq_id}: ${reason}`,
-        );
+  for await (const page of dlqPages(store, filter)) {
+    for (const record of page) {
+      let webhook = webhooks.get(record.webhook_id);
+      if (webhook === undefined) {
+        webhook = await store.webhooks.getOutgoing(record.webhook_id);
+        webhooks.set(record.webhook_id, webhook);
       }
-      result.skipped.push({ dlq_id: record.dlq_id, reason });
-    } else {
-      const body = await store.deliveries.readDlqBody(record);
-      const entry = await toEntry(store, record, body);
-      const outcome = await store.deliveries.requeueDlq(record, body, entry.event.timestamp, now());
-      result[outcome].push(record.dlq_id);
+      const reason = unreplayable(record, webhook);
+      if (reason !== undefined) result.skipped.push({ dlq_id: record.dlq_id, reason });
+      else result[await requeue(store, record, now())].push(record.dlq_id);
+      onProgress?.(++done, total);
     }
-    onProgress?.(++done, records.length);
   }
   return result;
+}
+
+/** Why a record cannot be replayed now (its webhook was removed or is disabled), if so. */
+function unreplayable(record: DlqRecord, webhook: OutgoingWebhook | null): string | undefined {
+  if (!webhook) return `webhook ${record.webhook_id} was removed`;
+  if (!webhook.disabled) return undefined;
+  return `webhook ${record.webhook_id} is disabled (${webhook.disabled.reason}): ` +
+    `enable it first with \`toolgate webhooks enable ${record.webhook_id}\``;
+}
+
+/** Queues one record's event again with its stored body. */
+async function requeue(
+  store: Store,
+  record: DlqRecord,
+  now: number,
+): Promise<"queued" | "already_queued"> {
+  const body = await store.deliveries.readDlqBody(record);
+  const entry = await toEntry(store, record, body);
+  return await store.deliveries.requeueDlq(record, body, entry.event.timestamp, now);
 }
 
 /** Options of {@linkcode purgeDlq}. */
@@ -405,6 +492,8 @@ export interface PurgeDlqOptions {
   before?: Date | string;
   /** Directory of `dlq.json`. @default store.dataDir */
   dataDir?: string;
+  /** Records deleted at a time. @default 256 */
+  pageSize?: number;
 }
 
 /**
@@ -414,16 +503,22 @@ export interface PurgeDlqOptions {
  * @throws {GatewayError} `USAGE` when `before` is not a date.
  */
 export async function purgeDlq(store: Store, options: PurgeDlqOptions = {}): Promise<number> {
-  const { before, dataDir = store.dataDir } = options;
-  let limit = Infinity;
+  const { before, dataDir = store.dataDir, pageSize = DLQ_PAGE_SIZE } = options;
+  const filter: DlqPageFilter = { pageSize };
   if (before !== undefined) {
-    limit = before instanceof Date ? before.getTime() : Date.parse(before);
-    if (Number.isNaN(limit)) {
+    const at = before instanceof Date ? before.getTime() : Date.parse(before);
+    if (Number.isNaN(at)) {
       throw new GatewayError("USAGE", `Invalid --before: "${String(before)}" is not a date`);
     }
+    filter.before = new Date(at).toISOString();
   }
-  const records = (await store.deliveries.listDlq()).filter((r) => Date.parse(r.failed_at) < limit);
-  await store.deliveries.deleteDlq(records);
+  // Records that fail while this runs are not purged: nobody has seen them yet.
+  filter.until = (await snapshot(store, filter)).until;
+  let deleted = 0;
+  for await (const page of filter.until ? dlqPages(store, filter) : []) {
+    await store.deliveries.deleteDlq(page);
+    deleted += page.length;
+  }
   await writeDlqMirror(store, dataDir);
-  return records.length;
+  return deleted;
 }

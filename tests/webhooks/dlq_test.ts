@@ -117,3 +117,45 @@ Deno.test("writeDlqMirror() writes an empty array for an empty queue", async () 
   await writeDlqMirror(env.store);
   assertEquals(await mirror(env.dir), []);
 });
+
+Deno.test("replayDlq() and purgeDlq() go through a queue longer than a page, a page at a time", async () => {
+  await using env = await setup({ retryBaseMs: 1 });
+  await using receiver = new Receiver(() => 500);
+  const hookId = await deadLetter(env, receiver, 3);
+  const ids = (await listDlq(env.store)).map((e) => e.dlq_id);
+  assertEquals(ids.length, 3);
+  const reads: (number | undefined)[] = [];
+  const listPage = env.store.deliveries.listDlq.bind(env.store.deliveries);
+  env.store.deliveries.listDlq = (options) => {
+    reads.push(options?.limit);
+    return listPage(options);
+  };
+
+  const progress: number[][] = [];
+  const all = await replayDlq(env.store, "all", {
+    pageSize: 1,
+    onProgress: (done, total) => progress.push([done, total]),
+  });
+  assertEquals(all.queued, ids);
+  assertEquals(progress, [[1, 3], [2, 3], [3, 3]]);
+  assert(reads.length > 0 && reads.every((limit) => limit === 1), `pages read: ${reads}`);
+
+  // The records stay until delivered: a second run finds each one already queued.
+  const listed = await listDlq(env.store);
+  const since = listed[1].failed_at;
+  const again = await replayDlq(env.store, { webhook: hookId, since }, { pageSize: 2 });
+  assertEquals(
+    again.already_queued,
+    listed.filter((e) => e.failed_at >= since).map((e) => e.dlq_id),
+  );
+  assertEquals(again.queued, []);
+
+  reads.length = 0;
+  assertEquals(await purgeDlq(env.store, { pageSize: 1 }), 3);
+  // Its own pages, then the rebuild of dlq.json (pages of its own size).
+  const mirrorRead = reads.pop();
+  assert(reads.length >= 3 && reads.every((limit) => limit === 1), `pages read: ${reads}`);
+  assertEquals(mirrorRead, 256);
+  assertEquals(await listDlq(env.store), []);
+  assertEquals(await mirror(env.dir), []);
+});
