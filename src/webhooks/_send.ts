@@ -9,6 +9,7 @@ import { EgressPolicy, LOOP_HEADER } from "../egress/mod.ts";
 import { GatewayError } from "../errors/mod.ts";
 import { VERSION } from "../version.ts";
 import { Http1Client } from "./_http1.ts";
+import { traced } from "../tracing/mod.ts";
 
 /** The fetch function used for deliveries (injectable in tests). */
 export type FetchLike = (input: string, init: RequestInit) => Promise<Response>;
@@ -246,4 +247,59 @@ function timeoutsOf(ms: number): DeadlineQueue {
   let queue = TIMEOUTS.get(ms);
   if (!queue) TIMEOUTS.set(ms, queue = new DeadlineQueue(ms));
   return queue;
+}
+
+/** Where an attempt's span belongs, beside what {@linkcode postWebhook} sends. */
+export interface AttemptSpanOptions {
+  /** The webhook's id. */
+  webhookId: string;
+  /** The attempt's number, from 1. */
+  attempt: number;
+  /** The stored context of the span the event happened in. @default a new trace */
+  parent?: string;
+  /** Whether a missing `parent` starts a new trace instead of joining the active span. */
+  root: boolean;
+}
+
+/** Hosts of webhook URLs, parsed once (there are few webhooks). */
+const hosts = new Map<string, string | undefined>();
+
+/** A webhook URL's host, for spans (never the path or query: they may hold secrets). */
+function hostOf(url: string): string | undefined {
+  if (hosts.has(url)) return hosts.get(url);
+  if (hosts.size >= 1000) hosts.clear();
+  const host = URL.canParse(url) ? new URL(url).hostname : undefined;
+  hosts.set(url, host);
+  return host;
+}
+
+/**
+ * {@linkcode postWebhook} inside the attempt's `webhook.deliver <event>`
+ * client span, whose context the receiver gets in `traceparent`. No URL in
+ * it: webhook URLs often hold secrets.
+ */
+export function postWebhookTraced(
+  options: Omit<PostWebhookOptions, "traceparent">,
+  span: AttemptSpanOptions,
+): Promise<SendResult> {
+  return traced(`webhook.deliver ${options.eventType}`, {
+    kind: "client",
+    parent: span.parent,
+    root: span.root,
+    attributes: {
+      "toolgate.webhook.id": span.webhookId,
+      "toolgate.event.id": options.deliveryId,
+      "toolgate.event.type": options.eventType,
+      "toolgate.delivery.attempt": span.attempt,
+      "http.request.method": "POST",
+      "server.address": hostOf(options.url),
+    },
+  }, async (handle) => {
+    const sent = await postWebhook({ ...options, traceparent: handle.traceparent() });
+    handle.set({ "http.response.status_code": sent.status });
+    if (!sent.ok && !sent.aborted) {
+      handle.fail(sent.status !== undefined ? String(sent.status) : "error", sent.error);
+    }
+    return sent;
+  });
 }

@@ -48,11 +48,10 @@ import {
 import { appendDlqMirror, cleanDlqMirrorTemps, DLQ_FILE, dlqEntry, writeDlqMirror } from "./dlq.ts";
 import { OutcomeBatch } from "./_outcomes.ts";
 import { Schedule } from "./_schedule.ts";
-import { type FetchLike, postWebhook, type SendResult } from "./_send.ts";
+import { type FetchLike, postWebhookTraced, type SendResult } from "./_send.ts";
 import { WebhookSigner } from "./signer.ts";
 import { nextRetryDelayMs, parseRetryAfter } from "./retry_policy.ts";
 import { EgressPolicy } from "../egress/mod.ts";
-import { traced } from "../tracing/mod.ts";
 
 /**
  * Largest age, in ms, of the registrations read an attempt relies on (also
@@ -237,18 +236,6 @@ interface Pending {
 }
 
 const encoder = new TextEncoder();
-
-/** Hosts of webhook URLs, parsed once (there are few webhooks). */
-const hosts = new Map<string, string | undefined>();
-
-/** A webhook URL's host, for spans (never the path or query: they may hold secrets). */
-function hostOf(url: string): string | undefined {
-  if (hosts.has(url)) return hosts.get(url);
-  if (hosts.size >= 1000) hosts.clear();
-  const host = URL.canParse(url) ? new URL(url).hostname : undefined;
-  hosts.set(url, host);
-  return host;
-}
 
 /** Shortest life of the delivery lease and of claims without renewal (renewed every poll). */
 const LEASE_MIN_TTL_MS = 5000;
@@ -1043,40 +1030,24 @@ class WebhookDispatcher implements Dispatcher {
       hook.signer ??= new WebhookSigner(secret, hook.record.previous_secrets);
     }
     const signed = hook.signer?.sign(record.event_id, timestamp, body, startedAt);
-    // A span per attempt, a child of the call that caused the event; the receiver gets its
-    // traceparent. No URL in it: webhook URLs often hold secrets.
-    const result = await traced(`webhook.deliver ${record.event_type}`, {
-      kind: "client",
+    // A span per attempt, a child of the call that caused the event.
+    const result = await postWebhookTraced({
+      fetch: this.#fetch,
+      egress: this.#egress,
+      url: hook.record.url,
+      body,
+      eventType: record.event_type,
+      deliveryId: record.event_id,
+      signature: signed?.signature,
+      timestamp,
+      standardSignature: signed?.standardSignature,
+      timeoutMs: this.#config.webhooks.timeout_ms,
+      signal: this.#abort.signal,
+    }, {
+      webhookId: record.webhook_id,
+      attempt: record.attempt_count + 1,
       parent: pending.event.event.traceparent,
       root: true,
-      attributes: {
-        "toolgate.webhook.id": record.webhook_id,
-        "toolgate.event.id": record.event_id,
-        "toolgate.event.type": record.event_type,
-        "toolgate.delivery.attempt": record.attempt_count + 1,
-        "http.request.method": "POST",
-        "server.address": hostOf(hook.record.url),
-      },
-    }, async (span) => {
-      const sent = await postWebhook({
-        fetch: this.#fetch,
-        egress: this.#egress,
-        url: hook.record.url,
-        body,
-        eventType: record.event_type,
-        deliveryId: record.event_id,
-        signature: signed?.signature,
-        timestamp,
-        standardSignature: signed?.standardSignature,
-        timeoutMs: this.#config.webhooks.timeout_ms,
-        signal: this.#abort.signal,
-        traceparent: span.traceparent(),
-      });
-      span.set({ "http.response.status_code": sent.status });
-      if (!sent.ok && !sent.aborted) {
-        span.fail(sent.status !== undefined ? String(sent.status) : "error", sent.error);
-      }
-      return sent;
     });
     release();
     if (result.aborted) return; // Stopping: the outcome is unknown, the record stays as it was.

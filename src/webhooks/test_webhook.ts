@@ -8,7 +8,7 @@ import { TEST_EVENT_TYPE } from "../events/mod.ts";
 import { newId } from "../ids.ts";
 import type { Store } from "../store/mod.ts";
 import type { EgressPolicy } from "../egress/mod.ts";
-import { type FetchLike, postWebhook } from "./_send.ts";
+import { type FetchLike, postWebhookTraced } from "./_send.ts";
 import { WebhookSigner } from "./signer.ts";
 
 /** Options of {@linkcode testWebhook}. */
@@ -85,7 +85,8 @@ export async function testWebhook(
     ? undefined
     : new WebhookSigner(hook.secret, hook.previous_secrets)
       .sign(envelope.id, timestamp, body, startedAt);
-  const result = await postWebhook({
+  // Its span is a child of whatever asked for the test (the request to the management API).
+  const result = await postWebhookTraced({
     fetch,
     egress: options.egress,
     url: hook.url,
@@ -96,7 +97,7 @@ export async function testWebhook(
     timestamp,
     standardSignature: signed?.standardSignature,
     timeoutMs,
-  });
+  }, { webhookId: hook.id, attempt: 1, root: false });
   if (record) {
     await store.deliveries.appendLog(hook.id, {
       at: envelope.timestamp,

@@ -357,3 +357,42 @@ Deno.test("a proxied resources/read and prompts/get continue the trace in their 
     (span) => span.name === "audit.append" && childOf(read)(span),
   );
 });
+
+Deno.test("a webhook test through the management API is a delivery span under the request, its context sent to the receiver", async () => {
+  await using tmp = await tempHome();
+  await using otlp = new OtlpReceiver();
+  await using receiver = new Receiver();
+  const added = await runCli(
+    ["webhooks", "add", "--url", receiver.url, "--events", "tool.called", "--json"],
+    { home: tmp.home },
+  );
+  const webhookId = JSON.parse(added.stdout).id as string;
+  const token = "tracing-test-token-0123456789";
+  await using server = await startHttpServer({
+    home: tmp.home,
+    env: { ...otlp.env, TOOLGATE_API_TOKEN: token },
+  });
+  const caller = callerContext();
+  const response = await fetch(`${server.url}/webhooks/${webhookId}/test`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${token}`, traceparent: caller.traceparent },
+  });
+  assertEquals(response.status, 200);
+  assertEquals((await response.json()).ok, true);
+
+  const request = await otlp.span(
+    "the HTTP server span",
+    (span) => span.traceId === caller.traceId && span.parentSpanId === caller.spanId,
+  );
+  const delivery = await otlp.span("the test delivery span", childOf(request));
+  assertEquals(delivery.name, "webhook.deliver webhook.test");
+  assertEquals(delivery.kind, SPAN_KIND.client);
+  assertEquals(delivery.attributes["toolgate.webhook.id"], webhookId);
+  assertEquals(delivery.attributes["toolgate.delivery.attempt"], 1);
+  assertEquals(delivery.attributes["http.response.status_code"], 200);
+  await receiver.waitFor(1);
+  assertEquals(
+    receiver.requests[0].headers.get("traceparent"),
+    `00-${caller.traceId}-${delivery.spanId}-01`,
+  );
+});
