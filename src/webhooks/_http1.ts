@@ -63,8 +63,13 @@ interface Socket {
   conn: Deno.Conn;
   /** Read buffer, reused by every request on this socket. */
   buffer: Uint8Array;
+  /** Write buffer, reused likewise (a request is written whole before its reply is read). */
+  out?: Uint8Array;
   idleSince: number;
 }
+
+/** Largest write buffer a socket keeps; a larger request gets one of its own. */
+const MAX_KEPT_WRITE_BUFFER = 64 * 1024;
 
 /** Reads lines and bytes from a socket through its buffer. */
 class Reader {
@@ -363,7 +368,6 @@ export class Http1Client implements Disposable {
     signal?: AbortSignal,
     egress?: EgressPolicy,
   ): Promise<Http1Reply> {
-    const request = encodeRequest(url, headers, body);
     const origin = `${url.protocol}//${url.host}${policyKey(egress)}`;
     for (let attempt = 0;; attempt++) {
       signal?.throwIfAborted();
@@ -373,7 +377,7 @@ export class Http1Client implements Disposable {
       signal?.addEventListener("abort", onAbort, { once: true });
       const reader = new Reader(socket);
       try {
-        await writeAll(socket.conn, request);
+        await writeAll(socket.conn, encodeRequest(url, headers, body, socket));
         const head = await readHead(reader);
         // The status is the answer: a body that is malformed, cut short or
         // still arriving when the signal aborts only costs the socket.
@@ -491,14 +495,29 @@ export class Http1Client implements Disposable {
   }
 }
 
-function encodeRequest(url: URL, headers: Record<string, string>, body: Uint8Array): Uint8Array {
+/**
+ * The request's bytes, in the socket's write buffer: no new buffer per
+ * request (deliveries send many, and each `ArrayBuffer` costs the next
+ * scavenge a sweep).
+ */
+function encodeRequest(
+  url: URL,
+  headers: Record<string, string>,
+  body: Uint8Array,
+  socket: Socket,
+): Uint8Array {
   let head = `POST ${url.pathname}${url.search} HTTP/1.1\r\nHost: ${url.host}\r\n` +
     `Content-Length: ${body.byteLength}\r\n`;
   for (const name in headers) head += `${name}: ${headers[name]}\r\n`;
   head += "\r\n";
-  const headBytes = encoder.encode(head);
-  const request = new Uint8Array(headBytes.length + body.byteLength);
-  request.set(headBytes);
-  request.set(body, headBytes.length);
-  return request;
+  // At most 3 bytes of UTF-8 per UTF-16 unit.
+  const most = head.length * 3 + body.byteLength;
+  let out = socket.out;
+  if (!out || out.length < most) {
+    out = new Uint8Array(Math.max(most, 4096));
+    if (out.length <= MAX_KEPT_WRITE_BUFFER) socket.out = out;
+  }
+  const { written } = encoder.encodeInto(head, out);
+  out.set(body, written);
+  return out.subarray(0, written + body.byteLength);
 }
