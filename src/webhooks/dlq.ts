@@ -37,10 +37,10 @@ import { idTime } from "../ids.ts";
 export { DLQ_FILE } from "./_dlq_mirror.ts";
 export type { AppendOutcome } from "./_dlq_mirror.ts";
 
-/** Entries per page of a mirror rebuild (each page is written before the next is read). */
-const MIRROR_PAGE_SIZE = 256;
-
-/** Records per page when a command goes through the whole queue (list, replay, purge). */
+/**
+ * Records per page when something goes through the whole queue: list,
+ * replay, purge, and a mirror rebuild (each page written before the next is read).
+ */
 const DLQ_PAGE_SIZE = 256;
 
 /** Which records {@linkcode dlqPages} reads. */
@@ -261,7 +261,7 @@ async function* entryPages(store: Store, filter: DlqPageFilter): AsyncGenerator<
 
 /** The store's DLQ as mirror pages. */
 function mirrorPages(store: Store): MirrorPages {
-  return () => entryPages(store, { pageSize: MIRROR_PAGE_SIZE });
+  return () => entryPages(store, { pageSize: DLQ_PAGE_SIZE });
 }
 
 /** Runs a mirror operation, reporting a file-system failure as `STORE_CORRUPT`. */

@@ -172,14 +172,18 @@ const CASES: Record<string, (open: OpenHandle) => Promise<void>> = {
   },
 };
 
-Deno.test("console sessions on one Deno KV file", async (t) => {
+/** Runs every case as a step, each on a fresh data dir whose stores `open` opens (and it closes). */
+async function stepCases(
+  t: Deno.TestContext,
+  open: (dataDir: string) => Promise<Store>,
+): Promise<void> {
   for (const [name, run] of Object.entries(CASES)) {
     await t.step(name, async () => {
       const dataDir = await Deno.makeTempDir({ prefix: "toolgate-console-sessions-" });
       const opened: Store[] = [];
       try {
         await run(async () => {
-          const store = await openKvStore({ dataDir });
+          const store = await open(dataDir);
           opened.push(store);
           return store;
         });
@@ -189,24 +193,13 @@ Deno.test("console sessions on one Deno KV file", async (t) => {
       }
     });
   }
+}
+
+Deno.test("console sessions on one Deno KV file", async (t) => {
+  await stepCases(t, (dataDir) => openKvStore({ dataDir }));
 });
 
 Deno.test("console sessions on one PostgreSQL database", async (t) => {
   await using pg = await startPostgres({ database: "console_sessions" });
-  for (const [name, run] of Object.entries(CASES)) {
-    await t.step(name, async () => {
-      const dataDir = await Deno.makeTempDir({ prefix: "toolgate-console-sessions-" });
-      const opened: Store[] = [];
-      try {
-        await run(async () => {
-          const store = await openPostgresStore({ url: pg.url, dataDir, pool: { max: 2 } });
-          opened.push(store);
-          return store;
-        });
-      } finally {
-        for (const store of opened) await store.close();
-        await Deno.remove(dataDir, { recursive: true });
-      }
-    });
-  }
+  await stepCases(t, (dataDir) => openPostgresStore({ url: pg.url, dataDir, pool: { max: 2 } }));
 });
