@@ -153,23 +153,23 @@ function begin(from: Int32Array, length: number): void {
   totalLength = length;
 }
 
+/** Copies `bytes[from, to)` to `pending` at `pendingLength` (no `subarray` view to allocate). */
+function buffer(bytes: Uint8Array, from: number, to: number): void {
+  for (let i = from; i < to; i++) pending[pendingLength++] = bytes[i];
+}
+
 function update(bytes: Uint8Array, end: number = bytes.length): void {
   let offset = 0;
   totalLength += end;
   if (pendingLength > 0) {
-    const take = Math.min(BLOCK - pendingLength, end);
-    pending.set(bytes.subarray(0, take), pendingLength);
-    pendingLength += take;
-    offset = take;
+    offset = Math.min(BLOCK - pendingLength, end);
+    buffer(bytes, 0, offset);
     if (pendingLength < BLOCK) return;
     compress(state, pending, 0);
     pendingLength = 0;
   }
   for (; offset + BLOCK <= end; offset += BLOCK) compress(state, bytes, offset);
-  if (offset < end) {
-    pending.set(bytes.subarray(offset, end));
-    pendingLength = end - offset;
-  }
+  buffer(bytes, offset, end);
 }
 
 /** Pads and compresses the last block: `state` holds the digest. */
@@ -206,27 +206,45 @@ function stateBytes(): void {
   }
 }
 
-const HEX = "0123456789abcdef";
-const BASE64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+const HEX = new TextEncoder().encode("0123456789abcdef");
+const BASE64 = new TextEncoder().encode(
+  "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/",
+);
+/**
+ * The digest's text is written here as ASCII and decoded once: building it
+ * with `+=` left a chain of intermediate strings per digest (≈ 1.7 KB).
+ */
+const hexText = new Uint8Array(64);
+const base64Text = new Uint8Array(44);
+const ascii = new TextDecoder();
 
 /** The digest in `pending[0, 32)` as lowercase hex. */
 function hex(): string {
-  let out = "";
-  for (let i = 0; i < 32; i++) out += HEX[pending[i] >>> 4] + HEX[pending[i] & 15];
-  return out;
+  for (let i = 0; i < 32; i++) {
+    hexText[i * 2] = HEX[pending[i] >>> 4];
+    hexText[i * 2 + 1] = HEX[pending[i] & 15];
+  }
+  return ascii.decode(hexText);
 }
 
 /** The digest in `pending[0, 32)` as padded base64. */
 function base64(): string {
-  let out = "";
   let i = 0;
+  let o = 0;
   for (; i + 3 <= 32; i += 3) {
     const n = (pending[i] << 16) | (pending[i + 1] << 8) | pending[i + 2];
-    out += BASE64[n >>> 18] + BASE64[(n >>> 12) & 63] + BASE64[(n >>> 6) & 63] + BASE64[n & 63];
+    base64Text[o++] = BASE64[n >>> 18];
+    base64Text[o++] = BASE64[(n >>> 12) & 63];
+    base64Text[o++] = BASE64[(n >>> 6) & 63];
+    base64Text[o++] = BASE64[n & 63];
   }
   // 32 = 30 + 2: two bytes left.
   const n = (pending[i] << 16) | (pending[i + 1] << 8);
-  return out + BASE64[n >>> 18] + BASE64[(n >>> 12) & 63] + BASE64[(n >>> 6) & 63] + "=";
+  base64Text[o++] = BASE64[n >>> 18];
+  base64Text[o++] = BASE64[(n >>> 12) & 63];
+  base64Text[o++] = BASE64[(n >>> 6) & 63];
+  base64Text[o] = 61; // "="
+  return ascii.decode(base64Text);
 }
 
 /** An HMAC-SHA256 key with its padded inner and outer blocks already hashed. */

@@ -113,11 +113,12 @@ class Reader {
   }
 
   /**
-   * The text up to the next CRLF (`blank` false) or CRLF CRLF (`blank`
-   * true), consumed with it; `tooLarge` is the error once more than `max`
-   * bytes came without it.
+   * Where the next CRLF (`blank` false) or CRLF CRLF (`blank` true) begins,
+   * reading until it came; the text before it starts at `#pos` and is not
+   * consumed. `tooLarge` is the error once more than `max` bytes came
+   * without it.
    */
-  async #upTo(blank: boolean, max: number, tooLarge: string): Promise<string> {
+  async #find(blank: boolean, max: number, tooLarge: string): Promise<number> {
     const size = blank ? 4 : 2;
     // Bytes after #pos already searched; relative, as #fill may move the data.
     let scanned = 0;
@@ -129,9 +130,7 @@ class Reader {
           (!blank || (buffer[i + 2] === 13 && buffer[i + 3] === 10))
         ) {
           if (i - this.#pos > max) throw new Error(tooLarge);
-          const text = decoder.decode(buffer.subarray(this.#pos, i));
-          this.#pos = i + size;
-          return text;
+          return i;
         }
       }
       if (this.#end - this.#pos > max) throw new Error(tooLarge);
@@ -141,13 +140,29 @@ class Reader {
   }
 
   /** The next line, without its CRLF. */
-  line(max: number, tooLarge: string): Promise<string> {
-    return this.#upTo(false, max, tooLarge);
+  async line(max: number, tooLarge: string): Promise<string> {
+    const end = await this.#find(false, max, tooLarge);
+    const text = decoder.decode(this.#socket.buffer.subarray(this.#pos, end));
+    this.#pos = end + 2;
+    return text;
   }
 
-  /** The next header block (status line and headers), without its final empty line. */
-  head(max: number): Promise<string> {
-    return this.#upTo(true, max, "Reply headers are too large");
+  /** The read buffer; a {@linkcode head} lies in it until the next read. */
+  get bytes(): Uint8Array {
+    return this.#socket.buffer;
+  }
+
+  /**
+   * The next header block (status line and headers), without its final
+   * empty line, consumed: it lies in {@linkcode bytes} from the returned
+   * start to end until the next read. Not decoded, so a reply's headers
+   * cost no strings but those the caller takes out.
+   */
+  async head(max: number): Promise<{ start: number; end: number }> {
+    const end = await this.#find(true, max, "Reply headers are too large");
+    const start = this.#pos;
+    this.#pos = end + 4;
+    return { start, end };
   }
 
   /** Consumes the next two bytes; whether they were CRLF. */
@@ -190,13 +205,52 @@ interface Head {
   };
 }
 
-/** Reads a reply's status line and headers, skipping interim (1xx) replies. */
+/** Whether `bytes[from, to)` is `name` (lowercase letters and `-`), in any case. */
+function nameIs(bytes: Uint8Array, from: number, to: number, name: string): boolean {
+  if (to - from !== name.length) return false;
+  // `| 0x20` lowercases a letter; no other byte of a header line maps onto a letter or `-`.
+  for (let i = 0; i < name.length; i++) {
+    if ((bytes[from + i] | 0x20) !== name.charCodeAt(i)) return false;
+  }
+  return true;
+}
+
+/** Whether a byte is a space or a tab (what `trim()` took off a header name). */
+function blank(byte: number): boolean {
+  return byte === 32 || byte === 9;
+}
+
+/** `bytes[from, to)` decoded (UTF-8). */
+function text(bytes: Uint8Array, from: number, to: number): string {
+  return decoder.decode(bytes.subarray(from, to));
+}
+
+/** Whether `bytes[at, at + 12)` begins a status line: `HTTP/1.0 ` or `HTTP/1.1 ` and three digits. */
+function statusLine(bytes: Uint8Array, at: number, end: number): boolean {
+  if (end - at < 12) return false;
+  for (let i = 0; i < 7; i++) if (bytes[at + i] !== "HTTP/1.".charCodeAt(i)) return false;
+  if ((bytes[at + 7] !== 48 && bytes[at + 7] !== 49) || bytes[at + 8] !== 32) return false;
+  for (let i = 9; i < 12; i++) if (bytes[at + i] < 48 || bytes[at + i] > 57) return false;
+  return end - at === 12 || bytes[at + 12] === 32;
+}
+
+/**
+ * Reads a reply's status line and headers, skipping interim (1xx) replies.
+ * Parsed where they were read: only the values of the four headers that
+ * matter here become strings.
+ */
 async function readHead(reader: Reader): Promise<Head> {
   for (let interim = 0;; interim++) {
-    const lines = (await reader.head(MAX_HEAD_BYTES)).split("\r\n");
-    const match = /^HTTP\/1\.([01]) (\d{3})(?: |$)/.exec(lines[0]);
-    if (!match) throw new Error(`Malformed reply status line: ${lines[0].slice(0, 80)}`);
-    const status = Number(match[2]);
+    const { start, end } = await reader.head(MAX_HEAD_BYTES);
+    const bytes = reader.bytes;
+    let lineEnd = start;
+    while (lineEnd < end && !(bytes[lineEnd] === 13 && bytes[lineEnd + 1] === 10)) lineEnd++;
+    if (!statusLine(bytes, start, lineEnd)) {
+      throw new Error(`Malformed reply status line: ${text(bytes, start, lineEnd).slice(0, 80)}`);
+    }
+    const http11 = bytes[start + 7] === 49;
+    const status = (bytes[start + 9] - 48) * 100 + (bytes[start + 10] - 48) * 10 +
+      bytes[start + 11] - 48;
     // Interim replies (100 Continue, 103 Early Hints) precede the real one.
     if (status >= 100 && status < 200 && status !== 101) {
       if (interim >= MAX_INTERIM_REPLIES) {
@@ -210,42 +264,49 @@ async function readHead(reader: Reader): Promise<Head> {
     let contentLength: string | undefined;
     let framingClear = true;
     let retryAfter: string | undefined;
-    for (let i = 1; i < lines.length; i++) {
-      const line = lines[i];
-      const colon = line.indexOf(":");
-      if (colon <= 0) continue;
-      const name = line.slice(0, colon).trim().toLowerCase();
-      if (name === "connection") {
-        connection += `${line.slice(colon + 1).toLowerCase()},`;
-      } else if (name === "transfer-encoding") {
-        transferEncoding = `${transferEncoding ?? ""}${line.slice(colon + 1).trim().toLowerCase()}`;
-      } else if (name === "content-length") {
-        const value = line.slice(colon + 1).trim();
-        if (contentLength !== undefined && contentLength !== value) framingClear = false;
-        contentLength = value;
-      } else if (name === "retry-after") {
-        retryAfter = line.slice(colon + 1).trim();
+    for (let from = lineEnd + 2; from < end;) {
+      let to = from;
+      while (to < end && !(bytes[to] === 13 && bytes[to + 1] === 10)) to++;
+      let colon = from;
+      while (colon < to && bytes[colon] !== 58) colon++;
+      if (colon > from && colon < to) {
+        let nameFrom = from;
+        let nameTo = colon;
+        while (nameFrom < nameTo && blank(bytes[nameFrom])) nameFrom++;
+        while (nameTo > nameFrom && blank(bytes[nameTo - 1])) nameTo--;
+        if (nameIs(bytes, nameFrom, nameTo, "connection")) {
+          connection += `${text(bytes, colon + 1, to).toLowerCase()},`;
+        } else if (nameIs(bytes, nameFrom, nameTo, "transfer-encoding")) {
+          transferEncoding = `${transferEncoding ?? ""}${
+            text(bytes, colon + 1, to).trim().toLowerCase()
+          }`;
+        } else if (nameIs(bytes, nameFrom, nameTo, "content-length")) {
+          const value = text(bytes, colon + 1, to).trim();
+          if (contentLength !== undefined && contentLength !== value) framingClear = false;
+          contentLength = value;
+        } else if (nameIs(bytes, nameFrom, nameTo, "retry-after")) {
+          retryAfter = text(bytes, colon + 1, to).trim();
+        }
       }
+      from = to + 2;
     }
     // Both framings at once is how responses get smuggled: trust neither.
     if (transferEncoding !== undefined && contentLength !== undefined) framingClear = false;
-    const keepAlive = match[1] === "1"
-      ? !/\bclose\b/.test(connection)
-      : /\bkeep-alive\b/.test(connection);
+    const keepAlive = http11 ? !/\bclose\b/.test(connection) : /\bkeep-alive\b/.test(connection);
     if (status === 101 || !framingClear) {
-      return { status, retryAfter, keepAlive: false, body: { kind: "unframed" } };
+      return { status, retryAfter, keepAlive: false, body: UNFRAMED };
     }
     if (status === 204 || status === 304) {
-      return { status, retryAfter, keepAlive, body: { kind: "none" } };
+      return { status, retryAfter, keepAlive, body: NONE };
     }
     if (transferEncoding !== undefined) {
       return /(^|,)\s*chunked\s*$/.test(transferEncoding)
-        ? { status, retryAfter, keepAlive, body: { kind: "chunked" } }
-        : { status, retryAfter, keepAlive: false, body: { kind: "unframed" } };
+        ? { status, retryAfter, keepAlive, body: CHUNKED }
+        : { status, retryAfter, keepAlive: false, body: UNFRAMED };
     }
     // Without a length the body ends when the server closes: not worth waiting for.
     if (contentLength === undefined || !/^\d+$/.test(contentLength)) {
-      return { status, retryAfter, keepAlive: false, body: { kind: "unframed" } };
+      return { status, retryAfter, keepAlive: false, body: UNFRAMED };
     }
     return {
       status,
@@ -255,6 +316,10 @@ async function readHead(reader: Reader): Promise<Head> {
     };
   }
 }
+
+const NONE = { kind: "none" } as const;
+const CHUNKED = { kind: "chunked" } as const;
+const UNFRAMED = { kind: "unframed" } as const;
 
 /**
  * Reads the body of a reply to its end when it is short and well framed.
@@ -496,9 +561,33 @@ export class Http1Client implements Disposable {
 }
 
 /**
+ * Writes `text` into `out` at `at` as UTF-8; returns the offset after it.
+ * ASCII (all a request head normally holds) is copied a unit at a time, so
+ * no flattened copy of the text is made; anything else goes through
+ * `encodeInto`. `out` has room for 3 bytes per UTF-16 unit.
+ */
+function put(out: Uint8Array, at: number, text: string): number {
+  const length = text.length;
+  for (let i = 0; i < length; i++) {
+    const unit = text.charCodeAt(i);
+    if (unit >= 0x80) return at + encoder.encodeInto(text.slice(i), out.subarray(at)).written;
+    out[at++] = unit;
+  }
+  return at;
+}
+
+/** Writes CRLF at `at`; returns the offset after it. */
+function crlf(out: Uint8Array, at: number): number {
+  out[at] = 13;
+  out[at + 1] = 10;
+  return at + 2;
+}
+
+/**
  * The request's bytes, in the socket's write buffer: no new buffer per
  * request (deliveries send many, and each `ArrayBuffer` costs the next
- * scavenge a sweep).
+ * scavenge a sweep), and no head string built first (each `+=` leaves an
+ * intermediate string behind).
  */
 function encodeRequest(
   url: URL,
@@ -506,18 +595,31 @@ function encodeRequest(
   body: Uint8Array,
   socket: Socket,
 ): Uint8Array {
-  let head = `POST ${url.pathname}${url.search} HTTP/1.1\r\nHost: ${url.host}\r\n` +
-    `Content-Length: ${body.byteLength}\r\n`;
-  for (const name in headers) head += `${name}: ${headers[name]}\r\n`;
-  head += "\r\n";
+  const { pathname, search, host } = url;
+  const length = String(body.byteLength);
+  // "POST  HTTP/1.1", "Host: ", "Content-Length: ", three CRLFs and the final one.
+  let units = 14 + pathname.length + search.length + 6 + host.length + 16 + length.length + 8;
+  for (const name in headers) units += name.length + headers[name].length + 4;
   // At most 3 bytes of UTF-8 per UTF-16 unit.
-  const most = head.length * 3 + body.byteLength;
+  const most = units * 3 + body.byteLength;
   let out = socket.out;
   if (!out || out.length < most) {
     out = new Uint8Array(Math.max(most, 4096));
     if (out.length <= MAX_KEPT_WRITE_BUFFER) socket.out = out;
   }
-  const { written } = encoder.encodeInto(head, out);
-  out.set(body, written);
-  return out.subarray(0, written + body.byteLength);
+  let at = put(out, 0, "POST ");
+  at = put(out, at, pathname);
+  at = put(out, at, search);
+  at = crlf(out, put(out, at, " HTTP/1.1"));
+  at = crlf(out, put(out, put(out, at, "Host: "), host));
+  at = crlf(out, put(out, put(out, at, "Content-Length: "), length));
+  for (const name in headers) {
+    at = put(out, at, name);
+    out[at++] = 58; // ":"
+    out[at++] = 32;
+    at = crlf(out, put(out, at, headers[name]));
+  }
+  at = crlf(out, at);
+  out.set(body, at);
+  return out.subarray(0, at + body.byteLength);
 }

@@ -953,7 +953,10 @@ class WebhookDispatcher implements Dispatcher {
       this.#state === "running" && this.#inFlight < this.#concurrency &&
       this.#readyHead < this.#ready.length
     ) {
-      const pending = this.#ready[this.#readyHead++];
+      const pending = this.#ready[this.#readyHead];
+      // Let go of it: a taken entry kept in the array would live (and be
+      // copied by every scavenge) until the array is compacted.
+      this.#ready[this.#readyHead++] = undefined as unknown as Pending;
       if (this.#readyHead >= 1024 && this.#readyHead * 2 >= this.#ready.length) {
         this.#ready = this.#ready.slice(this.#readyHead);
         this.#readyHead = 0;

@@ -133,6 +133,29 @@ Deno.test("a request carries Host, Content-Length, the headers and the exact bod
   assertEquals(sent, new TextDecoder().decode(body));
 });
 
+Deno.test("reply header names match in any case; keep-alive by HTTP/1.0 rules; a header value outside ASCII goes as UTF-8", async () => {
+  const replies = [
+    "HTTP/1.1 503 Busy\r\nCONTENT-length: 0\r\nretry-AFTER:  7 \r\n\r\n",
+    "HTTP/1.0 200 OK\r\nConnection: Keep-Alive\r\ncontent-LENGTH: 2\r\n\r\nok",
+    "HTTP/1.1 201 Created\r\nTransfer-ENCODING: Chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n",
+    "HTTP/1.0 204 No Content\r\n\r\n",
+    "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n",
+  ];
+  await using server = scriptedServer((_c, _i, total) => ({ reply: replies[total] }));
+  using client = new Http1Client();
+  assertEquals(await client.send(server.url, headers, body), { status: 503, retryAfter: "7" });
+  const noted = { ...headers, "X-Note": "café ✓" };
+  assertEquals(await client.send(server.url, noted, body), { status: 200 });
+  assertEquals(await client.send(server.url, headers, body), { status: 201 });
+  assertEquals(await client.send(server.url, headers, body), { status: 204 });
+  assertEquals(await client.send(server.url, headers, body), { status: 200 });
+  // The first three replies kept the socket; HTTP/1.0 without keep-alive ended it.
+  assertEquals(client.connections, 2);
+  const [head, sent] = server.requests[1].split("\r\n\r\n");
+  assert(head.split("\r\n").includes("X-Note: café ✓"), head);
+  assertEquals(sent, new TextDecoder().decode(body));
+});
+
 Deno.test("interim 1xx replies are skipped; close-delimited bodies and Connection: close end the socket", async () => {
   await using server = scriptedServer((_connection, _index, total) =>
     total === 0
