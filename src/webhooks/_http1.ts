@@ -220,6 +220,13 @@ function blank(byte: number): boolean {
   return byte === 32 || byte === 9;
 }
 
+/** Where the line starting at `from` ends: its CRLF, or `end`. */
+function crlfFrom(bytes: Uint8Array, from: number, end: number): number {
+  let at = from;
+  while (at < end && !(bytes[at] === 13 && bytes[at + 1] === 10)) at++;
+  return at;
+}
+
 /** `bytes[from, to)` decoded (UTF-8). */
 function text(bytes: Uint8Array, from: number, to: number): string {
   return decoder.decode(bytes.subarray(from, to));
@@ -243,8 +250,7 @@ async function readHead(reader: Reader): Promise<Head> {
   for (let interim = 0;; interim++) {
     const { start, end } = await reader.head(MAX_HEAD_BYTES);
     const bytes = reader.bytes;
-    let lineEnd = start;
-    while (lineEnd < end && !(bytes[lineEnd] === 13 && bytes[lineEnd + 1] === 10)) lineEnd++;
+    const lineEnd = crlfFrom(bytes, start, end);
     if (!statusLine(bytes, start, lineEnd)) {
       throw new Error(`Malformed reply status line: ${text(bytes, start, lineEnd).slice(0, 80)}`);
     }
@@ -265,8 +271,7 @@ async function readHead(reader: Reader): Promise<Head> {
     let framingClear = true;
     let retryAfter: string | undefined;
     for (let from = lineEnd + 2; from < end;) {
-      let to = from;
-      while (to < end && !(bytes[to] === 13 && bytes[to + 1] === 10)) to++;
+      const to = crlfFrom(bytes, from, end);
       let colon = from;
       while (colon < to && bytes[colon] !== 58) colon++;
       if (colon > from && colon < to) {
