@@ -206,8 +206,8 @@ function stateBytes(): void {
   }
 }
 
-const HEX = new TextEncoder().encode("0123456789abcdef");
-const BASE64 = new TextEncoder().encode(
+const HEX = encoder.encode("0123456789abcdef");
+const BASE64 = encoder.encode(
   "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/",
 );
 /**

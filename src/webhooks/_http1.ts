@@ -142,9 +142,9 @@ class Reader {
   /** The next line, without its CRLF. */
   async line(max: number, tooLarge: string): Promise<string> {
     const end = await this.#find(false, max, tooLarge);
-    const text = decoder.decode(this.#socket.buffer.subarray(this.#pos, end));
+    const line = text(this.#socket.buffer, this.#pos, end);
     this.#pos = end + 2;
-    return text;
+    return line;
   }
 
   /** The read buffer; a {@linkcode head} lies in it until the next read. */
