@@ -341,14 +341,25 @@ export type DeliveryOp =
   | { op: "delete_log"; webhook_id: string; entry_id: string }
   | { op: "put_dlq"; record: Omit<DlqRecord, "size" | "body">; body: Uint8Array }
   | { op: "delete_dlq"; dlq_id: string; size: number }
-  /** Deletes the event if its stored version is still `versionstamp`. */
+  /**
+   * Deletes the event (record and body) if its stored version is still
+   * `versionstamp` and, once the rest of the commit applied, no pending
+   * delivery of it is stored, as a fan-out entry or a delivery record of its
+   * own. The store decides that from what it holds: the rule of the storage
+   * contract is that an event's body lives as long as any delivery of it is
+   * pending or waiting, whatever the requester knows.
+   */
   | { op: "collect_event"; event_id: string; versionstamp: string; size: number };
 
 /** Result of {@linkcode DeliveryWriter.write}. */
 export interface WriteResult {
   /** Versionstamp of the commit that wrote each op's main record, by op index. */
   versionstamps: string[];
-  /** Whether every `collect_event` op applied (false: the event changed meanwhile). */
+  /**
+   * Whether every `collect_event` op deleted its event (false: the event
+   * changed meanwhile, is gone, or a pending delivery still refers to it;
+   * the caller may look again with `collectEventIfUnreferenced`).
+   */
   collected: boolean;
 }
 

@@ -130,7 +130,9 @@ type Mutation =
  */
 type IndexedAt = (eventId: string, webhookId: string) => number | undefined;
 
+/** A `collect_event`: applied only while nothing stored refers to its event (see {@linkcode resolveCollections}). */
 interface Guarded {
+  eventId: string;
   check: Deno.AtomicCheck;
   mutations: Mutation[];
 }
@@ -415,9 +417,10 @@ function buildUnit(
     }
     if (op.op === "collect_event") {
       const check = { key: outboxEventKey(op.event_id), versionstamp: op.versionstamp };
-      cost.checks++;
-      cost.bytes += keySize(check.key);
-      guarded.push({ check, mutations });
+      // The event record's check and its fan-out record's (resolveCollections).
+      cost.checks += 2;
+      cost.bytes += 2 * keySize(check.key);
+      guarded.push({ eventId: op.event_id, check, mutations });
     } else {
       plain.push(...mutations);
     }
@@ -554,17 +557,16 @@ export class DeliveryWriter {
   async #commitBatch(batch: Unit[]): Promise<void> {
     const kv = this.#store.kv;
     const dlqOps = batch.flatMap((unit) => unit.dlq);
+    const collecting = batch.some((unit) => unit.guarded.length > 0);
     for (let round = 1;; round++) {
       const plan = dlqOps.length ? await planDlq(this.#store, dlqOps) : undefined;
+      const collections = collecting
+        ? await resolveCollections(this.#store, batch.flatMap((unit) => unit.plain), batch)
+        : undefined;
       const first = await this.#store.retry(() => {
         const atomic = kv.atomic();
-        for (const unit of batch) {
-          apply(atomic, unit.plain);
-          for (const g of unit.guarded) {
-            atomic.check(g.check);
-            apply(atomic, g.mutations);
-          }
-        }
+        for (const unit of batch) apply(atomic, unit.plain);
+        collections?.apply(atomic);
         plan?.apply(atomic);
         return atomic.commit();
       });
@@ -572,7 +574,7 @@ export class DeliveryWriter {
         for (const unit of batch) {
           unit.resolve({
             versionstamps: new Array(unit.ops).fill(first.versionstamp),
-            collected: true,
+            collected: collections?.applied(unit) ?? true,
           });
         }
         return;
@@ -647,12 +649,14 @@ export class DeliveryWriter {
     await commitPart();
     let collected = true;
     for (const g of unit.guarded) {
+      const one = { guarded: [g] };
+      const collections = await resolveCollections(this.#store, [], [one]);
       const result = await this.#store.retry(() => {
-        const atomic = kv.atomic().check(g.check);
-        apply(atomic, g.mutations);
+        const atomic = kv.atomic();
+        collections.apply(atomic);
         return atomic.commit();
       });
-      if (result.ok) {
+      if (result.ok && collections.applied(one)) {
         for (const m of g.mutations) if (m.primary) versionstamps[m.op] = result.versionstamp;
       } else {
         collected = false;
@@ -660,6 +664,87 @@ export class DeliveryWriter {
     }
     unit.resolve({ versionstamps, collected });
   }
+}
+
+// ---------------------------------------------------------------------------
+// Collections
+//
+// The storage contract's rule: an event's record and body live as long as
+// any delivery of it is pending, as a fan-out entry or a delivery record of
+// its own. A `collect_event` is the writer's request to delete the event when
+// nothing refers to it any more; the writer decides at commit time from what
+// is stored, never from what the requester believes (a dispatcher that
+// evicted a retry to the store, or restarted, does not hold every reference).
+//
+// Each collection reads its event's fan-out record and lists its delivery
+// records, applies the commit's own writes to them, and goes into the commit
+// only when none is left, checking the event record and the fan-out record
+// as read. That is enough: a delivery record is only ever created in a
+// commit that also writes its event's fan-out record (the first failed
+// attempt of a fan-out entry leaves it) or its event record (a DLQ replay),
+// so one created after the read fails the commit's checks.
+
+/** The collections of a commit, as decided on what is stored (see above). */
+interface Collections {
+  /** Adds the collections that go ahead, with their checks. */
+  apply(atomic: Deno.AtomicOperation): void;
+  /** Whether every collection of `unit` goes ahead (false: referenced, or looked at again). */
+  applied(unit: { guarded: readonly Guarded[] }): boolean;
+}
+
+function sameKey(a: Deno.KvKey, b: Deno.KvKey): boolean {
+  return a.length === b.length && a.every((part, i) => part === b[i]);
+}
+
+/**
+ * Decides which collections of `units` go into a commit that also applies
+ * `plain`, in order: those whose event nothing refers to once the commit is done.
+ */
+async function resolveCollections(
+  store: KvStore,
+  plain: readonly Mutation[],
+  units: readonly { guarded: readonly Guarded[] }[],
+): Promise<Collections> {
+  const eventIds = [...new Set(units.flatMap((unit) => unit.guarded.map((g) => g.eventId)))];
+  const referenced = new Set<string>();
+  const fanoutChecks: Deno.AtomicCheck[] = [];
+  await Promise.all(eventIds.map(async (eventId) => {
+    const fanoutKey = outboxFanoutKey(eventId);
+    const { fanout, records } = await store.retry(async () => {
+      const fanout = await store.kv.get(fanoutKey);
+      const records = new Set<string>();
+      for await (const entry of store.kv.list({ prefix: eventDeliveriesPrefix(eventId) })) {
+        records.add(JSON.stringify(entry.key));
+      }
+      return { fanout, records };
+    });
+    let hasFanout = fanout.value !== null;
+    for (const m of plain) {
+      if (m.key[0] !== "outbox" || m.key[2] !== eventId) continue;
+      if (m.key[1] === "fanout" && sameKey(m.key, fanoutKey)) hasFanout = m.type === "set";
+      else if (m.key[1] === "delivery" && m.key.length === 4) {
+        if (m.type === "set") records.add(JSON.stringify(m.key));
+        else records.delete(JSON.stringify(m.key));
+      }
+    }
+    if (hasFanout || records.size) referenced.add(eventId);
+    else fanoutChecks.push({ key: fanoutKey, versionstamp: fanout.versionstamp });
+  }));
+  return {
+    apply(atomic) {
+      for (const check of fanoutChecks) atomic.check(check);
+      const done = new Set<string>();
+      for (const unit of units) {
+        for (const g of unit.guarded) {
+          if (referenced.has(g.eventId) || done.has(g.eventId)) continue;
+          done.add(g.eventId);
+          atomic.check(g.check);
+          apply(atomic, g.mutations);
+        }
+      }
+    },
+    applied: (unit) => unit.guarded.every((g) => !referenced.has(g.eventId)),
+  };
 }
 
 // ---------------------------------------------------------------------------
@@ -1068,15 +1153,6 @@ export async function requeueDlqRecord(
 ): Promise<"queued" | "already_queued"> {
   const event: OutboxEvent = { id: record.event_id, type: record.event_type, timestamp, body };
   const chunkWrites = bodyMutations(body, (i) => outboxBodyKey(event.id, i), 0);
-  // Large bodies: chunks first (idempotent), then the record and delivery atomically.
-  for (let i = 0; i < chunkWrites.length; i += 10) {
-    const part = chunkWrites.slice(i, i + 10);
-    await store.retry(() => {
-      const atomic = store.kv.atomic();
-      apply(atomic, part);
-      return atomic.commit();
-    });
-  }
   const delivery: DeliveryRecord = {
     event_id: record.event_id,
     event_type: record.event_type,
@@ -1090,13 +1166,36 @@ export async function requeueDlqRecord(
   const key = deliveryKey(record.event_id, record.webhook_id);
   const meta = eventMutations(event, 0).filter((m) => m.primary);
   const put = opMutations({ op: "put_delivery", delivery }, 0);
-  const result = await store.retry(() => {
-    const atomic = store.kv.atomic().check({ key, versionstamp: null });
-    apply(atomic, meta);
-    apply(atomic, put);
-    return atomic.sum(deliveriesVersionKey(), 1n).commit();
-  });
-  return result.ok ? "queued" : "already_queued";
+  for (let round = 1;; round++) {
+    // The event record as read guards the commit: a collection of the event
+    // between the chunk writes and the commit would take their chunks away.
+    const [existing, stored] = await readKeys(store, [key, outboxEventKey(event.id)]);
+    if (existing.versionstamp !== null) return "already_queued";
+    // Large bodies: chunks first (idempotent), then the record and delivery atomically.
+    for (let i = 0; i < chunkWrites.length; i += 10) {
+      const part = chunkWrites.slice(i, i + 10);
+      await store.retry(() => {
+        const atomic = store.kv.atomic();
+        apply(atomic, part);
+        return atomic.commit();
+      });
+    }
+    const result = await store.retry(() => {
+      const atomic = store.kv.atomic()
+        .check({ key, versionstamp: null })
+        .check({ key: stored.key, versionstamp: stored.versionstamp });
+      apply(atomic, meta);
+      apply(atomic, put);
+      return atomic.sum(deliveriesVersionKey(), 1n).commit();
+    });
+    if (result.ok) return "queued";
+    if (round >= MAX_DLQ_ROUNDS) {
+      throw new GatewayError(
+        "UNAVAILABLE",
+        `Cannot replay ${record.dlq_id}: its event kept changing (${round} attempts)`,
+      );
+    }
+  }
 }
 
 /** Deletes dead-letter records and their bodies. */

@@ -13,7 +13,9 @@
  *
  * Every row keeps the version stamp of the transaction that last wrote it
  * ({@linkcode nextStamp}); reads hand it out and `collect_event` deletes an
- * event only while its stamp is unchanged. Writes go through a
+ * event only while its stamp is unchanged and no row of `toolgate_deliveries`
+ * refers to it (the storage contract's rule: an event lives as long as any
+ * delivery of it is pending, whatever the requester believes). Writes go through a
  * group-committing {@linkcode DeliveryWriter}: concurrent units share one
  * transaction (each unit stays atomic), applied in few set-based statements,
  * pipelined on one connection.
@@ -275,7 +277,8 @@ function opsCost(ops: readonly DeliveryOp[]): StoreCost {
  * Splits ops into layers, in order: an op goes one layer past the last op
  * before it that touches the same rows, so the ops of one layer touch
  * distinct rows and commute, and each layer can be written with one
- * statement per kind of op.
+ * statement per kind of op. The `collect_event` ops form the last layer:
+ * whether an event is still referenced is decided on what the commit leaves.
  */
 function layers(ops: readonly DeliveryOp[]): number[][] {
   const out: number[][] = [];
@@ -287,8 +290,13 @@ function layers(ops: readonly DeliveryOp[]): number[][] {
     (out[layer] ??= []).push(index);
     return layer;
   };
+  const collections: number[] = [];
   for (const [index, op] of ops.entries()) {
     switch (op.op) {
+      case "collect_event":
+        // Decided on what the whole commit leaves: after every other op.
+        collections.push(index);
+        break;
       case "put_delivery":
       case "delete_delivery": {
         const eventId = op.op === "put_delivery" ? op.delivery.event_id : op.event_id;
@@ -315,6 +323,7 @@ function layers(ops: readonly DeliveryOp[]): number[][] {
       }
     }
   }
+  if (collections.length) out.push(collections);
   return out;
 }
 
@@ -491,6 +500,8 @@ async function applyOps(tx: Tx, ops: readonly DeliveryOp[], stamp: string): Prom
           ${c.map(({ op }) => op.versionstamp)}::text[], ${c.map(({ index }) => index)}::int[])
           as u(event_id, version, op)
         where t.event_id = u.event_id and t.version = u.version
+          -- The storage contract's rule: an event lives while any delivery of it is pending.
+          and not exists (select from toolgate_deliveries d where d.event_id = t.event_id)
         returning u.op`);
       queries.push(query.then((rows) => rows.forEach((row) => collected.add(row.op))));
     }

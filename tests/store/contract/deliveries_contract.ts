@@ -408,6 +408,70 @@ export const DELIVERIES_CONTRACT: readonly ContractCase[] = [
   },
   {
     name:
+      "deliveries: collect_event keeps an event while a delivery record or fan-out entry of it is stored, whatever the writer knew",
+    async run({ store, another }) {
+      const writer = store.deliveries.writer();
+      await writer.write([
+        { op: "put_event", event: outboxEvent("evt_1") },
+        { op: "put_delivery", delivery: retry("evt_1", "wh_a", 3) },
+        { op: "put_delivery", delivery: retry("evt_1", "wh_b", 2) },
+      ]);
+      const read = await store.deliveries.readEvent("evt_1");
+      assert(read);
+      const collect: DeliveryOp = {
+        op: "collect_event",
+        event_id: "evt_1",
+        versionstamp: read.versionstamp,
+        size: read.event.body.byteLength,
+      };
+      // wh_b is delivered on a retry while wh_a's record waits in the store
+      // (a dispatcher that evicted it believes nothing else refers to the event).
+      const first = await writer.write([
+        { op: "delete_delivery", event_id: "evt_1", webhook_id: "wh_b" },
+        collect,
+      ]);
+      assertEquals(first.collected, false);
+      const other = await another();
+      assertEquals((await other.deliveries.readEvent("evt_1"))?.event.body, read.event.body);
+      assertEquals(await pendingKeys(other), [["evt_1", "wh_a", false]]);
+      // A record the same commit writes counts too.
+      const rewritten = await writer.write([
+        { op: "delete_delivery", event_id: "evt_1", webhook_id: "wh_a" },
+        { op: "put_delivery", delivery: retry("evt_1", "wh_c", 1) },
+        collect,
+      ]);
+      assertEquals(rewritten.collected, false);
+      assert(await other.deliveries.readEvent("evt_1"));
+      // So does a fan-out entry left, written by another unit of the same group commit.
+      await writer.write([{ op: "put_event", event: outboxEvent("evt_2") }]);
+      const second = await store.deliveries.readEvent("evt_2");
+      assert(second);
+      const lingering = store.deliveries.writer({ lingerMs: 50 });
+      const [withFanout, fanoutWrite] = await Promise.all([
+        lingering.write([{
+          op: "collect_event",
+          event_id: "evt_2",
+          versionstamp: second.versionstamp,
+          size: second.event.body.byteLength,
+        }]),
+        lingering.write([{ op: "put_fanout", event_id: "evt_2", fanout: fanout(["wh_a"]) }]),
+      ]);
+      assertEquals(withFanout.collected, false);
+      // One group commit (what the case is about).
+      assertEquals(fanoutWrite.versionstamps, withFanout.versionstamps);
+      assert(await other.deliveries.readEvent("evt_2"));
+      // The last reference goes with the collection in one commit: the event goes too.
+      const last = await writer.write([
+        { op: "delete_delivery", event_id: "evt_1", webhook_id: "wh_c" },
+        collect,
+      ]);
+      assertEquals(last.collected, true);
+      assertEquals(await other.deliveries.readEvent("evt_1"), null);
+      assertEquals(await pendingKeys(other), [["evt_2", "wh_a", true]]);
+    },
+  },
+  {
+    name:
       "deliveries: collectEventIfUnreferenced() keeps an event a fan-out entry or a delivery record refers to",
     async run({ store }) {
       const writer = store.deliveries.writer();
