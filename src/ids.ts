@@ -98,3 +98,30 @@ export function idTime(id: string): number | undefined {
   for (const char of match[1].toUpperCase()) time = time * 32 + CROCKFORD.indexOf(char);
   return time <= 8.64e15 ? time : undefined;
 }
+
+/**
+ * An identifier in the form of {@linkcode newId} whose time part is `at` and
+ * whose tail is read from `seed` (at least 16 bytes, e.g. a SHA-256 digest):
+ * the same inputs give the same identifier, so a record written by several
+ * processes for the same reason is written once.
+ *
+ * @example
+ * ```ts
+ * const seed = new Uint8Array(await crypto.subtle.digest("SHA-256", new TextEncoder().encode("x")));
+ * derivedId("dlq", 0, seed); // "dlq_0000000000…"
+ * ```
+ */
+export function derivedId(prefix: string, at: number, seed: Uint8Array): string {
+  if (seed.length < RANDOM_CHARS) {
+    throw new RangeError(`Invalid seed: ${seed.length} bytes, at least ${RANDOM_CHARS} needed`);
+  }
+  let tail = "";
+  for (let i = 0; i < RANDOM_CHARS; i++) tail += CROCKFORD[seed[i] % 32];
+  let time = "";
+  let t = Math.max(0, Math.floor(at));
+  for (let i = 0; i < 10; i++) {
+    time = CROCKFORD[t % 32] + time;
+    t = Math.floor(t / 32);
+  }
+  return `${prefix}_${(time + tail).toLowerCase()}`;
+}

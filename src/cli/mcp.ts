@@ -210,6 +210,11 @@ async function startHttp(context: CliContext): Promise<void> {
       isPublicPath: (path) => incoming.match(path) !== undefined,
       log,
       disabledWebhooks: () => runtime.dispatcher.disabledWebhooks(),
+      healthReasons: () =>
+        runtime.dispatcher.problems().map((problem) => ({
+          component: "store" as const,
+          ...problem,
+        })),
       keys: runtime.store.apiKeys,
       oauth,
       onListen: ({ hostname, port, url }) => {

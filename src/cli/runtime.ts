@@ -76,6 +76,8 @@ export interface RuntimeObservers {
   onAttempt?: (attempt: AttemptObservation) => void;
   /** Every delivery moved to the dead-letter queue. */
   onDeadLetter?: (webhookId: string) => void;
+  /** Deliveries that could not be sent at all, by reason. */
+  onUndeliverable?: (reason: string, count: number) => void;
   /** Every audit append, committed or failed. */
   onAppend?: (append: { ok: boolean; durationMs: number }) => void;
 }
@@ -117,6 +119,7 @@ export async function createRuntime(
     onError: (error) => log(`webhooks: ${(error as Error).message}`),
     onAttempt: observers.onAttempt,
     onDeadLetter: observers.onDeadLetter,
+    onUndeliverable: observers.onUndeliverable,
   });
   // The deliveries of `tool.called` and `audit.written` ride in the entry's commit.
   // One redactor (built-in rules and config redact.patterns) for entries and events.

@@ -17,7 +17,7 @@ import { authenticate, registerProtectedResourceMetadata } from "./auth.ts";
 import { bodyLimit } from "./body_limit.ts";
 import { dnsRebindingProtection, isLoopback } from "./dns_rebinding.ts";
 import { errorHandler, errorResponse } from "./errors.ts";
-import { type DisabledWebhookStatus, registerHealthRoute } from "./health.ts";
+import { type DisabledWebhookStatus, type HealthReason, registerHealthRoute } from "./health.ts";
 import { ServerLifecycle } from "./lifecycle.ts";
 import { registerOpenApi } from "./openapi.ts";
 import { registerToolRoutes } from "./tools.ts";
@@ -54,6 +54,8 @@ export interface AppOptions {
   log?: (message: string) => void;
   /** Disabled outgoing webhooks, shown by `/health`. @default none */
   disabledWebhooks?: () => readonly DisabledWebhookStatus[];
+  /** Problems that make `/health` say `degraded`. @default none */
+  healthReasons?: () => readonly HealthReason[];
   /**
    * The API keys callers may authenticate with (`toolgate keys`), beside
    * `TOOLGATE_API_TOKEN`. @default none: only the API token
@@ -175,6 +177,7 @@ export function createApp(options: AppOptions): ToolgateApp {
     lifecycle,
     mcpSessions: () => mcp.size,
     disabledWebhooks: options.disabledWebhooks,
+    reasons: options.healthReasons,
   });
   if (oauth) {
     registerProtectedResourceMetadata(

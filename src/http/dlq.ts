@@ -34,7 +34,12 @@ export const DlqEntrySchema = z.object({
   webhook_id: z.string(),
   url: z.string().openapi({ description: "The webhook's URL when the delivery failed" }),
   event: z.record(z.string(), z.unknown()).openapi({
-    description: "The whole envelope that was sent ({id, type, timestamp, data})",
+    description: "The whole envelope that was sent ({id, type, timestamp, data}); only " +
+      "{id, type} when `body_lost`",
+  }),
+  body_lost: z.literal(true).optional().openapi({
+    description: "The event's body was lost before it was sent (a store defect fixed in " +
+      "issue 33): the record cannot be replayed",
   }),
   attempts: z.array(AttemptSchema),
   reason: z.string().optional().openapi({

@@ -66,10 +66,29 @@ export const DisabledWebhookSchema = z.object({
 /** A disabled outgoing webhook as `/health` shows it (no URL: `/health` needs no token). */
 export type DisabledWebhookStatus = z.infer<typeof DisabledWebhookSchema>;
 
+/** Why an instance that serves is degraded. */
+export const HealthReasonSchema = z.object({
+  component: z.enum(["store"]).openapi({ description: "What is degraded" }),
+  code: z.string().openapi({
+    description: "Stable code, e.g. `DELIVERY_BODY_MISSING`: pending deliveries had lost " +
+      "their event's stored body and were moved to the dead-letter queue",
+  }),
+  message: z.string(),
+  count: z.number().int().min(0).optional(),
+  since: z.string().openapi({ description: "ISO 8601 UTC time it was first seen" }),
+}).openapi("HealthReason");
+
+/** One reason of a degraded `/health`. */
+export type HealthReason = z.infer<typeof HealthReasonSchema>;
+
 /** Body of `GET /health`. */
 export const HealthSchema = z.object({
-  status: z.enum(["ok", "draining"]).openapi({
-    description: "`ok` while serving, `draining` during shutdown (status 503)",
+  status: z.enum(["ok", "degraded", "draining"]).openapi({
+    description: "`ok` while serving, `degraded` while serving with a problem that `reasons` " +
+      "names (status 200), `draining` during shutdown (status 503)",
+  }),
+  reasons: z.array(HealthReasonSchema).optional().openapi({
+    description: "Present when `status` is `degraded`",
   }),
   version: z.string().openapi({ example: VERSION }),
   uptime_ms: z.number().int().min(0),
@@ -91,6 +110,8 @@ export interface HealthRouteOptions {
   mcpSessions: () => number;
   /** Disabled outgoing webhooks. @default none */
   disabledWebhooks?: () => readonly DisabledWebhookStatus[];
+  /** Problems that make the instance degraded. @default none */
+  reasons?: () => readonly HealthReason[];
 }
 
 const healthRoute = createRoute({
@@ -112,11 +133,18 @@ const healthRoute = createRoute({
 
 /** Registers `GET /health`. */
 export function registerHealthRoute(app: ToolgateApp, options: HealthRouteOptions): void {
-  const { gateway, lifecycle, mcpSessions, disabledWebhooks = () => [] } = options;
+  const { gateway, lifecycle, mcpSessions, disabledWebhooks = () => [], reasons = () => [] } =
+    options;
   app.openapi(healthRoute, (c) => {
     const draining = lifecycle.draining;
+    const problems = reasons();
     const body = {
-      status: draining ? "draining" as const : "ok" as const,
+      status: draining
+        ? "draining" as const
+        : problems.length
+        ? "degraded" as const
+        : "ok" as const,
+      ...(problems.length ? { reasons: [...problems] } : {}),
       version: VERSION,
       uptime_ms: Math.max(0, Date.now() - lifecycle.startedAt),
       tool_count: gateway.listTools().length,

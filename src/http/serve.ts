@@ -31,6 +31,8 @@ export interface ServeHttpOptions {
   drainTimeoutMs?: number;
   /** Disabled outgoing webhooks, shown by `/health`; see {@linkcode AppOptions.disabledWebhooks}. */
   disabledWebhooks?: AppOptions["disabledWebhooks"];
+  /** Why the instance is degraded, shown by `/health`; see {@linkcode AppOptions.healthReasons}. */
+  healthReasons?: AppOptions["healthReasons"];
   /** API keys; see {@linkcode AppOptions.keys}. */
   keys?: AppOptions["keys"];
   /** The OAuth validator; see {@linkcode AppOptions.oauth}. */
@@ -94,6 +96,7 @@ export function serveHttp(options: ServeHttpOptions): HttpServer {
     isPublicPath,
     log,
     disabledWebhooks: options.disabledWebhooks,
+    healthReasons: options.healthReasons,
     keys: options.keys,
     oauth: options.oauth,
   });

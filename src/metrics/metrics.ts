@@ -130,6 +130,7 @@ export class ToolgateMetrics {
   #attempts: Counter<"webhook_id" | "outcome">;
   #attemptSeconds: Histogram<"webhook_id">;
   #deadLettered: Counter<"webhook_id">;
+  #undeliverable: Counter<"reason">;
   #incoming: Counter<"endpoint_id" | "status" | "code">;
   #auditAppends: Counter<"outcome">;
   #auditSeconds: Histogram;
@@ -174,6 +175,14 @@ export class ToolgateMetrics {
       name: "toolgate_webhook_dead_lettered_total",
       help: "Deliveries this process moved to the dead-letter queue, by webhook",
       labelNames: ["webhook_id"],
+      registers,
+    });
+    this.#undeliverable = new Counter({
+      name: "toolgate_webhook_undeliverable_total",
+      help: "Deliveries that could not be sent at all, by reason: body_missing (their " +
+        "event's stored body was gone: dead-lettered with a reason) or webhook_removed " +
+        "(their webhook was removed meanwhile: given up)",
+      labelNames: ["reason"],
       registers,
     });
     this.#incoming = new Counter({
@@ -322,6 +331,7 @@ export class ToolgateMetrics {
     onCall: (call: ToolCallObservation) => void;
     onAttempt: (attempt: DeliveryAttemptObservation) => void;
     onDeadLetter: (webhookId: string) => void;
+    onUndeliverable: (reason: string, count: number) => void;
     onAppend: (append: AuditAppendObservation) => void;
     onPayload: (payload: IncomingObservation) => void;
   } {
@@ -329,6 +339,7 @@ export class ToolgateMetrics {
       onCall: (call) => this.observeToolCall(call),
       onAttempt: (attempt) => this.observeDeliveryAttempt(attempt),
       onDeadLetter: (webhookId) => this.observeDeadLetter(webhookId),
+      onUndeliverable: (reason, count) => this.#undeliverable.inc({ reason }, count),
       onAppend: (append) => this.observeAuditAppend(append),
       onPayload: (payload) => this.observeIncoming(payload),
     };

@@ -272,6 +272,12 @@ export const DlqRecordSchema = z.strictObject({
   failed_at: z.string(),
   size: z.number().int().min(0),
   body: BytesSchema.optional(),
+  /**
+   * The event's body was lost before it could be sent (a store that deleted
+   * it while the delivery was pending): the record keeps what is known (ids,
+   * type, attempts, reason), its size is 0, and it cannot be replayed.
+   */
+  body_lost: z.literal(true).optional(),
 });
 
 /** A stored dead-letter queue record. */

@@ -181,6 +181,14 @@ export interface DeliveryStore {
   version(): Promise<bigint>;
   /** Every pending delivery, by event id (oldest first). */
   listPending(): Promise<StoredDelivery[]>;
+  /**
+   * Pending deliveries (records and fan-out entries) whose event record is
+   * missing, at most `limit`, by event id: what a store that lost an event's
+   * body while a delivery of it waited leaves (the start-up check dead-letters them).
+   */
+  listOrphans(limit: number): Promise<StoredDelivery[]>;
+  /** The exact body of an event as one of its dead-letter records keeps it, or `null`. */
+  findDlqBody(eventId: string): Promise<Uint8Array | null>;
   /** An outbox event and the version stamp of its stored record, or `null`. */
   readEvent(eventId: string): Promise<{ event: OutboxEvent; versionstamp: string } | null>;
   /** Deletes an outbox event no pending delivery refers to; says whether it is gone. */

@@ -25,7 +25,7 @@ import {
   type EventEnvelope,
   type EventType,
 } from "../events/mod.ts";
-import { newId } from "../ids.ts";
+import { derivedId, newId } from "../ids.ts";
 import {
   type AttemptRecord,
   DELIVERY_LOG_SIZE,
@@ -124,6 +124,27 @@ export interface DispatcherOptions {
   onAttempt?: (attempt: AttemptObservation) => void;
   /** Told of every delivery moved to the dead-letter queue, by webhook id (metrics). @default none */
   onDeadLetter?: (webhookId: string) => void;
+  /**
+   * Told of deliveries that could not be sent at all (metrics), by reason:
+   * `body_missing` (their event's stored body is gone: dead-lettered with a
+   * reason) or `webhook_removed` (their webhook was removed meanwhile: given up).
+   * @default none
+   */
+  onUndeliverable?: (reason: UndeliverableReason, count: number) => void;
+}
+
+/** Why deliveries could not be sent at all (see {@linkcode DispatcherOptions.onUndeliverable}). */
+export type UndeliverableReason = "body_missing" | "webhook_removed";
+
+/** Something wrong with the store that `/health` reports (the instance is degraded). */
+export interface DeliveryProblem {
+  /** Stable code: `DELIVERY_BODY_MISSING`. */
+  code: "DELIVERY_BODY_MISSING";
+  message: string;
+  /** Deliveries affected since start. */
+  count: number;
+  /** ISO-8601 time it was first seen. */
+  since: string;
 }
 
 /** A delivery attempt as {@linkcode DispatcherOptions.onAttempt} is told of it. */
@@ -147,6 +168,13 @@ export interface Dispatcher {
   whenIdle(): Promise<void>;
   /** Deliveries pending in memory (scheduled, running or being recorded). */
   readonly pending: number;
+  /** Problems of the store this process met since it started (`/health` reports them). */
+  problems(): DeliveryProblem[];
+  /**
+   * Resolves once the start-up check is done: pending deliveries whose event
+   * body is missing dead-lettered (see {@linkcode DispatcherOptions.onUndeliverable}).
+   */
+  whenChecked(): Promise<OrphanReport>;
   /**
    * The registered webhooks that are disabled, as of the last registrations
    * read (at most `poll_ms` old while running).
@@ -163,6 +191,14 @@ export interface Dispatcher {
    * @returns `undefined` when no registered webhook wants any of the events.
    */
   stage(events: readonly EventEnvelope<EventType>[]): StagedDeliveries | undefined;
+}
+
+/** What the start-up check found: deliveries whose event body was missing, all dead-lettered. */
+export interface OrphanReport {
+  /** Dead-lettered with the body recovered from another dead letter of the same event (replayable). */
+  recovered: number;
+  /** Dead-lettered without a body: nothing kept it, they cannot be replayed. */
+  lost: number;
 }
 
 /** A disabled outgoing webhook: which, why and since when. */
@@ -242,6 +278,23 @@ const LEASE_MIN_TTL_MS = 5000;
 
 /** Claims are made in pages of at least this many deliveries (or the window, if smaller). */
 const MIN_CLAIM_PAGE = 64;
+
+/** Events whose lost deliveries one page of the start-up check dead-letters. */
+const ORPHAN_CHECK_PAGE = 256;
+
+/** Pages the start-up check reads at most (a page whose writes fail is read again). */
+const ORPHAN_CHECK_MAX_PAGES = 1000;
+
+/** The DLQ id of a delivery dead-lettered for a lost body: the same for every process. */
+async function orphanDlqId(record: DeliveryRecord): Promise<string> {
+  const seed = new Uint8Array(
+    await crypto.subtle.digest(
+      "SHA-256",
+      encoder.encode(`lost ${record.event_id}/${record.webhook_id}`),
+    ),
+  );
+  return derivedId("dlq", Date.parse(record.created_at) || 0, seed);
+}
 
 function pendingKey(record: { event_id: string; webhook_id: string }): string {
   return `${record.event_id}/${record.webhook_id}`;
@@ -351,6 +404,11 @@ class WebhookDispatcher implements Dispatcher {
   #mirrorDirty = false;
   #onAttempt: ((attempt: AttemptObservation) => void) | undefined;
   #onDeadLetter: ((webhookId: string) => void) | undefined;
+  #onUndeliverable: ((reason: UndeliverableReason, count: number) => void) | undefined;
+  #problems = new Map<DeliveryProblem["code"], DeliveryProblem>();
+  /** Deliveries being dead-lettered for a missing body (claims and the start-up check meet). */
+  #orphaning = new Set<string>();
+  #checked: Promise<OrphanReport> | null = null;
 
   constructor(options: DispatcherOptions) {
     const {
@@ -393,6 +451,7 @@ class WebhookDispatcher implements Dispatcher {
     this.#onError = onError;
     this.#onAttempt = options.onAttempt;
     this.#onDeadLetter = options.onDeadLetter;
+    this.#onUndeliverable = options.onUndeliverable;
     this.#disabled = new Set(config.events.disabled);
     this.#freshMs = Math.min(
       MAX_REGISTRATION_AGE_MS,
@@ -417,6 +476,14 @@ class WebhookDispatcher implements Dispatcher {
       if (record.disabled) disabled.push({ id: record.id, ...record.disabled });
     }
     return disabled;
+  }
+
+  problems(): DeliveryProblem[] {
+    return [...this.#problems.values()].map((problem) => ({ ...problem }));
+  }
+
+  whenChecked(): Promise<OrphanReport> {
+    return this.#checked ?? Promise.resolve({ recovered: 0, lost: 0 });
   }
 
   get pending(): number {
@@ -467,8 +534,11 @@ class WebhookDispatcher implements Dispatcher {
     });
     if (!this.#shared) this.#leader = await this.#claimLease();
     if (this.#sending) {
-      // Off the path to serving: a restart listens before its backlog is claimed.
-      this.#background(this.#fill());
+      // Off the path to serving: a restart listens before its backlog is claimed,
+      // after the start-up check has dead-lettered what a lost body left.
+      const checked = this.#checkOrphans();
+      this.#checked = checked;
+      this.#background(checked.finally(() => this.#fill()));
       // A crash may have come between a DLQ change and its mirror write.
       this.#background(this.#syncMirror());
     } else {
@@ -861,7 +931,7 @@ class WebhookDispatcher implements Dispatcher {
       if (!cached) {
         const loaded = await this.#store.deliveries.readEvent(eventId);
         if (!loaded) {
-          await this.#dropOrphans(eventId, group);
+          await this.#deadLetterOrphans(eventId, group);
           continue;
         }
         cached = this.#events.get(eventId) ??
@@ -891,29 +961,127 @@ class WebhookDispatcher implements Dispatcher {
     }
   }
 
-  async #dropOrphans(eventId: string, group: StoredDelivery[]): Promise<void> {
-    if (!group.length) return;
-    this.#onError(
-      new GatewayError(
-        "STORE_CORRUPT",
-        `Cannot deliver event ${eventId}: its stored body is missing; ${group.length} delivery record(s) dropped`,
-      ),
-    );
-    const ops = group.filter((d) => !d.fanout).map(({ record }): DeliveryOp => ({
-      op: "delete_delivery",
-      event_id: record.event_id,
-      webhook_id: record.webhook_id,
-    }));
-    const fanout = group.find((d) => d.fanout)?.record;
-    if (fanout) {
-      const { event_type, created_at, next_attempt_at } = fanout;
-      ops.push({
-        op: "put_fanout",
-        event_id: eventId,
-        fanout: { event_type, created_at, next_attempt_at, webhook_ids: [] },
-      });
+  /**
+   * The start-up check: dead-letters every pending delivery whose event body
+   * is missing (as a store defect before issue 33 left them), a page of
+   * events at a time, and says what it found.
+   */
+  async #checkOrphans(): Promise<OrphanReport> {
+    const report: OrphanReport = { recovered: 0, lost: 0 };
+    for (let page = 0; page < ORPHAN_CHECK_MAX_PAGES && this.#state === "running"; page++) {
+      const orphans = await this.#store.deliveries.listOrphans(ORPHAN_CHECK_PAGE);
+      if (!orphans.length) break;
+      const byEvent = new Map<string, StoredDelivery[]>();
+      for (const stored of orphans) {
+        const group = byEvent.get(stored.record.event_id);
+        if (group) group.push(stored);
+        else byEvent.set(stored.record.event_id, [stored]);
+      }
+      for (const [eventId, group] of byEvent) {
+        const { recovered, count } = await this.#deadLetterOrphans(eventId, group);
+        if (recovered) report.recovered += count;
+        else report.lost += count;
+      }
     }
-    await this.#writer.write(ops);
+    if (report.recovered || report.lost) {
+      this.#onError(
+        new GatewayError(
+          "STORE_CORRUPT",
+          `Start-up check: ${report.recovered + report.lost} pending deliveries had lost their ` +
+            `event's body and were moved to the dead-letter queue: ${report.recovered} with the ` +
+            `body recovered from another dead letter of the same event (\`toolgate dlq replay\` ` +
+            `sends them), ${report.lost} without a body (nothing kept it; they cannot be replayed)`,
+          { details: report },
+        ),
+      );
+    }
+    return report;
+  }
+
+  /**
+   * Dead-letters deliveries whose event's stored body is missing, with a
+   * reason, instead of sending them: the body comes from another dead letter
+   * of the same event where one keeps it, else the record says it is lost.
+   * Their DLQ ids derive from event and webhook, so two instances meeting
+   * the same deliveries write one record each. Counted, reported by
+   * `problems()` and logged at error level.
+   */
+  async #deadLetterOrphans(
+    eventId: string,
+    group: StoredDelivery[],
+  ): Promise<{ recovered: boolean; count: number }> {
+    const fresh = group.filter((d) => !this.#orphaning.has(pendingKey(d.record)));
+    if (!fresh.length) return { recovered: false, count: 0 };
+    for (const d of fresh) this.#orphaning.add(pendingKey(d.record));
+    try {
+      const body = await this.#store.deliveries.findDlqBody(eventId);
+      const failedAt = new Date(this.#now()).toISOString();
+      const reason = "Not sent: the event's stored body was deleted while this delivery was " +
+        "pending (a store defect fixed in issue 33); " +
+        (body
+          ? "the body was recovered from another dead letter of the same event"
+          : "no copy of the body was kept, so it cannot be replayed");
+      const ops: DeliveryOp[] = [];
+      const dead: DlqRecord[] = [];
+      for (const { record } of fresh) {
+        // A replay keeps the id of the record it replays (which holds the body).
+        const dlqId = record.dlq_id ?? await orphanDlqId(record);
+        const dlq: Omit<DlqRecord, "size" | "body"> = {
+          dlq_id: dlqId,
+          webhook_id: record.webhook_id,
+          url: this.#hooks.get(record.webhook_id)?.record.url ?? "",
+          event_id: record.event_id,
+          event_type: record.event_type,
+          attempts: record.attempts,
+          reason,
+          failed_at: failedAt,
+          ...(body ? {} : { body_lost: true as const }),
+        };
+        ops.push({ op: "put_dlq", record: dlq, body: body ?? new Uint8Array(0) });
+        dead.push({ ...dlq, size: body?.byteLength ?? 0 });
+      }
+      for (const { record } of fresh.filter((d) => !d.fanout)) {
+        ops.push({
+          op: "delete_delivery",
+          event_id: record.event_id,
+          webhook_id: record.webhook_id,
+        });
+      }
+      const fanout = fresh.find((d) => d.fanout)?.record;
+      if (fanout) {
+        const { event_type, created_at, next_attempt_at } = fanout;
+        ops.push({
+          op: "put_fanout",
+          event_id: eventId,
+          fanout: { event_type, created_at, next_attempt_at, webhook_ids: [] },
+        });
+      }
+      await this.#writer.write(ops);
+      this.#onUndeliverable?.("body_missing", fresh.length);
+      for (const d of dead) this.#onDeadLetter?.(d.webhook_id);
+      const problem = this.#problems.get("DELIVERY_BODY_MISSING");
+      const count = (problem?.count ?? 0) + fresh.length;
+      this.#problems.set("DELIVERY_BODY_MISSING", {
+        code: "DELIVERY_BODY_MISSING",
+        message: `${count} pending deliveries had lost their event's stored body and were ` +
+          `moved to the dead-letter queue (\`toolgate dlq list\`)`,
+        count,
+        since: problem?.since ?? failedAt,
+      });
+      this.#onError(
+        new GatewayError(
+          "STORE_CORRUPT",
+          `Cannot deliver event ${eventId}: its stored body is missing; ${fresh.length} ` +
+            `delivery record(s) moved to the dead-letter queue ` +
+            (body ? "with the body of another dead letter of the event" : "without a body"),
+          { details: { event_id: eventId, dlq_ids: dead.map((d) => d.dlq_id) } },
+        ),
+      );
+      this.#rewriteMirror();
+      return { recovered: body !== null, count: fresh.length };
+    } finally {
+      for (const d of fresh) this.#orphaning.delete(pendingKey(d.record));
+    }
   }
 
   /**
@@ -1015,8 +1183,10 @@ class WebhookDispatcher implements Dispatcher {
     const { record } = pending;
     const hook = this.#hooks.get(record.webhook_id);
     if (!hook) {
+      // Removed meanwhile: given up (nobody to send it to), counted.
       release();
       await this.#finish(pending, "dropped");
+      this.#onUndeliverable?.("webhook_removed", 1);
       return;
     }
     if (hook.record.disabled) {

@@ -114,8 +114,13 @@ export interface DlqEntry {
   webhook_id: string;
   /** Its URL at the time of failure. */
   url: string;
-  /** The event envelope, parsed from the exact bytes that were sent. */
-  event: EventEnvelope;
+  /**
+   * The event envelope, parsed from the exact bytes that were sent; of a
+   * record whose body was lost (`body_lost`), only its `id` and `type`.
+   */
+  event: EventEnvelope | LostEnvelope;
+  /** The event's body was lost before it was sent: the record cannot be replayed. */
+  body_lost?: true;
   /** Every attempt of the last delivery run (none when the webhook was disabled). */
   attempts: AttemptRecord[];
   /** Why it is here besides its attempts: the webhook was disabled, or answered 410 Gone. */
@@ -124,13 +129,18 @@ export interface DlqEntry {
   failed_at: string;
 }
 
+/** What is known of an event whose body was lost: its id and type. */
+export interface LostEnvelope {
+  id: string;
+  type: string;
+}
+
 const decoder = new TextDecoder();
 
 /** The fields of a dead-letter record that a {@linkcode DlqEntry} shows. */
-export type DlqEntryRecord = Pick<
-  DlqRecord,
-  "dlq_id" | "webhook_id" | "url" | "attempts" | "failed_at" | "reason"
->;
+export type DlqEntryRecord =
+  & Pick<DlqRecord, "dlq_id" | "webhook_id" | "url" | "attempts" | "failed_at" | "reason">
+  & Partial<Pick<DlqRecord, "event_id" | "event_type" | "body_lost">>;
 
 /**
  * The {@linkcode DlqEntry} of a dead-letter record and the exact bytes that
@@ -139,7 +149,19 @@ export type DlqEntryRecord = Pick<
  * @throws {GatewayError} `STORE_CORRUPT` when the body is not JSON.
  */
 export function dlqEntry(record: DlqEntryRecord, body: Uint8Array): DlqEntry {
-  let event: EventEnvelope;
+  let event: EventEnvelope | LostEnvelope;
+  if (record.body_lost) {
+    return {
+      dlq_id: record.dlq_id,
+      webhook_id: record.webhook_id,
+      url: record.url,
+      event: { id: record.event_id ?? "", type: record.event_type ?? "" },
+      body_lost: true,
+      attempts: record.attempts,
+      ...(record.reason !== undefined ? { reason: record.reason } : {}),
+      failed_at: record.failed_at,
+    };
+  }
   try {
     event = JSON.parse(decoder.decode(body));
   } catch (error) {
@@ -421,7 +443,7 @@ export async function replayDlq(
     const reason = unreplayable(record, webhook);
     if (reason !== undefined) {
       throw new GatewayError(
-        webhook ? "CONFLICT" : "NOT_FOUND",
+        webhook || record.body_lost ? "CONFLICT" : "NOT_FOUND",
         `Cannot replay ${record.dlq_id}: ${reason}`,
       );
     }
@@ -469,6 +491,7 @@ export async function replayDlq(
 
 /** Why a record cannot be replayed now (its webhook was removed or is disabled), if so. */
 function unreplayable(record: DlqRecord, webhook: OutgoingWebhook | null): string | undefined {
+  if (record.body_lost) return "its event's body was lost before it was sent: nothing to send";
   if (!webhook) return `webhook ${record.webhook_id} was removed`;
   if (!webhook.disabled) return undefined;
   return `webhook ${record.webhook_id} is disabled (${webhook.disabled.reason}): ` +
@@ -483,7 +506,8 @@ async function requeue(
 ): Promise<"queued" | "already_queued"> {
   const body = await store.deliveries.readDlqBody(record);
   const entry = await toEntry(store, record, body);
-  return await store.deliveries.requeueDlq(record, body, entry.event.timestamp, now);
+  const { timestamp } = entry.event as EventEnvelope;
+  return await store.deliveries.requeueDlq(record, body, timestamp, now);
 }
 
 /** Options of {@linkcode purgeDlq}. */

@@ -45,11 +45,14 @@ export {
 export type { RetryInput } from "./retry_policy.ts";
 export type {
   AttemptObservation,
+  DeliveryProblem,
   DisabledWebhook,
   Dispatcher,
   DispatcherConfig,
   DispatcherOptions,
+  OrphanReport,
   StagedDeliveries,
+  UndeliverableReason,
 } from "./dispatcher.ts";
 export { deliveryHeaders } from "./_send.ts";
 export type { FetchLike } from "./_send.ts";

@@ -4,10 +4,17 @@
  *
  * @module
  */
-import { assertEquals } from "../_asserts.ts";
+import { assert, assertEquals, assertMatch, assertRejects } from "../_asserts.ts";
+import { GatewayError } from "../../src/errors/mod.ts";
+import { openKvStore } from "../../src/store/kv/kv_store.ts";
 import { until } from "../_helpers.ts";
 import { EventBus } from "../../src/events/mod.ts";
-import { createDispatcher, type DispatcherConfig } from "../../src/webhooks/mod.ts";
+import {
+  createDispatcher,
+  type DispatcherConfig,
+  listDlq,
+  replayDlq,
+} from "../../src/webhooks/mod.ts";
 import { Receiver } from "./_receiver.ts";
 import { LOOPBACK_EGRESS, toolCalled } from "./_setup.ts";
 import { type FreshStore, kvStores, postgresStores, type StoreMaker } from "./_stores.ts";
@@ -96,4 +103,116 @@ Deno.test("kv: one webhook delivered on a retry does not drop another's waiting 
 Deno.test("postgres: one webhook delivered on a retry does not drop another's waiting delivery", async () => {
   await using stores = await postgresStores();
   await successOnRetryKeepsTheOthers(stores.fresh);
+});
+
+const LOST = {
+  recoverable: "evt_01m8tk6f1rc6kz5hmhzesv76z8",
+  lost: "evt_01m8tk6f21f4532xhp7sp4vxbh",
+  a: "wh_01m8tk6f15d58rjnca77bfdq5d",
+  c: "wh_01m8tk6f1enm0ddwvphfk9cgps",
+};
+
+Deno.test("kv: the start-up check dead-letters what 0.1.0 left without a body, recovering bodies from other dead letters", async () => {
+  const dataDir = await Deno.makeTempDir({ prefix: "toolgate-lost-" });
+  try {
+    const fixture = new URL("./fixtures/lost_bodies_0.1.0/", import.meta.url);
+    for (const name of ["toolgate.kv", "keychain.key", "dlq.json"]) {
+      await Deno.copyFile(new URL(name, fixture), `${dataDir}/${name}`);
+      await Deno.chmod(`${dataDir}/${name}`, 0o600);
+    }
+    await Deno.chmod(dataDir, 0o700);
+    const store = await openKvStore({ dataDir });
+    try {
+      const before = await store.deliveries.listPending();
+      assertEquals(before.map((d) => [d.record.event_id, d.record.webhook_id]), [
+        [LOST.recoverable, LOST.a],
+        [LOST.lost, LOST.a],
+      ]);
+      const errors: unknown[] = [];
+      const undeliverable: [string, number][] = [];
+      const sent: string[] = [];
+      const dispatcher = createDispatcher({
+        store,
+        bus: new EventBus({}),
+        config: {
+          dataDir,
+          webhooks: { retry_base_ms: 20, timeout_ms: 1000, poll_ms: 50 },
+          events: { disabled: [] },
+        },
+        fetch: (input) => {
+          sent.push(input);
+          return Promise.resolve(new Response(null, { status: 200 }));
+        },
+        onError: (error) => errors.push(error),
+        onUndeliverable: (reason, count) => undeliverable.push([reason, count]),
+      });
+      await dispatcher.start();
+      try {
+        assertEquals(await dispatcher.whenChecked(), { recovered: 1, lost: 1 });
+        await dispatcher.whenIdle();
+        assertEquals(sent, []);
+        assertEquals(await store.deliveries.listPending(), []);
+        assertEquals(undeliverable, [["body_missing", 1], ["body_missing", 1]]);
+        const dlq = await store.deliveries.listDlq();
+        const of = (eventId: string, webhookId: string) =>
+          dlq.find((r) => r.event_id === eventId && r.webhook_id === webhookId);
+        const sibling = of(LOST.recoverable, LOST.c);
+        const recovered = of(LOST.recoverable, LOST.a);
+        const lost = of(LOST.lost, LOST.a);
+        assert(sibling && recovered && lost, JSON.stringify(dlq));
+        assertEquals(dlq.length, 3);
+        // The recovered record holds the very bytes the sibling was sent; it replays.
+        assertEquals(
+          await store.deliveries.readDlqBody(recovered),
+          await store.deliveries.readDlqBody(sibling),
+        );
+        assertEquals(recovered.attempts.map((x) => x.status), [500, 500, 500]);
+        assertMatch(recovered.reason ?? "", /recovered from another dead letter/);
+        assertEquals(recovered.body_lost, undefined);
+        assertEquals(lost.body_lost, true);
+        assertEquals(lost.size, 0);
+        assertMatch(lost.reason ?? "", /cannot be replayed/);
+        const [problem] = dispatcher.problems();
+        assertEquals([problem.code, problem.count], ["DELIVERY_BODY_MISSING", 2]);
+        const codes = errors.map((error) => (error as { code?: string }).code);
+        assertEquals(codes, ["STORE_CORRUPT", "STORE_CORRUPT", "STORE_CORRUPT"]);
+        assertMatch(String(errors.at(-1)), /Start-up check: 2 pending deliveries/);
+        // The mirror lists all three; the lost one says what is known of its event.
+        await until(async () => {
+          const mirror = JSON.parse(await Deno.readTextFile(`${dataDir}/dlq.json`));
+          return mirror.length === 3;
+        }, "dlq.json with three records");
+        const lostEntry = (await listDlq(store)).find((e) => e.dlq_id === lost.dlq_id);
+        assertEquals(lostEntry?.event, { id: LOST.lost, type: "tool.called" });
+        assertEquals(lostEntry?.body_lost, true);
+        await assertRejects(
+          () => replayDlq(store, lost.dlq_id),
+          GatewayError,
+          "body was lost",
+        );
+        assertEquals((await replayDlq(store, recovered.dlq_id)).queued, [recovered.dlq_id]);
+      } finally {
+        await dispatcher.stop();
+      }
+      // A second start finds nothing more.
+      const again = createDispatcher({
+        store,
+        bus: new EventBus({}),
+        config: {
+          dataDir,
+          webhooks: { retry_base_ms: 20, timeout_ms: 1000, poll_ms: 50 },
+          events: { disabled: [] },
+        },
+        fetch: () => Promise.resolve(new Response(null, { status: 200 })),
+        onError: () => {},
+      });
+      await again.start();
+      assertEquals(await again.whenChecked(), { recovered: 0, lost: 0 });
+      await again.stop();
+    } finally {
+      await store.close();
+    }
+  } finally {
+    await Deno.remove(dataDir, { recursive: true });
+  }
 });

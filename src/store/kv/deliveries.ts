@@ -992,6 +992,69 @@ async function readChunks(
   return body;
 }
 
+/**
+ * Pending deliveries (records of their own and fan-out entries) whose event
+ * record is missing, at most `limit`, by event id: what a store that lost an
+ * event's body while a delivery of it waited leaves. Reads every pending
+ * delivery once, streaming (the outbox is normally small).
+ */
+export async function listOrphanDeliveries(
+  store: KvStore,
+  limit: number,
+): Promise<StoredDelivery[]> {
+  const out: StoredDelivery[] = [];
+  const present = new Map<string, boolean>();
+  const eventExists = async (eventId: string) => {
+    let known = present.get(eventId);
+    if (known === undefined) {
+      known = (await store.get(outboxEventKey(eventId))).versionstamp !== null;
+      present.set(eventId, known);
+    }
+    return known;
+  };
+  await store.retry(async () => {
+    out.length = 0;
+    for await (const entry of store.reader.list({ prefix: deliveriesPrefix() })) {
+      const record = parseRecord(
+        DeliveryRecordSchema,
+        entry.value,
+        `delivery ${entry.key.join("/")}`,
+      );
+      if (await eventExists(record.event_id)) continue;
+      out.push({ record, versionstamp: entry.versionstamp, fanout: false });
+      if (out.length >= limit) return;
+    }
+    for await (const entry of store.reader.list({ prefix: outboxFanoutPrefix() })) {
+      const eventId = String(entry.key[entry.key.length - 1]);
+      if (await eventExists(eventId)) continue;
+      const fanout = parseRecord(FanoutRecordSchema, entry.value, `fan-out of ${eventId}`);
+      const own = await ownDeliveryWebhooks(store, eventId);
+      for (const record of fanoutDeliveries(eventId, fanout)) {
+        if (own.has(record.webhook_id)) continue;
+        out.push({ record, versionstamp: entry.versionstamp, fanout: true });
+      }
+      if (out.length >= limit) return;
+    }
+  });
+  return out;
+}
+
+/** The exact body of an event as a dead-letter record of it keeps it, or `null`. */
+export async function findDlqBody(store: KvStore, eventId: string): Promise<Uint8Array | null> {
+  const found = await store.retry(async () => {
+    for await (const entry of store.reader.list({ prefix: dlqPrefix() })) {
+      const record = parseRecord(
+        DlqRecordSchema,
+        entry.value,
+        `DLQ record ${String(entry.key[2])}`,
+      );
+      if (record.event_id === eventId && !record.body_lost) return record;
+    }
+    return null;
+  });
+  return found ? await readDlqBody(store, found) : null;
+}
+
 /** An outbox event and the versionstamp of its stored record, or `null`. */
 export async function readOutboxEvent(
   store: KvStore,

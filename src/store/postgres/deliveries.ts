@@ -989,6 +989,38 @@ export class PostgresDeliveryStore implements DeliveryStore {
     return rows.map(storedDelivery).sort(compareEventIds);
   }
 
+  /**
+   * Pending deliveries whose event row is missing (what a store that lost an
+   * event's body while a delivery of it waited leaves), at most `limit`, by
+   * event id (every delivery of the last event listed, even past `limit`).
+   */
+  async listOrphans(limit: number): Promise<StoredDelivery[]> {
+    const rows = await this.#ctx.run((sql) =>
+      sql<DeliveryRow[]>`
+        select event_id, webhook_id, fanout, event_type, attempt_count,
+          next_attempt_at::float8 as next_attempt_at, created_at, attempts, dlq_id, version
+        from toolgate_deliveries d
+        where d.event_id in (
+          -- Whole events: a fan-out is dead-lettered whole.
+          select distinct o.event_id from toolgate_deliveries o
+          where not exists (select from toolgate_outbox_events e where e.event_id = o.event_id)
+          order by o.event_id limit ${limit})
+        order by event_id, webhook_id`
+    );
+    return rows.map(storedDelivery);
+  }
+
+  /** The exact body of an event as a dead-letter record of it keeps it, or `null`. */
+  async findDlqBody(eventId: string): Promise<Uint8Array | null> {
+    const [row] = await this.#ctx.run((sql) =>
+      sql<{ body: Uint8Array }[]>`
+        select body from toolgate_dlq
+        where record->>'event_id' = ${eventId} and not coalesce((record->>'body_lost')::boolean, false)
+        limit 1`
+    );
+    return row ? new Uint8Array(row.body) : null;
+  }
+
   /** An outbox event and the version stamp of its stored row, or `null`. */
   async readEvent(eventId: string): Promise<{ event: OutboxEvent; versionstamp: string } | null> {
     const [row] = await this.#ctx.run((sql) =>
