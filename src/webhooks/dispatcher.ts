@@ -108,6 +108,12 @@ export interface DispatcherOptions {
    * @default 1024
    */
   windowSize?: number;
+  /**
+   * How far ahead deliveries are claimed and kept in memory, in ms; a retry
+   * due later is given back to the store until then.
+   * @default max(4 × poll_ms, 1000)
+   */
+  claimHorizonMs?: number;
   /** How long `stop()` waits for in-flight attempts before aborting them. @default min(timeout_ms, 5000) */
   stopTimeoutMs?: number;
   /** Where background failures and dead-lettered deliveries are reported. @default console.error */
@@ -466,7 +472,10 @@ class WebhookDispatcher implements Dispatcher {
     });
     this.#recordOnly = mode === "record";
     this.#leaseTtlMs = Math.max(LEASE_MIN_TTL_MS, config.webhooks.poll_ms * 10);
-    this.#horizonMs = Math.max(config.webhooks.poll_ms * 4, 1000);
+    this.#horizonMs = options.claimHorizonMs ?? Math.max(config.webhooks.poll_ms * 4, 1000);
+    if (!(this.#horizonMs > 0)) {
+      throw new RangeError(`Invalid claimHorizonMs: ${this.#horizonMs} is not a positive number`);
+    }
     this.#schedule = new Schedule((due) => this.#enqueueReady(due), now);
   }
 

@@ -1003,14 +1003,13 @@ export async function listOrphanDeliveries(
   limit: number,
 ): Promise<StoredDelivery[]> {
   const out: StoredDelivery[] = [];
-  const present = new Map<string, boolean>();
-  const eventExists = async (eventId: string) => {
-    let known = present.get(eventId);
-    if (known === undefined) {
-      known = (await store.get(outboxEventKey(eventId))).versionstamp !== null;
-      present.set(eventId, known);
-    }
-    return known;
+  // A record and its event are read together (one snapshot): a delivery that
+  // ends while the list runs, its event collected with it, is no orphan.
+  const orphaned = async (key: Deno.KvKey, versionstamp: string, eventId: string) => {
+    const [record, event] = await store.retry(() =>
+      store.kv.getMany([key, outboxEventKey(eventId)])
+    );
+    return record.versionstamp === versionstamp && event.versionstamp === null;
   };
   await store.retry(async () => {
     out.length = 0;
@@ -1020,13 +1019,13 @@ export async function listOrphanDeliveries(
         entry.value,
         `delivery ${entry.key.join("/")}`,
       );
-      if (await eventExists(record.event_id)) continue;
+      if (!await orphaned(entry.key, entry.versionstamp, record.event_id)) continue;
       out.push({ record, versionstamp: entry.versionstamp, fanout: false });
       if (out.length >= limit) return;
     }
     for await (const entry of store.reader.list({ prefix: outboxFanoutPrefix() })) {
       const eventId = String(entry.key[entry.key.length - 1]);
-      if (await eventExists(eventId)) continue;
+      if (!await orphaned(entry.key, entry.versionstamp, eventId)) continue;
       const fanout = parseRecord(FanoutRecordSchema, entry.value, `fan-out of ${eventId}`);
       const own = await ownDeliveryWebhooks(store, eventId);
       for (const record of fanoutDeliveries(eventId, fanout)) {
