@@ -128,17 +128,18 @@ Deno.test("kv: the start-up check dead-letters what 0.1.0 left without a body, r
         [LOST.recoverable, LOST.a],
         [LOST.lost, LOST.a],
       ]);
+      const config: DispatcherConfig = {
+        dataDir,
+        webhooks: { retry_base_ms: 20, timeout_ms: 1000, poll_ms: 50 },
+        events: { disabled: [] },
+      };
       const errors: unknown[] = [];
       const undeliverable: [string, number][] = [];
       const sent: string[] = [];
       const dispatcher = createDispatcher({
         store,
         bus: new EventBus({}),
-        config: {
-          dataDir,
-          webhooks: { retry_base_ms: 20, timeout_ms: 1000, poll_ms: 50 },
-          events: { disabled: [] },
-        },
+        config,
         fetch: (input) => {
           sent.push(input);
           return Promise.resolve(new Response(null, { status: 200 }));
@@ -198,11 +199,7 @@ Deno.test("kv: the start-up check dead-letters what 0.1.0 left without a body, r
       const again = createDispatcher({
         store,
         bus: new EventBus({}),
-        config: {
-          dataDir,
-          webhooks: { retry_base_ms: 20, timeout_ms: 1000, poll_ms: 50 },
-          events: { disabled: [] },
-        },
+        config,
         fetch: () => Promise.resolve(new Response(null, { status: 200 })),
         onError: () => {},
       });
