@@ -19,17 +19,22 @@ let poolOffset = POOL_BYTES;
 let lastTime = -1;
 let lastTimeText = "";
 
-function timeText(now: number): string {
-  if (now === lastTime) return lastTimeText;
+/** The 10-character time part of a ULID for epoch ms `at`. */
+function encodeTime(at: number): string {
   let time = "";
-  let t = now;
+  let t = at;
   for (let i = 0; i < 10; i++) {
     time = CROCKFORD[t % 32] + time;
     t = Math.floor(t / 32);
   }
-  lastTime = now;
-  lastTimeText = time;
   return time;
+}
+
+function timeText(now: number): string {
+  if (now === lastTime) return lastTimeText;
+  lastTime = now;
+  lastTimeText = encodeTime(now);
+  return lastTimeText;
 }
 
 /** The random tail of the last ULID, as base-32 digits, for identifiers made in the same millisecond. */
@@ -117,11 +122,6 @@ export function derivedId(prefix: string, at: number, seed: Uint8Array): string 
   }
   let tail = "";
   for (let i = 0; i < RANDOM_CHARS; i++) tail += CROCKFORD[seed[i] % 32];
-  let time = "";
-  let t = Math.max(0, Math.floor(at));
-  for (let i = 0; i < 10; i++) {
-    time = CROCKFORD[t % 32] + time;
-    t = Math.floor(t / 32);
-  }
-  return `${prefix}_${(time + tail).toLowerCase()}`;
+  // Not timeText(): its cache keeps ulid() monotonic within a millisecond.
+  return `${prefix}_${(encodeTime(Math.max(0, Math.floor(at))) + tail).toLowerCase()}`;
 }

@@ -2,24 +2,13 @@
  * Runs the storage contract against the Deno KV adapter, each case on a
  * fresh KV file in a temp dir.
  */
-import { openKvStore } from "../../src/store/kv/kv_store.ts";
-import type { Store } from "../../src/store/mod.ts";
+import { kvStores } from "./_stores.ts";
 import { CONTRACT } from "./contract/mod.ts";
 
+const fresh = kvStores();
 for (const contractCase of CONTRACT) {
   Deno.test(`kv: ${contractCase.name}`, async () => {
-    const dataDir = await Deno.makeTempDir({ prefix: "toolgate-contract-" });
-    const opened: Store[] = [];
-    const open = async () => {
-      const store = await openKvStore({ dataDir });
-      opened.push(store);
-      return store;
-    };
-    try {
-      await contractCase.run({ store: await open(), another: open, adapter: "kv" });
-    } finally {
-      for (const store of opened) await store.close();
-      await Deno.remove(dataDir, { recursive: true });
-    }
+    await using env = await fresh();
+    await contractCase.run({ store: env.store, another: env.another, adapter: "kv" });
   });
 }

@@ -17,7 +17,7 @@ import {
 } from "../../src/webhooks/mod.ts";
 import { Receiver } from "./_receiver.ts";
 import { LOOPBACK_EGRESS, toolCalled } from "./_setup.ts";
-import { type FreshStore, kvStores, postgresStores, type StoreMaker } from "./_stores.ts";
+import { type FreshStore, kvStores, postgresStores, type StoreMaker } from "../store/_stores.ts";
 
 /**
  * Issue 33: receiver A always fails, B fails twice and then answers 200. B's

@@ -39,7 +39,7 @@ import {
   rotateWebhookSecret,
 } from "../../src/webhooks/mod.ts";
 import { circuitOpened, LOOPBACK_EGRESS, toolCalled } from "./_setup.ts";
-import { kvStores, postgresStores, type StoreMaker } from "./_stores.ts";
+import { kvStores, postgresStores, type StoreMaker } from "../store/_stores.ts";
 
 const RUNS = Number(Deno.env.get("TOOLGATE_MODEL_RUNS") ?? 1500);
 const ONE_SEED = Deno.env.get("TOOLGATE_MODEL_SEED");

@@ -474,6 +474,22 @@ function refuseOutside(unit: Omit<Unit, "resolve" | "reject">): void {
   }
 }
 
+/** Commits unconditional `mutations` in order, `size` per commit (each part atomic, not the whole). */
+async function commitInParts(
+  store: KvStore,
+  mutations: readonly Mutation[],
+  size: number,
+): Promise<void> {
+  for (let i = 0; i < mutations.length; i += size) {
+    const part = mutations.slice(i, i + size);
+    await store.retry(() => {
+      const atomic = store.kv.atomic();
+      apply(atomic, part);
+      return atomic.commit();
+    });
+  }
+}
+
 function apply(atomic: Deno.AtomicOperation, mutations: readonly Mutation[]): void {
   for (const m of mutations) {
     if (m.type === "set") atomic.set(m.key, m.value);
@@ -897,14 +913,7 @@ export async function ensureDlqIndex(store: KvStore): Promise<void> {
     for (const { key, value } of wanted.values()) {
       mutations.push({ type: "set", key, value, op: 0, primary: false });
     }
-    for (let i = 0; i < mutations.length; i += 500) {
-      const part = mutations.slice(i, i + 500);
-      await store.retry(() => {
-        const atomic = store.kv.atomic();
-        apply(atomic, part);
-        return atomic.commit();
-      });
-    }
+    await commitInParts(store, mutations, 500);
     const done = await store.retry(() =>
       store.kv.atomic()
         .check({ key: dlqIndexedKey(), versionstamp: null })
@@ -1234,14 +1243,7 @@ export async function requeueDlqRecord(
     const [existing, stored] = await readKeys(store, [key, outboxEventKey(event.id)]);
     if (existing.versionstamp !== null) return "already_queued";
     // Large bodies: chunks first (idempotent), then the record and delivery atomically.
-    for (let i = 0; i < chunkWrites.length; i += 10) {
-      const part = chunkWrites.slice(i, i + 10);
-      await store.retry(() => {
-        const atomic = store.kv.atomic();
-        apply(atomic, part);
-        return atomic.commit();
-      });
-    }
+    await commitInParts(store, chunkWrites, 10);
     const result = await store.retry(() => {
       const atomic = store.kv.atomic()
         .check({ key, versionstamp: null })

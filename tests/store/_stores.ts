@@ -1,7 +1,8 @@
 /**
- * Fresh stores of either adapter for webhook tests that must hold on both:
- * a KV file in a temp dir, or a database of a throwaway PostgreSQL cluster
- * made from a migrated template (one cluster per test file).
+ * Fresh stores of either adapter, for tests that must hold on both (the
+ * storage contract, the delivery lifecycle): a KV file in a temp dir, or a
+ * database of a throwaway PostgreSQL cluster made from a migrated template
+ * (one cluster per test file).
  *
  * @module
  */
@@ -26,27 +27,39 @@ export interface FreshStore extends AsyncDisposable {
 /** Makes fresh stores of one adapter. */
 export type StoreMaker = () => Promise<FreshStore>;
 
+/**
+ * A fresh store in a new temp data dir, opened by `open` (again for each
+ * `another()`); every handle is closed and the dir removed on dispose, then `cleanup` runs.
+ */
+async function freshStore(
+  adapter: FreshStore["adapter"],
+  open: (dataDir: string) => Promise<Store>,
+  extra: { url?: string; cleanup?: () => Promise<unknown> } = {},
+): Promise<FreshStore> {
+  const dataDir = await Deno.makeTempDir({ prefix: "toolgate-store-" });
+  const opened: Store[] = [];
+  const another = async () => {
+    const store = await open(dataDir);
+    opened.push(store);
+    return store;
+  };
+  return {
+    adapter,
+    store: await another(),
+    dataDir,
+    ...(extra.url !== undefined ? { url: extra.url } : {}),
+    another,
+    async [Symbol.asyncDispose]() {
+      for (const store of opened) await store.close();
+      await Deno.remove(dataDir, { recursive: true });
+      await extra.cleanup?.();
+    },
+  };
+}
+
 /** Fresh KV stores, each a file in a temp dir of its own. */
 export function kvStores(): StoreMaker {
-  return async () => {
-    const dataDir = await Deno.makeTempDir({ prefix: "toolgate-lifecycle-" });
-    const opened: Store[] = [];
-    const open = async () => {
-      const store = await openKvStore({ dataDir });
-      opened.push(store);
-      return store;
-    };
-    return {
-      adapter: "kv",
-      store: await open(),
-      dataDir,
-      another: open,
-      async [Symbol.asyncDispose]() {
-        for (const store of opened) await store.close();
-        await Deno.remove(dataDir, { recursive: true });
-      },
-    };
-  };
+  return () => freshStore("kv", (dataDir) => openKvStore({ dataDir }));
 }
 
 /** A throwaway cluster whose {@linkcode PostgresStores.fresh} makes a new database each call. */
@@ -76,28 +89,14 @@ export async function postgresStores(): Promise<PostgresStores> {
   return {
     pg,
     async fresh() {
-      const database = `lifecycle_${++n}`;
+      const database = `store_${++n}`;
       await creator.unsafe(`create database ${database} template toolgate_template`);
       const url = pg.url.replace(/\/toolgate_template$/, `/${database}`);
-      const dataDir = await Deno.makeTempDir({ prefix: "toolgate-lifecycle-" });
-      const opened: Store[] = [];
-      const open = async () => {
-        const store = await openPostgresStore({ url, dataDir, pool: { max: 4 } });
-        opened.push(store);
-        return store;
-      };
-      return {
-        adapter: "postgres",
-        store: await open(),
-        dataDir,
-        url,
-        another: open,
-        async [Symbol.asyncDispose]() {
-          for (const store of opened) await store.close();
-          await Deno.remove(dataDir, { recursive: true });
-          await creator.unsafe(`drop database ${database} with (force)`);
-        },
-      };
+      return await freshStore(
+        "postgres",
+        (dataDir) => openPostgresStore({ url, dataDir, pool: { max: 4 } }),
+        { url, cleanup: () => creator.unsafe(`drop database ${database} with (force)`) },
+      );
     },
     async [Symbol.asyncDispose]() {
       await creator.end();
