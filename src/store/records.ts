@@ -244,6 +244,13 @@ export interface OutboxEvent {
    * tracing was on: each delivery attempt's span is its child.
    */
   traceparent?: string;
+  /**
+   * Every webhook the event was ever queued for (its fan-out, and a
+   * dead-letter replay adds its webhook): a delivery record of the event is
+   * only ever stored under one of them. Absent on events stored before it was
+   * kept.
+   */
+  webhook_ids?: readonly string[];
 }
 
 /** The pending deliveries an event's fan-out record stands for. */
@@ -336,7 +343,6 @@ export type DeliveryOp =
   | { op: "put_delivery"; delivery: DeliveryRecord }
   /** Deletes a delivery record (and its claim); `next_attempt_at`, when known, helps the due index. */
   | { op: "delete_delivery"; event_id: string; webhook_id: string; next_attempt_at?: number }
-  /** Writes (or, with an empty `webhook_ids`, deletes) an event's fan-out record. */
   /**
    * Writes (or, with an empty `webhook_ids`, deletes) an event's fan-out
    * record; with `claim`, the deliveries it adds are claimed by that owner
@@ -353,9 +359,18 @@ export type DeliveryOp =
    * delivery of it is stored, as a fan-out entry or a delivery record of its
    * own. The store decides that from what it holds: the rule of the storage
    * contract is that an event's body lives as long as any delivery of it is
-   * pending or waiting, whatever the requester knows.
+   * pending or waiting, whatever the requester knows. `webhook_ids`: the
+   * event's {@linkcode OutboxEvent.webhook_ids} as read with `versionstamp`,
+   * which lets a store check where its delivery records could be instead of
+   * looking for them.
    */
-  | { op: "collect_event"; event_id: string; versionstamp: string; size: number };
+  | {
+    op: "collect_event";
+    event_id: string;
+    versionstamp: string;
+    size: number;
+    webhook_ids?: readonly string[];
+  };
 
 /** Result of {@linkcode DeliveryWriter.write}. */
 export interface WriteResult {
@@ -367,6 +382,11 @@ export interface WriteResult {
    * the caller may look again with `collectEventIfUnreferenced`).
    */
   collected: boolean;
+  /**
+   * When `collected` is false, the event ids of the `collect_event` ops that
+   * did not delete their event (absent: take it as every one of them).
+   */
+  uncollected?: readonly string[];
 }
 
 /** Who holds a claim on pending deliveries, and until when (epoch ms). */

@@ -144,13 +144,19 @@ export class OutcomeBatch {
     };
     this.#writer.write(kept).then(
       (result) => {
+        const uncollected = result.collected ? undefined : result.uncollected;
         units.forEach((unit, k) => {
-          const collects = unit.ops.some((op) => op.op === "collect_event");
-          unit.resolve({
-            versionstamps: positions[k].map((at) => result.versionstamps[resolveAt(at)]),
-            // One collection that lost its race marks them all: each looks again.
-            collected: collects ? result.collected : true,
-          });
+          // Without the store's list, one collection that did not apply marks them all.
+          const lost = unit.ops.filter((op) =>
+            op.op === "collect_event" && !result.collected &&
+            (!uncollected || uncollected.includes(op.event_id))
+          ).map((op) => (op as { event_id: string }).event_id);
+          const versionstamps = positions[k].map((at) => result.versionstamps[resolveAt(at)]);
+          unit.resolve(
+            lost.length
+              ? { versionstamps, collected: false, uncollected: lost }
+              : { versionstamps, collected: true },
+          );
         });
       },
       (error) => {

@@ -285,6 +285,9 @@ const LEASE_MIN_TTL_MS = 5000;
 /** Claims are made in pages of at least this many deliveries (or the window, if smaller). */
 const MIN_CLAIM_PAGE = 64;
 
+/** Deliveries given back to the store that a dispatcher remembers (about 100 bytes each). */
+const MAX_EVICTED_KNOWN = 100_000;
+
 /** Events whose lost deliveries one page of the start-up check dead-letters. */
 const ORPHAN_CHECK_PAGE = 256;
 
@@ -366,6 +369,9 @@ class WebhookDispatcher implements Dispatcher {
   #claimsRenewedAt = -Infinity;
   /** How far ahead deliveries are claimed and kept in memory, in ms. */
   #horizonMs: number;
+  /** Deliveries given back to the store, by event id then webhook id (see #markEvicted). */
+  #evicted = new Map<string, Set<string>>();
+  #evictedCount = 0;
   /** Claims of evicted deliveries, given back together. */
   #releasing: { event_id: string; webhook_id: string }[] = [];
 
@@ -838,6 +844,7 @@ class WebhookDispatcher implements Dispatcher {
       next_attempt_at: now,
       webhook_ids: targets.map((hook) => hook.record.id),
     };
+    outbox.webhook_ids = fanout.webhook_ids;
     const ops: DeliveryOp[] = [
       { op: "put_event", event: outbox },
       { op: "put_fanout", event_id: event.id, fanout, ...(claim ? { claim } : {}) },
@@ -929,6 +936,7 @@ class WebhookDispatcher implements Dispatcher {
     this.#drained = claimed.length < room;
     const byEvent = new Map<string, StoredDelivery[]>();
     for (const stored of claimed) {
+      if (!stored.fanout) this.#unmarkEvicted(stored.record);
       if (this.#known.has(pendingKey(stored.record))) continue;
       const group = byEvent.get(stored.record.event_id);
       if (group) group.push(stored);
@@ -1297,10 +1305,33 @@ class WebhookDispatcher implements Dispatcher {
     }
   }
 
+  /**
+   * Remembers a delivery given back to the store (while this process alone
+   * sends the store's deliveries, and up to {@linkcode MAX_EVICTED_KNOWN}):
+   * its event is not worth collecting before it is claimed again.
+   */
+  #markEvicted(record: DeliveryRecord): void {
+    if (this.#store.deliveries.sharedClaims || this.#evictedCount >= MAX_EVICTED_KNOWN) return;
+    let hooks = this.#evicted.get(record.event_id);
+    if (!hooks) this.#evicted.set(record.event_id, hooks = new Set());
+    if (hooks.has(record.webhook_id)) return;
+    hooks.add(record.webhook_id);
+    this.#evictedCount++;
+  }
+
+  /** A delivery claimed from the store is no longer one given back. */
+  #unmarkEvicted(record: DeliveryRecord): void {
+    const hooks = this.#evicted.get(record.event_id);
+    if (!hooks?.delete(record.webhook_id)) return;
+    this.#evictedCount--;
+    if (!hooks.size) this.#evicted.delete(record.event_id);
+  }
+
   /** Drops a delivery (stored, not due soon) from memory and gives its claim back. */
   #evict(pending: Pending): void {
     const { record, event } = pending;
     this.#known.delete(pending.key);
+    this.#markEvicted(record);
     event.refs--;
     if (event.refs === 0 && this.#events.get(record.event_id) === event) {
       this.#events.delete(record.event_id);
@@ -1433,14 +1464,19 @@ class WebhookDispatcher implements Dispatcher {
       ops.push({ op: "put_dlq", record: dead, body: event.event.body });
     }
     event.refs--;
-    // An entry of the fan-out record that this process did not adopt keeps the event.
-    const collect = event.refs === 0 && !event.fanout?.ids.size;
+    // An entry of the fan-out record that this process did not adopt keeps
+    // the event, as does a retry it gave back to the store (the store would
+    // refuse the collection; asking costs the commit a round).
+    const collect = event.refs === 0 && !event.fanout?.ids.size &&
+      !this.#evicted.has(record.event_id);
     if (collect) {
+      const webhookIds = event.event.webhook_ids;
       ops.push({
         op: "collect_event",
         event_id: record.event_id,
         versionstamp: event.versionstamp,
         size,
+        ...(webhookIds ? { webhook_ids: webhookIds } : {}),
       });
     }
     if (event.refs === 0 && this.#events.get(record.event_id) === event) {

@@ -162,8 +162,100 @@ function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
+/** A line per store call of the dispatcher's, for the report of a failed run. */
+type Trace = string[];
+
+function opSummary(op: { op: string } & Record<string, unknown>): string {
+  const d = op.delivery as { webhook_id?: string; attempt_count?: number } | undefined;
+  const f = op.fanout as { webhook_ids?: string[] } | undefined;
+  if (op.op === "put_delivery") return `put_delivery ${d?.webhook_id} n=${d?.attempt_count}`;
+  if (op.op === "put_fanout") return `put_fanout [${f?.webhook_ids?.join(",")}]`;
+  if (op.op === "delete_delivery") return `delete_delivery ${op.webhook_id}`;
+  if (op.op === "put_dlq") {
+    return `put_dlq ${(op.record as { webhook_id: string }).webhook_id}`;
+  }
+  if (op.op === "collect_event") return `collect_event ${op.event_id}`;
+  return op.op;
+}
+
+/** `store` with its delivery calls written to `trace` (what a failed run prints). */
+function traced(store: Store, trace: Trace): Store {
+  const started = performance.now();
+  const log = (line: string) => trace.push(`${(performance.now() - started).toFixed(1)} ${line}`);
+  const deliveries = store.deliveries;
+  const overrides: Record<string, unknown> = {
+    claimDue: async (options: Parameters<typeof deliveries.claimDue>[0]) => {
+      const out = await deliveries.claimDue(options);
+      const list = out.map((d) =>
+        `${d.record.event_id}/${d.record.webhook_id}${
+          d.fanout ? "(f)" : ""
+        }@${d.record.attempt_count}`
+      );
+      if (list.length) log(`claimDue -> ${list.join(" ")}`);
+      return out;
+    },
+    releaseClaims: (owner: string, keys?: { event_id: string; webhook_id: string }[]) => {
+      log(`releaseClaims ${keys?.map((k) => `${k.event_id}/${k.webhook_id}`).join(" ")}`);
+      return deliveries.releaseClaims(owner, keys);
+    },
+    readEvent: async (eventId: string) => {
+      const out = await deliveries.readEvent(eventId);
+      log(`readEvent ${eventId} -> ${out ? "found" : "missing"}`);
+      return out;
+    },
+    collectEventIfUnreferenced: async (eventId: string) => {
+      const out = await deliveries.collectEventIfUnreferenced(eventId);
+      log(`collectEventIfUnreferenced ${eventId} -> ${out}`);
+      return out;
+    },
+    writer: (options?: { lingerMs?: number }) => {
+      const writer = deliveries.writer(options);
+      return {
+        get queued() {
+          return writer.queued;
+        },
+        flush: () => writer.flush(),
+        write: async (ops: Parameters<typeof writer.write>[0]) => {
+          const id = trace.length;
+          const events = [
+            ...new Set(
+              ops.map((op) => {
+                const o = op as unknown as Record<string, unknown>;
+                return (o.event_id ?? (o.delivery as { event_id?: string })?.event_id ??
+                  (o.event as { id?: string })?.id ??
+                  (o.record as { event_id?: string })?.event_id) as
+                    | string
+                    | undefined;
+              }).filter(Boolean),
+            ),
+          ];
+          log(
+            `write#${id} ${events.join(",")}: ${
+              ops.map((op) => opSummary(op as never)).join("; ")
+            }`,
+          );
+          const result = await writer.write(ops);
+          log(`write#${id} done collected=${result.collected}`);
+          return result;
+        },
+      };
+    },
+  };
+  const bound = <T extends object>(target: T, extra: Record<string, unknown>): T =>
+    new Proxy(target, {
+      get(object, name) {
+        if (typeof name === "string" && name in extra) return extra[name];
+        const value = Reflect.get(object, name, object);
+        return typeof value === "function" ? value.bind(object) : value;
+      },
+    });
+  return bound(store, { deliveries: bound(deliveries, overrides) });
+}
+
 /** Runs one generated case on `store` and checks the invariant; throws naming the seed. */
-async function runCase(store: Store, dataDir: string, plan: RunPlan): Promise<void> {
+async function runCase(plain: Store, dataDir: string, plan: RunPlan): Promise<void> {
+  const trace: Trace = [];
+  const store = traced(plain, trace);
   const hookIds: string[] = [];
   for (const hook of plan.hooks) {
     const added = await store.webhooks.addOutgoing({
@@ -286,7 +378,7 @@ async function runCase(store: Store, dataDir: string, plan: RunPlan): Promise<vo
       const given = seen.answers.get(`${id}/${eventId}`) ?? [];
       const okAt = given.findIndex((a) => a.kind === "status" && a.status >= 200 && a.status < 300);
       const dead = dlq.filter((r) => r.event_id === eventId && r.webhook_id === id);
-      const what = `event ${i} (${type}) at hook ${hook.index}`;
+      const what = `event ${i} ${eventId} (${type}) at hook ${hook.index} ${id}`;
       const limit = 1 + (hook.schedule?.length ?? 5);
       if (given.length > limit) problems.push(`${what}: ${given.length} attempts, limit ${limit}`);
       if (okAt !== -1 && okAt !== given.length - 1) problems.push(`${what}: attempts after a 2xx`);
@@ -321,10 +413,17 @@ async function runCase(store: Store, dataDir: string, plan: RunPlan): Promise<vo
   const unexpected = errors.filter((error) =>
     !["DELIVERY_FAILED", "UNAVAILABLE"].includes((error as { code?: string }).code ?? "")
   );
-  if (unexpected.length) problems.push(`errors: ${unexpected.map(String).join("; ")}`);
+  if (unexpected.length) {
+    problems.push(
+      `errors: ${unexpected.map((e) => (e as Error).stack ?? String(e)).join("; ")}`,
+    );
+  }
   if (problems.length) {
+    const about = emitted.filter((id) => problems.some((p) => p.includes(id)));
+    const lines = trace.filter((line) => about.some((id) => line.includes(id)));
     throw new Error(
-      `Model run failed; replay with TOOLGATE_MODEL_SEED=${plan.seed}:\n${problems.join("\n")}`,
+      `Model run failed; replay with TOOLGATE_MODEL_SEED=${plan.seed}:\n${problems.join("\n")}` +
+        `\nhooks ${JSON.stringify(hookIds)}\n${lines.join("\n")}`,
     );
   }
 }

@@ -89,7 +89,21 @@ const StoredEventSchema = z.strictObject({
   size: z.number().int().min(0),
   body: BytesSchema.optional(),
   traceparent: z.string().optional(),
+  /** See {@linkcode OutboxEvent.webhook_ids}: kept for up to {@linkcode MAX_CHECKED_WEBHOOKS}. */
+  webhook_ids: z.array(z.string()).optional(),
 });
+
+/**
+ * Most webhooks of an event whose delivery records a collection checks in
+ * place (one check per webhook in the commit) instead of listing them; an
+ * event with more keeps no list and is collected by reading.
+ */
+export const MAX_CHECKED_WEBHOOKS = 16;
+
+/** The event's webhook list, as kept in its record: none past {@linkcode MAX_CHECKED_WEBHOOKS}. */
+function keptWebhookIds(ids: readonly string[] | undefined): readonly string[] | undefined {
+  return ids && ids.length <= MAX_CHECKED_WEBHOOKS ? ids : undefined;
+}
 
 function chunkCount(size: number): number {
   return size > BODY_CHUNK_BYTES ? Math.ceil(size / BODY_CHUNK_BYTES) : 0;
@@ -130,10 +144,17 @@ type Mutation =
  */
 type IndexedAt = (eventId: string, webhookId: string) => number | undefined;
 
+/** The checks a collection adds to a commit at most: the event record's, its fan-out record's and, checked in place, one per delivery record it could have (see {@linkcode resolveCollections}). */
+function guardedChecks(g: Guarded): number {
+  return 2 + (g.webhookIds?.length ?? 0);
+}
+
 /** A `collect_event`: applied only while nothing stored refers to its event (see {@linkcode resolveCollections}). */
 interface Guarded {
   eventId: string;
   check: Deno.AtomicCheck;
+  /** The event's webhooks as read with `check` (see {@linkcode MAX_CHECKED_WEBHOOKS}), when known. */
+  webhookIds?: readonly string[];
   mutations: Mutation[];
 }
 
@@ -260,6 +281,7 @@ function bodyMutations(
 
 function eventMutations(event: OutboxEvent, op: number): Mutation[] {
   const size = event.body.byteLength;
+  const kept = keptWebhookIds(event.webhook_ids);
   const record = {
     id: event.id,
     type: event.type,
@@ -267,6 +289,7 @@ function eventMutations(event: OutboxEvent, op: number): Mutation[] {
     size,
     ...(chunkCount(size) === 0 ? { body: event.body } : {}),
     ...(event.traceparent !== undefined ? { traceparent: event.traceparent } : {}),
+    ...(kept ? { webhook_ids: [...kept] } : {}),
   };
   return [
     // Chunks first: a split commit never leaves a record without its body.
@@ -417,10 +440,17 @@ function buildUnit(
     }
     if (op.op === "collect_event") {
       const check = { key: outboxEventKey(op.event_id), versionstamp: op.versionstamp };
-      // The event record's check and its fan-out record's (resolveCollections).
-      cost.checks += 2;
-      cost.bytes += 2 * keySize(check.key);
-      guarded.push({ eventId: op.event_id, check, mutations });
+      const webhookIds = keptWebhookIds(op.webhook_ids);
+      const g: Guarded = {
+        eventId: op.event_id,
+        check,
+        ...(webhookIds ? { webhookIds } : {}),
+        mutations,
+      };
+      const checks = guardedChecks(g);
+      cost.checks += checks;
+      cost.bytes += checks * keySize(deliveryKey(op.event_id, "wh_" + "x".repeat(26)));
+      guarded.push(g);
     } else {
       plain.push(...mutations);
     }
@@ -573,44 +603,32 @@ export class DeliveryWriter {
   async #commitBatch(batch: Unit[]): Promise<void> {
     const kv = this.#store.kv;
     const dlqOps = batch.flatMap((unit) => unit.dlq);
-    const collecting = batch.some((unit) => unit.guarded.length > 0);
+    const guarded = batch.flatMap((unit) => unit.guarded);
+    const plain = guarded.length ? batch.flatMap((unit) => unit.plain) : [];
+    // Collections checked in place first (no reads), then by reading what is
+    // stored, then none: a collection reported lost that was not is looked
+    // at again by its caller. A failed check in the last round is a DLQ
+    // record changed since it was planned.
+    const modes: CollectionMode[] = !guarded.length
+      ? ["none"]
+      : guarded.some((g) => g.webhookIds)
+      ? ["checked", "read", "none"]
+      : ["read", "none"];
     for (let round = 1;; round++) {
       const plan = dlqOps.length ? await planDlq(this.#store, dlqOps) : undefined;
-      const collections = collecting
-        ? await resolveCollections(this.#store, batch.flatMap((unit) => unit.plain), batch)
-        : undefined;
-      const first = await this.#store.retry(() => {
-        const atomic = kv.atomic();
-        for (const unit of batch) apply(atomic, unit.plain);
-        collections?.apply(atomic);
-        plan?.apply(atomic);
-        return atomic.commit();
-      });
-      if (first.ok) {
-        for (const unit of batch) {
-          unit.resolve({
-            versionstamps: new Array(unit.ops).fill(first.versionstamp),
-            collected: collections?.applied(unit) ?? true,
-          });
-        }
-        return;
-      }
-      // A collection lost its race (or a DLQ record changed since it was
-      // planned): commit everything else, skip collections. A collection
-      // reported lost that was not is looked at again by its caller.
-      const second = await this.#store.retry(() => {
-        const atomic = kv.atomic();
-        for (const unit of batch) apply(atomic, unit.plain);
-        plan?.apply(atomic);
-        return atomic.commit();
-      });
-      if (second.ok) {
-        for (const unit of batch) {
-          unit.resolve({
-            versionstamps: new Array(unit.ops).fill(second.versionstamp),
-            collected: unit.guarded.length === 0,
-          });
-        }
+      for (const mode of modes) {
+        const collections = mode === "none"
+          ? undefined
+          : await resolveCollections(this.#store, plain, batch, mode);
+        const result = await this.#store.retry(() => {
+          const atomic = kv.atomic();
+          for (const unit of batch) apply(atomic, unit.plain);
+          collections?.apply(atomic);
+          plan?.apply(atomic);
+          return atomic.commit();
+        });
+        if (!result.ok) continue;
+        for (const unit of batch) unit.resolve(unitResult(unit, result.versionstamp, collections));
         return;
       }
       if (!plan) throw new Error("Unconditional KV commit reported a failed check");
@@ -663,22 +681,51 @@ export class DeliveryWriter {
       i = end;
     }
     await commitPart();
-    let collected = true;
-    for (const g of unit.guarded) {
-      const one = { guarded: [g] };
-      const collections = await resolveCollections(this.#store, [], [one]);
-      const result = await this.#store.retry(() => {
-        const atomic = kv.atomic();
-        collections.apply(atomic);
-        return atomic.commit();
-      });
-      if (result.ok && collections.applied(one)) {
-        for (const m of g.mutations) if (m.primary) versionstamps[m.op] = result.versionstamp;
-      } else {
-        collected = false;
+    // The collections go after the rest, as many per commit as their checks allow.
+    const uncollected: string[] = [];
+    let group: Guarded[] = [];
+    let checks = 0;
+    const commitGroup = async () => {
+      if (!group.length) return;
+      const part = { guarded: group };
+      let lost: string[] = group.map((g) => g.eventId);
+      for (const mode of ["checked", "read"] as const) {
+        const collections = await resolveCollections(this.#store, [], [part], mode);
+        const result = await this.#store.retry(() => {
+          const atomic = kv.atomic();
+          collections.apply(atomic);
+          return atomic.commit();
+        });
+        if (!result.ok) continue;
+        lost = collections.uncollected(part);
+        for (const g of group) {
+          if (lost.includes(g.eventId)) continue;
+          for (const m of g.mutations) if (m.primary) versionstamps[m.op] = result.versionstamp;
+        }
+        break;
       }
+      uncollected.push(...lost);
+      group = [];
+      checks = 0;
+    };
+    let mutations = 0;
+    for (const g of unit.guarded) {
+      const cost = guardedChecks(g);
+      const full = checks + cost > MAX_CHECKS || mutations + g.mutations.length > MAX_MUTATIONS;
+      if (group.length && full) {
+        await commitGroup();
+        mutations = 0;
+      }
+      group.push(g);
+      checks += cost;
+      mutations += g.mutations.length;
     }
-    unit.resolve({ versionstamps, collected });
+    await commitGroup();
+    unit.resolve(
+      uncollected.length
+        ? { versionstamps, collected: false, uncollected }
+        : { versionstamps, collected: true },
+    );
   }
 }
 
@@ -692,74 +739,135 @@ export class DeliveryWriter {
 // is stored, never from what the requester believes (a dispatcher that
 // evicted a retry to the store, or restarted, does not hold every reference).
 //
-// Each collection reads its event's fan-out record and lists its delivery
-// records, applies the commit's own writes to them, and goes into the commit
-// only when none is left, checking the event record and the fan-out record
-// as read. That is enough: a delivery record is only ever created in a
-// commit that also writes its event's fan-out record (the first failed
-// attempt of a fan-out entry leaves it) or its event record (a DLQ replay),
-// so one created after the read fails the commit's checks.
+// A collection is decided in one of two ways, both checked in the commit:
+//
+// - In place ("checked"), for an event whose record lists its webhooks (at
+//   most MAX_CHECKED_WEBHOOKS): the commit checks the event record as read,
+//   that its fan-out record is absent (unless the commit itself deletes it)
+//   and that no delivery record exists under any of those webhooks (unless
+//   the commit deletes it). No read; a failed check sends the batch to the
+//   next way.
+// - By reading ("read"): the event's fan-out record and its delivery
+//   records are read, the commit's own writes applied to them, and the
+//   collection goes into the commit only when none is left, checking the
+//   event record and the fan-out record as read.
+//
+// Both rest on one fact: a delivery record is only ever created in a commit
+// that also writes its event's fan-out record (the first failed attempt of a
+// fan-out entry leaves it) or its event record (a DLQ replay, which adds its
+// webhook to the record's list), and only under a webhook of the event's
+// list; so a record created after the decision fails the commit's checks.
+
+/** How a commit's collections are decided (see above). */
+type CollectionMode = "checked" | "read" | "none";
 
 /** The collections of a commit, as decided on what is stored (see above). */
 interface Collections {
   /** Adds the collections that go ahead, with their checks. */
   apply(atomic: Deno.AtomicOperation): void;
-  /** Whether every collection of `unit` goes ahead (false: referenced, or looked at again). */
-  applied(unit: { guarded: readonly Guarded[] }): boolean;
+  /** The event ids of `unit`'s collections that do not go ahead (referenced). */
+  uncollected(unit: { guarded: readonly Guarded[] }): string[];
+}
+
+/** What a unit committed in one commit gets back; `collections`: as applied (none: none). */
+function unitResult(
+  unit: Pick<Unit, "ops" | "guarded">,
+  versionstamp: string,
+  collections: Collections | undefined,
+): WriteResult {
+  const versionstamps = new Array(unit.ops).fill(versionstamp);
+  const uncollected = collections
+    ? collections.uncollected(unit)
+    : unit.guarded.map((g) => g.eventId);
+  return uncollected.length
+    ? { versionstamps, collected: false, uncollected }
+    : { versionstamps, collected: true };
 }
 
 function sameKey(a: Deno.KvKey, b: Deno.KvKey): boolean {
   return a.length === b.length && a.every((part, i) => part === b[i]);
 }
 
+/** What a commit's own writes leave of an event's fan-out record and delivery records. */
+function writtenReferences(plain: readonly Mutation[], eventId: string) {
+  const fanoutKey = outboxFanoutKey(eventId);
+  /** true: written, false: deleted, absent: untouched. */
+  let fanout: boolean | undefined;
+  const records = new Map<string, boolean>();
+  for (const m of plain) {
+    if (m.key[0] !== "outbox" || m.key[2] !== eventId) continue;
+    if (m.key[1] === "fanout" && sameKey(m.key, fanoutKey)) fanout = m.type === "set";
+    else if (m.key[1] === "delivery" && m.key.length === 4) {
+      records.set(String(m.key[3]), m.type === "set");
+    }
+  }
+  return { fanout, records };
+}
+
 /**
  * Decides which collections of `units` go into a commit that also applies
- * `plain`, in order: those whose event nothing refers to once the commit is done.
+ * `plain`, in order: those whose event nothing refers to once the commit is
+ * done. `mode` "checked" decides in place the events whose webhooks are
+ * known (the others by reading), "read" reads for every one.
  */
 async function resolveCollections(
   store: KvStore,
   plain: readonly Mutation[],
   units: readonly { guarded: readonly Guarded[] }[],
+  mode: Exclude<CollectionMode, "none">,
 ): Promise<Collections> {
-  const eventIds = [...new Set(units.flatMap((unit) => unit.guarded.map((g) => g.eventId)))];
+  const byEvent = new Map<string, Guarded>();
+  for (const unit of units) {
+    for (const g of unit.guarded) if (!byEvent.has(g.eventId)) byEvent.set(g.eventId, g);
+  }
   const referenced = new Set<string>();
-  const fanoutChecks: Deno.AtomicCheck[] = [];
-  await Promise.all(eventIds.map(async (eventId) => {
+  const checks: Deno.AtomicCheck[] = [];
+  await Promise.all([...byEvent.values()].map(async ({ eventId, webhookIds }) => {
+    const written = writtenReferences(plain, eventId);
     const fanoutKey = outboxFanoutKey(eventId);
+    if (mode === "checked" && webhookIds) {
+      const listed = new Set(webhookIds);
+      const open = written.fanout === true ||
+        [...written.records].some(([id, set]) => set || !listed.has(id));
+      if (open) {
+        referenced.add(eventId);
+        return;
+      }
+      if (written.fanout === undefined) checks.push({ key: fanoutKey, versionstamp: null });
+      for (const id of webhookIds) {
+        if (!written.records.has(id)) {
+          checks.push({ key: deliveryKey(eventId, id), versionstamp: null });
+        }
+      }
+      return;
+    }
     const { fanout, records } = await store.retry(async () => {
       const fanout = await store.kv.get(fanoutKey);
       const records = new Set<string>();
       for await (const entry of store.kv.list({ prefix: eventDeliveriesPrefix(eventId) })) {
-        records.add(JSON.stringify(entry.key));
+        records.add(String(entry.key[entry.key.length - 1]));
       }
       return { fanout, records };
     });
-    let hasFanout = fanout.value !== null;
-    for (const m of plain) {
-      if (m.key[0] !== "outbox" || m.key[2] !== eventId) continue;
-      if (m.key[1] === "fanout" && sameKey(m.key, fanoutKey)) hasFanout = m.type === "set";
-      else if (m.key[1] === "delivery" && m.key.length === 4) {
-        if (m.type === "set") records.add(JSON.stringify(m.key));
-        else records.delete(JSON.stringify(m.key));
-      }
+    const hasFanout = written.fanout ?? fanout.value !== null;
+    for (const [id, set] of written.records) {
+      if (set) records.add(id);
+      else records.delete(id);
     }
     if (hasFanout || records.size) referenced.add(eventId);
-    else fanoutChecks.push({ key: fanoutKey, versionstamp: fanout.versionstamp });
+    else checks.push({ key: fanoutKey, versionstamp: fanout.versionstamp });
   }));
   return {
     apply(atomic) {
-      for (const check of fanoutChecks) atomic.check(check);
-      const done = new Set<string>();
-      for (const unit of units) {
-        for (const g of unit.guarded) {
-          if (referenced.has(g.eventId) || done.has(g.eventId)) continue;
-          done.add(g.eventId);
-          atomic.check(g.check);
-          apply(atomic, g.mutations);
-        }
+      for (const check of checks) atomic.check(check);
+      for (const g of byEvent.values()) {
+        if (referenced.has(g.eventId)) continue;
+        atomic.check(g.check);
+        apply(atomic, g.mutations);
       }
     },
-    applied: (unit) => unit.guarded.every((g) => !referenced.has(g.eventId)),
+    uncollected: (unit) =>
+      unit.guarded.filter((g) => referenced.has(g.eventId)).map((g) => g.eventId),
   };
 }
 
@@ -1083,6 +1191,7 @@ export async function readOutboxEvent(
       timestamp: stored.timestamp,
       body,
       ...(stored.traceparent !== undefined ? { traceparent: stored.traceparent } : {}),
+      ...(stored.webhook_ids ? { webhook_ids: stored.webhook_ids } : {}),
     },
     versionstamp: entry.versionstamp,
   };
@@ -1235,13 +1344,21 @@ export async function requeueDlqRecord(
     dlq_id: record.dlq_id,
   };
   const key = deliveryKey(record.event_id, record.webhook_id);
-  const meta = eventMutations(event, 0).filter((m) => m.primary);
   const put = opMutations({ op: "put_delivery", delivery }, 0);
   for (let round = 1;; round++) {
     // The event record as read guards the commit: a collection of the event
     // between the chunk writes and the commit would take their chunks away.
     const [existing, stored] = await readKeys(store, [key, outboxEventKey(event.id)]);
     if (existing.versionstamp !== null) return "already_queued";
+    // The record's webhook list gains this one (a record without a list keeps none).
+    const listed = stored.value === null
+      ? []
+      : (stored.value as { webhook_ids?: unknown }).webhook_ids;
+    const webhookIds = Array.isArray(listed)
+      ? [...new Set([...listed.map(String), record.webhook_id])]
+      : undefined;
+    const meta = eventMutations({ ...event, ...(webhookIds ? { webhook_ids: webhookIds } : {}) }, 0)
+      .filter((m) => m.primary);
     // Large bodies: chunks first (idempotent), then the record and delivery atomically.
     await commitInParts(store, chunkWrites, 10);
     const result = await store.retry(() => {

@@ -748,11 +748,14 @@ function unitResult(
   stamp: string,
   collected: ReadonlySet<number>,
 ): WriteResult {
-  let all = true;
+  const uncollected: string[] = [];
   unit.ops.forEach((op, i) => {
-    if (op.op === "collect_event" && !collected.has(offset + i)) all = false;
+    if (op.op === "collect_event" && !collected.has(offset + i)) uncollected.push(op.event_id);
   });
-  return { versionstamps: new Array(unit.ops.length).fill(stamp), collected: all };
+  const versionstamps = new Array(unit.ops.length).fill(stamp);
+  return uncollected.length
+    ? { versionstamps, collected: false, uncollected }
+    : { versionstamps, collected: true };
 }
 
 // ---------------------------------------------------------------------------
@@ -945,11 +948,18 @@ export class PostgresDeliveryStore implements DeliveryStore {
 
   /** Extends every claim `owner` holds to `until`; returns how many it holds. */
   async renewClaims(owner: string, until: number): Promise<number> {
-    const result = await this.#ctx.run((sql) =>
-      sql`
-        update toolgate_deliveries set claim_expires_at = ${dueMs(until)}
-        where claimed_by = ${owner}`
-    );
+    // Rows locked in key order, as the writer's transactions lock them: an
+    // update in scan order could deadlock with a commit of the same rows.
+    const result = await retrying(this.#ctx, (tx) =>
+      tx`
+        update toolgate_deliveries t set claim_expires_at = ${dueMs(until)}
+        from (
+          select event_id, webhook_id from toolgate_deliveries
+          where claimed_by = ${owner}
+          order by event_id, webhook_id
+          for update
+        ) l
+        where t.event_id = l.event_id and t.webhook_id = l.webhook_id`);
     return result.count;
   }
 
@@ -959,18 +969,30 @@ export class PostgresDeliveryStore implements DeliveryStore {
     keys?: readonly { event_id: string; webhook_id: string }[],
   ): Promise<void> {
     if (keys && !keys.length) return;
-    await this.#ctx.run((sql) =>
+    // In key order, for the reason given in renewClaims().
+    await retrying(this.#ctx, (tx) =>
       keys
-        ? sql`
+        ? tx`
           update toolgate_deliveries t set claimed_by = null, claim_expires_at = null
-          from unnest(${keys.map((k) => k.event_id)}::text[],
-            ${keys.map((k) => k.webhook_id)}::text[]) as u(event_id, webhook_id)
-          where t.claimed_by = ${owner}
-            and t.event_id = u.event_id and t.webhook_id = u.webhook_id`
-        : sql`
-          update toolgate_deliveries set claimed_by = null, claim_expires_at = null
-          where claimed_by = ${owner}`
-    );
+          from (
+            select d.event_id, d.webhook_id from toolgate_deliveries d
+            join unnest(${keys.map((k) => k.event_id)}::text[],
+              ${keys.map((k) => k.webhook_id)}::text[]) as u(event_id, webhook_id)
+              on d.event_id = u.event_id and d.webhook_id = u.webhook_id
+            where d.claimed_by = ${owner}
+            order by d.event_id, d.webhook_id
+            for update of d
+          ) l
+          where t.event_id = l.event_id and t.webhook_id = l.webhook_id`
+        : tx`
+          update toolgate_deliveries t set claimed_by = null, claim_expires_at = null
+          from (
+            select event_id, webhook_id from toolgate_deliveries
+            where claimed_by = ${owner}
+            order by event_id, webhook_id
+            for update
+          ) l
+          where t.event_id = l.event_id and t.webhook_id = l.webhook_id`);
   }
 
   /**

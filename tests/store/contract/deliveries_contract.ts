@@ -472,6 +472,80 @@ export const DELIVERIES_CONTRACT: readonly ContractCase[] = [
   },
   {
     name:
+      "deliveries: collect_event with the event's webhook list keeps it while a record is stored; 80 collections in one write each get their answer",
+    async run({ store, another }) {
+      const writer = store.deliveries.writer();
+      const listed = { ...outboxEvent("evt_l"), webhook_ids: ["wh_a", "wh_b"] };
+      await writer.write([
+        { op: "put_event", event: listed },
+        { op: "put_fanout", event_id: "evt_l", fanout: fanout(["wh_a", "wh_b"]) },
+      ]);
+      const read = await store.deliveries.readEvent("evt_l");
+      assert(read);
+      const collect: DeliveryOp = {
+        op: "collect_event",
+        event_id: "evt_l",
+        versionstamp: read.versionstamp,
+        size: read.event.body.byteLength,
+        webhook_ids: ["wh_a", "wh_b"],
+      };
+      // wh_a fails its first attempt (a record of its own), then wh_b succeeds.
+      await writer.write([
+        { op: "put_delivery", delivery: retry("evt_l", "wh_a", 1) },
+        { op: "put_fanout", event_id: "evt_l", fanout: fanout(["wh_b"]) },
+      ]);
+      const early = await writer.write([
+        { op: "put_fanout", event_id: "evt_l", fanout: fanout([]) },
+        collect,
+      ]);
+      assertEquals(early.collected, false);
+      assertEquals(early.uncollected ?? ["evt_l"], ["evt_l"]);
+      const other = await another();
+      assert(await other.deliveries.readEvent("evt_l"));
+      assertEquals(await pendingKeys(other), [["evt_l", "wh_a", false]]);
+      const late = await writer.write([
+        { op: "delete_delivery", event_id: "evt_l", webhook_id: "wh_a" },
+        collect,
+      ]);
+      assertEquals(late.collected, true);
+      assertEquals(await other.deliveries.readEvent("evt_l"), null);
+
+      // Many collections in one unit (as merged outcomes are), one of them still referenced.
+      const ids = Array.from({ length: 80 }, (_, i) => `evt_m${String(i).padStart(2, "0")}`);
+      const made: DeliveryOp[] = ids.flatMap((id) =>
+        [
+          { op: "put_event", event: { ...outboxEvent(id), webhook_ids: ["wh_a"] } },
+          { op: "put_fanout", event_id: id, fanout: fanout(["wh_a"]) },
+        ] as DeliveryOp[]
+      );
+      await writer.write(made);
+      const stamps = await Promise.all(ids.map((id) => store.deliveries.readEvent(id)));
+      const ending: DeliveryOp[] = ids.flatMap((id, i) =>
+        [
+          i === 7
+            ? { op: "put_delivery", delivery: retry(id, "wh_a", 1) }
+            : { op: "put_fanout", event_id: id, fanout: fanout([]) },
+          ...(i === 7 ? [{ op: "put_fanout", event_id: id, fanout: fanout([]) }] : []),
+          {
+            op: "collect_event",
+            event_id: id,
+            versionstamp: stamps[i]!.versionstamp,
+            size: stamps[i]!.event.body.byteLength,
+            webhook_ids: ["wh_a"],
+          },
+        ] as DeliveryOp[]
+      );
+      const result = await writer.write(ending);
+      assertEquals(result.collected, false);
+      assertEquals(result.uncollected, [ids[7]]);
+      for (const [i, id] of ids.entries()) {
+        assertEquals(await other.deliveries.readEvent(id) !== null, i === 7, id);
+      }
+      assertEquals(await pendingKeys(other), [[ids[7], "wh_a", false]]);
+    },
+  },
+  {
+    name:
       "deliveries: collectEventIfUnreferenced() keeps an event a fan-out entry or a delivery record refers to",
     async run({ store }) {
       const writer = store.deliveries.writer();
