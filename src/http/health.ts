@@ -70,8 +70,10 @@ export type DisabledWebhookStatus = z.infer<typeof DisabledWebhookSchema>;
 export const HealthReasonSchema = z.object({
   component: z.enum(["store"]).openapi({ description: "What is degraded" }),
   code: z.string().openapi({
-    description: "Stable code, e.g. `DELIVERY_BODY_MISSING`: pending deliveries had lost " +
-      "their event's stored body and were moved to the dead-letter queue",
+    description: "Stable code: `DELIVERY_BODY_MISSING` (pending deliveries had lost " +
+      "their event's stored body and were moved to the dead-letter queue) or " +
+      "`WEBHOOK_SECRET_UNREADABLE` (deliveries were dead-lettered because their webhook's " +
+      "signing secret cannot be decrypted with this instance's key)",
   }),
   message: z.string(),
   count: z.number().int().min(0).optional(),

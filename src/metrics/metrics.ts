@@ -180,8 +180,10 @@ export class ToolgateMetrics {
     this.#undeliverable = new Counter({
       name: "toolgate_webhook_undeliverable_total",
       help: "Deliveries that could not be sent at all, by reason: body_missing (their " +
-        "event's stored body was gone: dead-lettered with a reason) or webhook_removed " +
-        "(their webhook was removed meanwhile: given up)",
+        "event's stored body was gone: dead-lettered with a reason), secret_unreadable " +
+        "(their webhook's signing secret cannot be decrypted with this instance's key: " +
+        "dead-lettered with a reason) or webhook_removed (their webhook was removed " +
+        "meanwhile: given up)",
       labelNames: ["reason"],
       registers,
     });

@@ -15,6 +15,7 @@ import { parseRecord } from "./_records.ts";
 import {
   type IncomingWebhook,
   IncomingWebhookSchema,
+  type ListedOutgoingWebhook,
   type OutgoingWebhook,
   OutgoingWebhookSchema,
 } from "./records.ts";
@@ -127,6 +128,31 @@ export async function openOutgoing(
       }
       : {}),
   };
+}
+
+/**
+ * As {@linkcode openOutgoing}, but a secret that cannot be decrypted gives
+ * the webhook without its secrets and a `secret_error` (a record that does
+ * not parse still throws).
+ */
+export async function openOutgoingReporting(
+  key: DataKey,
+  value: unknown,
+  what: string,
+): Promise<ListedOutgoingWebhook> {
+  try {
+    return await openOutgoing(key, value, what);
+  } catch (error) {
+    if (!(error instanceof GatewayError) || !error.message.startsWith("Cannot decrypt")) {
+      throw error;
+    }
+    const { secret: _secret, previous_secrets: _previous, ...rest } = parseRecord(
+      StoredOutgoingWebhookSchema,
+      value,
+      what,
+    );
+    return { ...rest, secret_error: error.message };
+  }
 }
 
 /** An incoming endpoint as stored: its secret sealed. */

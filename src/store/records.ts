@@ -61,6 +61,23 @@ export const OutgoingWebhookSchema = z.strictObject({
 export type OutgoingWebhook = z.infer<typeof OutgoingWebhookSchema>;
 
 /**
+ * An outgoing webhook as listed with `unreadableSecrets: "report"`: one
+ * whose signing secrets this process cannot decrypt (another data key)
+ * comes without them, and `secret_error` says why.
+ */
+export type ListedOutgoingWebhook = OutgoingWebhook & { secret_error?: string };
+
+/** Options of {@linkcode WebhookStore.listOutgoing}. */
+export interface ListOutgoingOptions {
+  /**
+   * `throw` (default): a secret that cannot be decrypted fails the listing
+   * (`STORE_CORRUPT`). `report`: that webhook is listed without its secrets,
+   * with `secret_error` (the dispatcher dead-letters its deliveries).
+   */
+  unreadableSecrets?: "throw" | "report";
+}
+
+/**
  * The signature schemes an incoming endpoint can verify (`webhooks create
  * --verify`), each implemented in `src/webhooks/incoming_verify.ts`.
  */

@@ -34,8 +34,10 @@ import type {
   IncomingWebhook,
   KeychainRecord,
   ListDlqPageOptions,
+  ListedOutgoingWebhook,
   ListMemoryOptions,
   ListMemoryResult,
+  ListOutgoingOptions,
   MemoryEntry,
   NewIncomingWebhook,
   NewOutgoingWebhook,
@@ -82,7 +84,7 @@ export interface WebhookStore {
   /** Stores a new outgoing webhook and returns it. */
   addOutgoing(input: NewOutgoingWebhook): Promise<OutgoingWebhook>;
   /** Every outgoing webhook, oldest first. */
-  listOutgoing(): Promise<OutgoingWebhook[]>;
+  listOutgoing(options?: ListOutgoingOptions): Promise<ListedOutgoingWebhook[]>;
   /** One outgoing webhook, or `null`. */
   getOutgoing(id: string): Promise<OutgoingWebhook | null>;
   /**

@@ -38,6 +38,7 @@ import {
   type DlqRecord,
   fanoutDeliveries,
   type FanoutRecord,
+  type ListedOutgoingWebhook,
   newDlqId,
   newLogEntryId,
   type OutboxEvent,
@@ -140,12 +141,16 @@ export interface DispatcherOptions {
 }
 
 /** Why deliveries could not be sent at all (see {@linkcode DispatcherOptions.onUndeliverable}). */
-export type UndeliverableReason = "body_missing" | "webhook_removed";
+export type UndeliverableReason = "body_missing" | "webhook_removed" | "secret_unreadable";
 
 /** Something wrong with the store that `/health` reports (the instance is degraded). */
 export interface DeliveryProblem {
-  /** Stable code: `DELIVERY_BODY_MISSING`. */
-  code: "DELIVERY_BODY_MISSING";
+  /**
+   * Stable code: `DELIVERY_BODY_MISSING` (deliveries whose event body was
+   * gone) or `WEBHOOK_SECRET_UNREADABLE` (webhooks whose signing secret this
+   * process cannot decrypt: their deliveries are dead-lettered).
+   */
+  code: "DELIVERY_BODY_MISSING" | "WEBHOOK_SECRET_UNREADABLE";
   message: string;
   /** Deliveries affected since start. */
   count: number;
@@ -227,7 +232,7 @@ export interface StagedDeliveries {
 }
 
 interface Hook {
-  record: OutgoingWebhook;
+  record: ListedOutgoingWebhook;
   /** Its keys, imported on first use after each registration load that changed its secrets. */
   signer?: WebhookSigner;
   /** Its dead-letter streak as last stored, when known (a delivery resets a non-zero one). */
@@ -705,10 +710,21 @@ class WebhookDispatcher implements Dispatcher {
       this.#registrationsReadAt = began;
       return;
     }
-    const records = await this.#store.webhooks.listOutgoing();
+    const records = await this.#store.webhooks.listOutgoing({ unreadableSecrets: "report" });
     const hooks = new Map<string, Hook>();
     for (const record of records) {
       const old = this.#hooks.get(record.id);
+      if (record.secret_error !== undefined && old?.record.secret_error === undefined) {
+        this.#onError(
+          new GatewayError(
+            "STORE_CORRUPT",
+            `Webhook ${record.id} (${record.url}) cannot be signed: ${record.secret_error}. ` +
+              `Its deliveries go to the dead-letter queue until the key is right; then ` +
+              `\`toolgate dlq replay --webhook ${record.id}\` sends them`,
+            { details: { webhook_id: record.id } },
+          ),
+        );
+      }
       hooks.set(
         record.id,
         old && sameSecrets(old.record, record) ? { ...old, record } : { record },
@@ -1076,15 +1092,13 @@ class WebhookDispatcher implements Dispatcher {
       await this.#writer.write(ops);
       this.#onUndeliverable?.("body_missing", fresh.length);
       for (const d of dead) this.#onDeadLetter?.(d.webhook_id);
-      const problem = this.#problems.get("DELIVERY_BODY_MISSING");
-      const count = (problem?.count ?? 0) + fresh.length;
-      this.#problems.set("DELIVERY_BODY_MISSING", {
-        code: "DELIVERY_BODY_MISSING",
-        message: `${count} pending deliveries had lost their event's stored body and were ` +
+      this.#noteProblem(
+        "DELIVERY_BODY_MISSING",
+        (count) =>
+          `${count} pending deliveries had lost their event's stored body and were ` +
           `moved to the dead-letter queue (\`toolgate dlq list\`)`,
-        count,
-        since: problem?.since ?? failedAt,
-      });
+        fresh.length,
+      );
       this.#onError(
         new GatewayError(
           "STORE_CORRUPT",
@@ -1212,6 +1226,24 @@ class WebhookDispatcher implements Dispatcher {
       await this.#finish(pending, "dead", undefined, hook, disabledReason(hook.record));
       return;
     }
+    if (hook.record.secret_error !== undefined) {
+      // Unsigned it would be refused, and sent with another secret it would be forged:
+      // kept for `dlq replay --webhook` once this process has the right key.
+      release();
+      const reason =
+        `Not sent: the signing secret cannot be decrypted (${hook.record.secret_error})`;
+      await this.#finish(pending, "dead", undefined, hook, reason);
+      this.#onUndeliverable?.("secret_unreadable", 1);
+      this.#noteProblem(
+        "WEBHOOK_SECRET_UNREADABLE",
+        (count) =>
+          `${count} deliveries were moved to the dead-letter queue: their webhook's signing ` +
+          `secret cannot be decrypted with this instance's key (TOOLGATE_SECRET_KEY or ` +
+          `keychain.key); \`toolgate dlq replay --webhook <id>\` sends them once it can`,
+        1,
+      );
+      return;
+    }
     const body = pending.event.event.body;
     const startedAt = this.#now();
     const timestamp = Math.floor(startedAt / 1000);
@@ -1303,6 +1335,22 @@ class WebhookDispatcher implements Dispatcher {
       if (next - this.#now() > this.#horizonMs) this.#evict(pending);
       else this.#schedule.add(next, pending);
     }
+  }
+
+  /** Adds `count` deliveries to a problem `problems()` reports (and `/health` with it). */
+  #noteProblem(
+    code: DeliveryProblem["code"],
+    message: (count: number) => string,
+    count: number,
+  ): void {
+    const problem = this.#problems.get(code);
+    const total = (problem?.count ?? 0) + count;
+    this.#problems.set(code, {
+      code,
+      message: message(total),
+      count: total,
+      since: problem?.since ?? new Date(this.#now()).toISOString(),
+    });
   }
 
   /**

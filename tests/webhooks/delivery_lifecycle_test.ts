@@ -7,6 +7,8 @@
 import { assert, assertEquals, assertMatch, assertRejects } from "../_asserts.ts";
 import { GatewayError } from "../../src/errors/mod.ts";
 import { openKvStore } from "../../src/store/kv/kv_store.ts";
+import { openPostgresStore } from "../../src/store/postgres/postgres_store.ts";
+import type { Store } from "../../src/store/mod.ts";
 import { until } from "../_helpers.ts";
 import { EventBus } from "../../src/events/mod.ts";
 import {
@@ -212,4 +214,110 @@ Deno.test("kv: the start-up check dead-letters what 0.1.0 left without a body, r
   } finally {
     await Deno.remove(dataDir, { recursive: true });
   }
+});
+
+/**
+ * Issue 33 item 2: a process whose key cannot decrypt a webhook's signing
+ * secret (another instance's key) dead-letters that webhook's deliveries
+ * with a reason, counts them and reports the problem; the other webhooks
+ * are delivered as usual, and a process with the right key replays them.
+ */
+async function unreadableSecretDeadLetters(
+  fresh: StoreMaker,
+  otherKey: (env: FreshStore, key: Uint8Array) => Promise<Store>,
+): Promise<void> {
+  await using env: FreshStore = await fresh();
+  await using receiver = new Receiver(() => 200);
+  const sealedHere = await env.store.webhooks.addOutgoing({
+    url: `${receiver.url}/sealed`,
+    events: "*",
+    secret: "s3cret",
+  });
+  const plain = await env.store.webhooks.addOutgoing({ url: `${receiver.url}/plain`, events: "*" });
+  const wrong = await otherKey(env, crypto.getRandomValues(new Uint8Array(32)));
+  const errors: unknown[] = [];
+  const undeliverable: string[] = [];
+  const config: DispatcherConfig = {
+    dataDir: env.dataDir,
+    webhooks: { retry_base_ms: 20, timeout_ms: 2000, poll_ms: 50 },
+    events: { disabled: [] },
+  };
+  const bus = new EventBus({ onListenerError: (error) => errors.push(error) });
+  const dispatcher = createDispatcher({
+    store: wrong,
+    bus,
+    config,
+    egress: LOOPBACK_EGRESS,
+    onError: (error) => errors.push(error),
+    onUndeliverable: (reason, count) => undeliverable.push(`${reason}:${count}`),
+  });
+  await dispatcher.start();
+  let event;
+  try {
+    event = await bus.emit("tool.called", toolCalled("memory_set"));
+    await until(
+      async () => (await wrong.deliveries.countDlq()) > 0 && receiver.requests.length > 0,
+      "one delivery dead-lettered and the other sent",
+      10_000,
+    );
+    await dispatcher.whenIdle();
+  } finally {
+    await dispatcher.stop();
+  }
+  assertEquals(receiver.requests.map((r) => r.path), [new URL(`${receiver.url}/plain`).pathname]);
+  const [dead, ...more] = await wrong.deliveries.listDlq();
+  assertEquals(more, []);
+  assertEquals(dead.webhook_id, sealedHere.id);
+  assertEquals(dead.attempts, []);
+  assertMatch(dead.reason ?? "", /^Not sent: the signing secret cannot be decrypted \(/);
+  assertEquals(undeliverable, ["secret_unreadable:1"]);
+  assertEquals(dispatcher.problems().map((p) => [p.code, p.count]), [
+    ["WEBHOOK_SECRET_UNREADABLE", 1],
+  ]);
+  const logged = errors.map((error) => String((error as Error).message));
+  assert(logged.some((m) => m.startsWith(`Webhook ${sealedHere.id} (`)), logged.join("\n"));
+  assertEquals(await wrong.deliveries.listPending(), []);
+  // The right key: the replay is signed and delivered.
+  const replayed = await replayDlq(env.store, { webhook: sealedHere.id });
+  assertEquals(replayed.queued.length, 1);
+  const right = createDispatcher({
+    store: env.store,
+    bus: new EventBus(),
+    config,
+    egress: LOOPBACK_EGRESS,
+  });
+  await right.start();
+  try {
+    await until(() => receiver.requests.length === 2, "the replayed delivery", 10_000);
+    await right.whenIdle();
+  } finally {
+    await right.stop();
+  }
+  const sent = receiver.requests[1];
+  assertEquals(sent.path, new URL(`${receiver.url}/sealed`).pathname);
+  assertEquals(sent.headers.get("x-service-delivery"), event!.id);
+  assert(sent.headers.get("x-service-signature")?.startsWith("sha256="));
+  assertEquals(await env.store.deliveries.countDlq(), 0);
+  assertEquals(plain.secret, undefined);
+}
+
+Deno.test("kv: a webhook whose secret this process cannot decrypt has its deliveries dead-lettered, the others delivered", async () => {
+  await unreadableSecretDeadLetters(
+    kvStores(),
+    (env, secretKey) => openKvStore({ dataDir: env.dataDir, secretKey }),
+  );
+});
+
+Deno.test("postgres: a webhook whose secret this process cannot decrypt has its deliveries dead-lettered, the others delivered", async () => {
+  await using stores = await postgresStores();
+  await unreadableSecretDeadLetters(stores.fresh, async (env, secretKey) => {
+    const dataDir = await Deno.makeTempDir({ prefix: "toolgate-other-key-" });
+    const store = await openPostgresStore({ url: env.url!, dataDir, secretKey });
+    const close = store.close.bind(store);
+    store.close = async () => {
+      await close();
+      await Deno.remove(dataDir, { recursive: true });
+    };
+    return store;
+  });
 });

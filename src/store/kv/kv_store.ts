@@ -227,7 +227,7 @@ export class KvStore implements Store {
   /** Webhook registrations. */
   readonly webhooks: WebhookStore = {
     addOutgoing: (input) => addOutgoingWebhook(this, input),
-    listOutgoing: () => listOutgoingWebhooks(this),
+    listOutgoing: (options) => listOutgoingWebhooks(this, options),
     getOutgoing: (id) => getOutgoingWebhook(this, id),
     updateOutgoing: (id, patch) => updateOutgoingWebhook(this, id, patch),
     recordOutcome: (id, outcome) => recordWebhookOutcome(this, id, outcome),

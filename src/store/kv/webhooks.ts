@@ -23,6 +23,8 @@ import {
   type IncomingStats,
   type IncomingWebhook,
   IncomingWebhookSchema,
+  type ListedOutgoingWebhook,
+  type ListOutgoingOptions,
   type NewIncomingWebhook,
   type NewOutgoingWebhook,
   type OutgoingWebhook,
@@ -35,6 +37,7 @@ import {
   hasPlaintextSecret,
   openIncoming,
   openOutgoing,
+  openOutgoingReporting,
   sealIncoming,
   sealOutgoing,
   sealStored,
@@ -70,16 +73,18 @@ export async function addOutgoingWebhook(
 }
 
 /** All outgoing webhooks, oldest first. */
-export async function listOutgoingWebhooks(store: KvStore): Promise<OutgoingWebhook[]> {
+export async function listOutgoingWebhooks(
+  store: KvStore,
+  options: ListOutgoingOptions = {},
+): Promise<ListedOutgoingWebhook[]> {
+  const open = options.unreadableSecrets === "report" ? openOutgoingReporting : openOutgoing;
   const entries = await store.retry(async () => {
     const out: Deno.KvEntry<unknown>[] = [];
     for await (const entry of store.kv.list({ prefix: outgoingWebhooksPrefix() })) out.push(entry);
     return out;
   });
   return await Promise.all(
-    entries.map((entry) =>
-      openOutgoing(store.dataKey, entry.value, `webhook ${String(entry.key[2])}`)
-    ),
+    entries.map((entry) => open(store.dataKey, entry.value, `webhook ${String(entry.key[2])}`)),
   );
 }
 

@@ -22,6 +22,7 @@ import {
   hasPlaintextSecret,
   openIncoming,
   openOutgoing,
+  openOutgoingReporting,
   sealIncoming,
   sealOutgoing,
   sealStored,
@@ -32,6 +33,8 @@ import {
   type IncomingStats,
   type IncomingWebhook,
   IncomingWebhookSchema,
+  type ListedOutgoingWebhook,
+  type ListOutgoingOptions,
   type NewIncomingWebhook,
   type NewOutgoingWebhook,
   type OutgoingWebhook,
@@ -161,14 +164,15 @@ class PgWebhookStore implements WebhookStore {
     return await openOutgoing(this.#key, stored, record.id);
   }
 
-  async listOutgoing(): Promise<OutgoingWebhook[]> {
+  async listOutgoing(options: ListOutgoingOptions = {}): Promise<ListedOutgoingWebhook[]> {
+    const open = options.unreadableSecrets === "report" ? openOutgoingReporting : openOutgoing;
     // Ids are time-ordered (ULIDs): id order is oldest first, as on KV.
     const rows = await this.#ctx.run((sql) =>
       sql<{ id: string; record: unknown }[]>`
         select id, record from toolgate_outgoing_webhooks order by id`
     );
     return await Promise.all(
-      rows.map(({ id, record }) => openOutgoing(this.#key, record, `webhook ${id}`)),
+      rows.map(({ id, record }) => open(this.#key, record, `webhook ${id}`)),
     );
   }
 
