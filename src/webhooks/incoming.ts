@@ -205,6 +205,10 @@ export class IncomingRouter {
   #reserved = 0;
   /** Jobs whose claims go back to the store (not completed here after all). */
   #toRelease = new Set<string>();
+  /** Jobs whose handler call (and the writing of its outcome) runs here now. */
+  #started = new Set<string>();
+  /** Started jobs claimed again meanwhile: their claims go back once the call is done. */
+  #reclaimed = new Set<string>();
   #ticking: Promise<void> | null = null;
   /** The last reload failed: the next waits for the poll. */
   #reloadFailed = false;
@@ -787,8 +791,14 @@ export class IncomingRouter {
   /** Queues a job claimed by this router (room was reserved for it). */
   #enqueue(queued: QueuedJob): void {
     const { job } = queued;
-    // Queued here already: its claim lapsed and it was claimed again.
-    if (this.#queued.has(job.id)) return;
+    if (this.#queued.has(job.id)) {
+      // Claimed again while its last call's outcome was being written (a
+      // retry due at once): nothing here runs it again, so its claim goes
+      // back once that call is done, and it is claimed afresh when due.
+      // Otherwise its claim lapsed while it waited here: the queued copy runs.
+      if (this.#started.has(job.id)) this.#reclaimed.add(job.id);
+      return;
+    }
     this.#queued.add(job.id);
     if (queued.payload) {
       if (this.#heldBytes + job.body_bytes > HELD_PAYLOAD_MAX_BYTES) {
@@ -850,9 +860,13 @@ export class IncomingRouter {
     while (!this.#stopped && this.#running.size < this.#concurrency && this.#queue.length) {
       const queued = this.#queue.shift()!;
       if (queued.payload) this.#heldBytes -= queued.job.body_bytes;
+      const id = queued.job.id;
+      this.#started.add(id);
       const run = this.#run(queued).finally(() => {
         this.#running.delete(run);
-        this.#queued.delete(queued.job.id);
+        this.#queued.delete(id);
+        this.#started.delete(id);
+        if (this.#reclaimed.delete(id)) this.#toRelease.add(id);
         this.#pump();
       });
       this.#running.add(run);

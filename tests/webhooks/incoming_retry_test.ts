@@ -333,3 +333,49 @@ Deno.test("a handler over its rate limit is not a failure: its jobs wait their t
   assertEquals(log.filter((entry) => entry.status === "ok").length, log.length);
   assertEquals((await temp.store.webhooks.incomingStats(s.endpoint.id)).failed, 0);
 });
+
+Deno.test("a job claimed again while its failed call is being written runs its retry, not after its claim lapses", async () => {
+  await using temp = await tempStore();
+  const state = { failuresLeft: 1, calls: 0 };
+  const s = await setup(temp, state);
+  const { incoming } = s.store;
+  const fail = incoming.fail;
+  const claim = incoming.claim;
+  let raced = false;
+  // The race the model test found: the router's own claim takes the job back
+  // once its failed call is written (the retry fell due at once), before the
+  // call is done here. The claim must not be left held with nothing to run it.
+  incoming.fail = async (items) => {
+    const result = await fail(items);
+    if (!raced) {
+      raced = true;
+      // The retry falls due (1 × base plus jitter).
+      await new Promise((resolve) => setTimeout(resolve, BASE_MS * 2));
+      let claimed!: (ids: string[]) => void;
+      const taken = new Promise<string[]>((resolve) => claimed = resolve);
+      incoming.claim = async (options) => {
+        const jobs = await claim(options);
+        claimed(jobs.map((job) => job.id));
+        return jobs;
+      };
+      s.router.wake();
+      assertEquals(await taken, items.map(({ job }) => job.id));
+      incoming.claim = claim;
+    }
+    return result;
+  };
+  try {
+    const id = await s.post({ n: 1 });
+    await until(() => Promise.resolve(raced), "the first call to fail");
+    // Claims last 5 s: the retry runs long before one could lapse.
+    const started = Date.now();
+    await until(async () => (await s.store.incoming.get(id)) === null, "the retry to run");
+    assert(Date.now() - started < 2000, `the retry ran after ${Date.now() - started} ms`);
+    assertEquals(state.calls, 2);
+    assertEquals(await s.store.incoming.listFailed(), []);
+  } finally {
+    incoming.fail = fail;
+    incoming.claim = claim;
+    await s.stop();
+  }
+});
