@@ -136,6 +136,7 @@ async function startHttp(context: CliContext): Promise<void> {
     incomingFailedRoutes,
     incomingRoutes,
     metricsRoutes,
+    Readiness,
     resolveCaller,
     serveHttp,
     webhookRoutes,
@@ -167,9 +168,17 @@ async function startHttp(context: CliContext): Promise<void> {
     loopMarker: runtime.egress.marker,
     onPayload: observers.onPayload,
   });
+  const problemReasons = () =>
+    runtime.dispatcher.problems().map((problem) => ({ component: "store" as const, ...problem }));
+  const readiness = new Readiness({
+    store: runtime.store,
+    // A secret it cannot decrypt: this instance cannot deliver that webhook's events.
+    blockers: () => problemReasons().filter((p) => p.code === "WEBHOOK_SECRET_UNREADABLE"),
+  });
   metrics?.watch({
     gateway: runtime.gateway,
     dispatcher: runtime.dispatcher,
+    readiness,
     incoming,
     deadLetters: () => runtime.store.deliveries.countDlq(),
   });
@@ -210,11 +219,8 @@ async function startHttp(context: CliContext): Promise<void> {
       isPublicPath: (path) => incoming.match(path) !== undefined,
       log,
       disabledWebhooks: () => runtime.dispatcher.disabledWebhooks(),
-      healthReasons: () =>
-        runtime.dispatcher.problems().map((problem) => ({
-          component: "store" as const,
-          ...problem,
-        })),
+      healthReasons: problemReasons,
+      readiness,
       keys: runtime.store.apiKeys,
       oauth,
       onListen: ({ hostname, port, url }) => {

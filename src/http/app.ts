@@ -18,6 +18,7 @@ import { bodyLimit } from "./body_limit.ts";
 import { dnsRebindingProtection, isLoopback } from "./dns_rebinding.ts";
 import { errorHandler, errorResponse } from "./errors.ts";
 import { type DisabledWebhookStatus, type HealthReason, registerHealthRoute } from "./health.ts";
+import type { Readiness } from "./readiness.ts";
 import { ServerLifecycle } from "./lifecycle.ts";
 import { registerOpenApi } from "./openapi.ts";
 import { registerToolRoutes } from "./tools.ts";
@@ -56,6 +57,8 @@ export interface AppOptions {
   disabledWebhooks?: () => readonly DisabledWebhookStatus[];
   /** Problems that make `/health` say `degraded`. @default none */
   healthReasons?: () => readonly HealthReason[];
+  /** What `/health/ready` checks (the store probe, problems that stop deliveries). @default ready while serving */
+  readiness?: Readiness;
   /**
    * The API keys callers may authenticate with (`toolgate keys`), beside
    * `TOOLGATE_API_TOKEN`. @default none: only the API token
@@ -162,7 +165,8 @@ export function createApp(options: AppOptions): ToolgateApp {
     oauth,
     // The console checks its own session (signed in with TOOLGATE_API_TOKEN).
     skip: (path) =>
-      path === "/health" || (path === "/metrics" && config.metrics.public) ||
+      path === "/health" || path === "/health/live" || path === "/health/ready" ||
+      (path === "/metrics" && config.metrics.public) ||
       isConsolePath(path) || isPublicPath(path),
     now: options.now,
     log,
@@ -178,6 +182,7 @@ export function createApp(options: AppOptions): ToolgateApp {
     mcpSessions: () => mcp.size,
     disabledWebhooks: options.disabledWebhooks,
     reasons: options.healthReasons,
+    readiness: options.readiness,
   });
   if (oauth) {
     registerProtectedResourceMetadata(

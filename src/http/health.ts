@@ -1,6 +1,8 @@
 /**
  * `GET /health`: serving state, version, uptime, plugin states and open
- * circuits. 200 while serving, 503 while draining. Never needs a token.
+ * circuits. 200 while serving, 503 while draining. `GET /health/live`: 200
+ * while the process runs. `GET /health/ready`: 200 when this instance can
+ * serve calls and deliver, else 503 with the reasons. None needs a token.
  *
  * @module
  */
@@ -9,6 +11,7 @@ import type { Gateway } from "../gateway/mod.ts";
 import { VERSION } from "../version.ts";
 import { errorResponses } from "./errors.ts";
 import type { ServerLifecycle } from "./lifecycle.ts";
+import type { Readiness } from "./readiness.ts";
 import type { ToolgateApp } from "./types.ts";
 
 /** Live state of an MCP upstream plugin's server. */
@@ -68,7 +71,7 @@ export type DisabledWebhookStatus = z.infer<typeof DisabledWebhookSchema>;
 
 /** Why an instance that serves is degraded. */
 export const HealthReasonSchema = z.object({
-  component: z.enum(["store"]).openapi({ description: "What is degraded" }),
+  component: z.enum(["store", "server", "plugins"]).openapi({ description: "What is degraded" }),
   code: z.string().openapi({
     description: "Stable code: `DELIVERY_BODY_MISSING` (pending deliveries had lost " +
       "their event's stored body and were moved to the dead-letter queue) or " +
@@ -114,6 +117,63 @@ export interface HealthRouteOptions {
   disabledWebhooks?: () => readonly DisabledWebhookStatus[];
   /** Problems that make the instance degraded. @default none */
   reasons?: () => readonly HealthReason[];
+  /** The store probe and the problems that make it not ready. @default ready while serving */
+  readiness?: Readiness;
+}
+
+/** Body of `GET /health/ready`. */
+export const ReadySchema = z.object({
+  status: z.enum(["ready", "not_ready"]),
+  reasons: z.array(HealthReasonSchema).optional().openapi({
+    description: "Why it is not ready: the store unreachable (`STORE_UNAVAILABLE`), webhook " +
+      "secrets unreadable (`WEBHOOK_SECRET_UNREADABLE`), shutting down (`DRAINING`)",
+  }),
+}).openapi("Ready");
+
+const liveRoute = createRoute({
+  method: "get",
+  path: "/health/live",
+  operationId: "healthLive",
+  tags: ["server"],
+  summary: "Liveness: 200 while the process runs (no token needed)",
+  security: [],
+  responses: {
+    200: {
+      description: "The process runs",
+      content: {
+        "application/json": {
+          schema: z.object({ status: z.literal("live"), uptime_ms: z.number().int().min(0) })
+            .openapi("Live"),
+        },
+      },
+    },
+  },
+});
+
+const readyRoute = createRoute({
+  method: "get",
+  path: "/health/ready",
+  operationId: "healthReady",
+  tags: ["server"],
+  summary: "Readiness: can this instance serve calls and deliver? (no token needed)",
+  security: [],
+  responses: {
+    200: { description: "Ready", content: { "application/json": { schema: ReadySchema } } },
+    503: {
+      description: "Not ready (take it out of the load balancer); `reasons` says why",
+      content: { "application/json": { schema: ReadySchema } },
+    },
+  },
+});
+
+/** A plugin in error, as a reason of a degraded `/health`. */
+function pluginReasons(gateway: Gateway, since: string): HealthReason[] {
+  return gateway.listPlugins().filter((plugin) => plugin.state === "error").map((plugin) => ({
+    component: "plugins" as const,
+    code: plugin.error_code ?? "PLUGIN_INIT_FAILED",
+    message: `Plugin ${plugin.name} is in error: ${plugin.error ?? plugin.last_error ?? "unknown"}`,
+    since,
+  }));
 }
 
 const healthRoute = createRoute({
@@ -135,11 +195,44 @@ const healthRoute = createRoute({
 
 /** Registers `GET /health`. */
 export function registerHealthRoute(app: ToolgateApp, options: HealthRouteOptions): void {
-  const { gateway, lifecycle, mcpSessions, disabledWebhooks = () => [], reasons = () => [] } =
-    options;
-  app.openapi(healthRoute, (c) => {
+  const {
+    gateway,
+    lifecycle,
+    mcpSessions,
+    disabledWebhooks = () => [],
+    reasons = () => [],
+    readiness,
+  } = options;
+  const started = new Date(lifecycle.startedAt).toISOString();
+  app.openapi(liveRoute, (c) =>
+    c.json({
+      status: "live" as const,
+      uptime_ms: Math.max(0, Date.now() - lifecycle.startedAt),
+    }, 200));
+  app.openapi(readyRoute, async (c) => {
+    const blocking = readiness ? await readiness.check() : [];
+    if (lifecycle.draining) {
+      blocking.push({
+        component: "server",
+        code: "DRAINING",
+        message: "The server is shutting down",
+        since: new Date().toISOString(),
+      });
+    }
+    return blocking.length
+      ? c.json({ status: "not_ready" as const, reasons: blocking }, 503)
+      : c.json({ status: "ready" as const }, 200);
+  });
+  app.openapi(healthRoute, async (c) => {
     const draining = lifecycle.draining;
-    const problems = reasons();
+    const blocking = readiness ? await readiness.check() : [];
+    // A blocker the readiness check names may also be among `reasons`: once.
+    const problems = [...blocking];
+    for (const reason of [...reasons(), ...pluginReasons(gateway, started)]) {
+      if (!problems.some((p) => p.code === reason.code && p.component === reason.component)) {
+        problems.push(reason);
+      }
+    }
     const body = {
       status: draining
         ? "draining" as const

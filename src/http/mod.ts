@@ -54,6 +54,7 @@ export { isJsonContentType, jsonBody } from "./json_body.ts";
 export type { JsonBodyOptions } from "./json_body.ts";
 export { ToolInfoSchema, ToolListSchema, ToolResultSchema } from "./tools.ts";
 export { HealthSchema } from "./health.ts";
+export { Readiness, type ReadinessOptions } from "./readiness.ts";
 export { AuditPageSchema, auditRoutes } from "./audit.ts";
 export { incomingRoutes } from "./incoming.ts";
 export { FailedJobSchema, incomingFailedRoutes } from "./incoming_failed.ts";

@@ -33,6 +33,8 @@ export interface ServeHttpOptions {
   disabledWebhooks?: AppOptions["disabledWebhooks"];
   /** Why the instance is degraded, shown by `/health`; see {@linkcode AppOptions.healthReasons}. */
   healthReasons?: AppOptions["healthReasons"];
+  /** What `/health/ready` checks; see {@linkcode AppOptions.readiness}. */
+  readiness?: AppOptions["readiness"];
   /** API keys; see {@linkcode AppOptions.keys}. */
   keys?: AppOptions["keys"];
   /** The OAuth validator; see {@linkcode AppOptions.oauth}. */
@@ -97,6 +99,7 @@ export function serveHttp(options: ServeHttpOptions): HttpServer {
     log,
     disabledWebhooks: options.disabledWebhooks,
     healthReasons: options.healthReasons,
+    readiness: options.readiness,
     keys: options.keys,
     oauth: options.oauth,
   });

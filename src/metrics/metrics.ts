@@ -58,6 +58,8 @@ export interface MetricsSources {
   };
   /** Deliveries held in memory by this process. */
   dispatcher?: { readonly pending: number };
+  /** The readiness check of `/health/ready` (its store probe is shared, at most once a second). */
+  readiness?: { check(): Promise<readonly unknown[]> };
   /** Dead-letter records in the store (counted at most every `dlqRefreshMs`). */
   deadLetters?: () => Promise<number>;
   /** Incoming payloads waiting for their handler. */
@@ -281,6 +283,15 @@ export class ToolgateMetrics {
       collect() {
         const { dispatcher } = sources();
         this.set(dispatcher?.pending ?? 0);
+      },
+    });
+    new Gauge({
+      name: "toolgate_ready",
+      help: "1 while this instance can serve calls and deliver (as GET /health/ready), else 0",
+      registers,
+      async collect() {
+        const { readiness } = sources();
+        if (readiness) this.set((await readiness.check()).length === 0 ? 1 : 0);
       },
     });
     const deadLetters = () => this.#deadLetters();

@@ -68,6 +68,7 @@ Deno.test("the server's /metrics counts REST calls and deliveries, and needs the
   assertEquals(sampleValue(metrics, "toolgate_circuit_open", { tool: "memory_set" }), 0);
   assertEquals(sampleValue(metrics, "toolgate_audit_appends_total", { outcome: "ok" }), 2);
   assertEquals(sampleValue(metrics, "toolgate_webhook_dead_letters"), 0);
+  assertEquals(sampleValue(metrics, "toolgate_ready"), 1);
   for (
     const name of [
       "toolgate_process_resident_memory_bytes",

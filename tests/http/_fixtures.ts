@@ -63,7 +63,8 @@ export function gatePlugin(): PluginDefinition & { release(): void; entered: Pro
 }
 
 /** Options of {@linkcode testApp}. */
-export interface TestAppOptions extends Pick<AppOptions, "routes" | "isPublicPath"> {
+export interface TestAppOptions
+  extends Pick<AppOptions, "routes" | "isPublicPath" | "readiness" | "healthReasons"> {
   /** `config.json` content. */
   file?: Record<string, unknown>;
   /** Environment (e.g. `TOOLGATE_API_TOKEN`). */
@@ -98,6 +99,8 @@ export async function testApp(options: TestAppOptions = {}): Promise<TestApp> {
     lifecycle,
     routes: options.routes,
     isPublicPath: options.isPublicPath,
+    readiness: options.readiness,
+    healthReasons: options.healthReasons,
     log: (message) => logs.push(message),
   });
   return {

@@ -37,6 +37,8 @@ Deno.test("GET /openapi.json is a valid OpenAPI 3.1 document listing every route
     "DELETE /mcp",
     "DELETE /mcp/{server}",
     "GET /health",
+    "GET /health/live",
+    "GET /health/ready",
     "GET /mcp",
     "GET /mcp/{server}",
     "GET /openapi.json",
