@@ -37,8 +37,8 @@
  * `TOOLGATE_MODEL_RUNS` sets how many runs on Deno KV (PostgreSQL, whose
  * server shares the two cores, does a third as many). Each run goes through
  * the whole pipeline (audit entries, circuit breakers, store commits), so
- * the defaults are what fits in about a minute: ~2000 accepted payloads on
- * Deno KV, ~700 on PostgreSQL.
+ * the defaults fit in well under a minute: ~1400 accepted payloads on
+ * Deno KV, ~500 on PostgreSQL.
  *
  * Its first runs found a job that waited seconds for its retry (on
  * PostgreSQL with two instances, on either adapter in principle): the
@@ -75,7 +75,7 @@ import {
   type StoreMaker,
 } from "../store/_stores.ts";
 
-const RUNS = Number(Deno.env.get("TOOLGATE_MODEL_RUNS") ?? 350);
+const RUNS = Number(Deno.env.get("TOOLGATE_MODEL_RUNS") ?? 250);
 const ONE_SEED = Deno.env.get("TOOLGATE_MODEL_SEED");
 /** Runs at once per adapter (each on a store of its own): they mostly wait on timers. */
 const WORKERS = { kv: 16, postgres: 8 };
