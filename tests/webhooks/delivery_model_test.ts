@@ -26,6 +26,7 @@
  *
  * @module
  */
+import { prng } from "../_prng.ts";
 import { assert, assertEquals } from "../_asserts.ts";
 import { EventBus, type EventType } from "../../src/events/mod.ts";
 import type { Store } from "../../src/store/mod.ts";
@@ -45,18 +46,6 @@ const WORKERS = 12;
 /** Retries past this many ms are given back to the store, as past the default 1 s horizon. */
 const HORIZON_MS = 20;
 const TIMEOUT_MS = 25;
-
-/** A small seeded PRNG (mulberry32). */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 type Answer =
   | { kind: "status"; status: number; retryAfter?: string }

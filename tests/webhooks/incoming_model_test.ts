@@ -50,6 +50,7 @@
  *
  * @module
  */
+import { prng } from "../_prng.ts";
 import postgres from "postgres";
 import { z } from "zod";
 import { assertEquals } from "../_asserts.ts";
@@ -87,18 +88,6 @@ const TIMEOUT_MS = 15;
 const CALLS_PER_LIFE = 1 + MAX_RETRIES;
 /** Longest wait for the queue to drain before a run counts as stuck. */
 const DRAIN_MS = 20_000;
-
-/** A small seeded PRNG (mulberry32). */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /**
  * Handler tools: `plain`; `idem` (idempotent, retried once within a call);

@@ -625,6 +625,39 @@ async function retrying<T>(ctx: PgContext, operation: (tx: Tx) => Promise<T>): P
   }
 }
 
+/**
+ * Sets the claim expiry of `owner`'s claims (all, or those of `keys`) to
+ * `until`, or gives them back (`null`). Rows are locked in key order, as the
+ * writer's transactions lock them: an update in scan order could deadlock
+ * with a commit of the same rows.
+ *
+ * @returns How many claims it changed.
+ */
+async function updateClaims(
+  ctx: PgContext,
+  owner: string,
+  change: { until: number | null; keys?: readonly { event_id: string; webhook_id: string }[] },
+): Promise<number> {
+  const { until, keys } = change;
+  const result = await retrying(ctx, (tx) =>
+    tx`
+      update toolgate_deliveries t set
+        claimed_by = case when ${until === null} then null else t.claimed_by end,
+        claim_expires_at = ${until === null ? null : dueMs(until)}
+      from (
+        select d.event_id, d.webhook_id from toolgate_deliveries d
+        where d.claimed_by = ${owner}
+          and (${keys === undefined}
+            or (d.event_id, d.webhook_id) in (
+              select * from unnest(${(keys ?? []).map((k) => k.event_id)}::text[],
+                ${(keys ?? []).map((k) => k.webhook_id)}::text[])))
+        order by d.event_id, d.webhook_id
+        for update
+      ) l
+      where t.event_id = l.event_id and t.webhook_id = l.webhook_id`);
+  return result.count;
+}
+
 /** Commits `ops` in one transaction of their own. */
 function commitOps(
   ctx: PgContext,
@@ -947,20 +980,8 @@ export class PostgresDeliveryStore implements DeliveryStore {
   }
 
   /** Extends every claim `owner` holds to `until`; returns how many it holds. */
-  async renewClaims(owner: string, until: number): Promise<number> {
-    // Rows locked in key order, as the writer's transactions lock them: an
-    // update in scan order could deadlock with a commit of the same rows.
-    const result = await retrying(this.#ctx, (tx) =>
-      tx`
-        update toolgate_deliveries t set claim_expires_at = ${dueMs(until)}
-        from (
-          select event_id, webhook_id from toolgate_deliveries
-          where claimed_by = ${owner}
-          order by event_id, webhook_id
-          for update
-        ) l
-        where t.event_id = l.event_id and t.webhook_id = l.webhook_id`);
-    return result.count;
+  renewClaims(owner: string, until: number): Promise<number> {
+    return updateClaims(this.#ctx, owner, { until });
   }
 
   /** Gives back the claims `owner` holds: all of them, or those of `keys`. */
@@ -969,30 +990,7 @@ export class PostgresDeliveryStore implements DeliveryStore {
     keys?: readonly { event_id: string; webhook_id: string }[],
   ): Promise<void> {
     if (keys && !keys.length) return;
-    // In key order, for the reason given in renewClaims().
-    await retrying(this.#ctx, (tx) =>
-      keys
-        ? tx`
-          update toolgate_deliveries t set claimed_by = null, claim_expires_at = null
-          from (
-            select d.event_id, d.webhook_id from toolgate_deliveries d
-            join unnest(${keys.map((k) => k.event_id)}::text[],
-              ${keys.map((k) => k.webhook_id)}::text[]) as u(event_id, webhook_id)
-              on d.event_id = u.event_id and d.webhook_id = u.webhook_id
-            where d.claimed_by = ${owner}
-            order by d.event_id, d.webhook_id
-            for update of d
-          ) l
-          where t.event_id = l.event_id and t.webhook_id = l.webhook_id`
-        : tx`
-          update toolgate_deliveries t set claimed_by = null, claim_expires_at = null
-          from (
-            select event_id, webhook_id from toolgate_deliveries
-            where claimed_by = ${owner}
-            order by event_id, webhook_id
-            for update
-          ) l
-          where t.event_id = l.event_id and t.webhook_id = l.webhook_id`);
+    await updateClaims(this.#ctx, owner, { until: null, keys });
   }
 
   /**
