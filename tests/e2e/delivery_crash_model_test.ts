@@ -62,7 +62,7 @@ const ONE_SEED = Deno.env.get("TOOLGATE_CRASH_SEED");
 /** Trials at once per adapter, each with its own store, servers and receivers. */
 const WORKERS = 2;
 const RETRY_BASE_MS = 20;
-const TIMEOUT_MS = 1;
+const TIMEOUT_MS = 150;
 const RETRY_AFTER_MAX_MS = 80;
 /**
  * The longest an attempt's outcome may take to be committed once it is known
