@@ -11,7 +11,6 @@ import type { Gateway } from "../gateway/mod.ts";
 import { VERSION } from "../version.ts";
 import { errorResponses } from "./errors.ts";
 import type { ServerLifecycle } from "./lifecycle.ts";
-import type { Readiness } from "./readiness.ts";
 import type { ToolgateApp } from "./types.ts";
 
 /** Live state of an MCP upstream plugin's server. */
@@ -117,8 +116,14 @@ export interface HealthRouteOptions {
   disabledWebhooks?: () => readonly DisabledWebhookStatus[];
   /** Problems that make the instance degraded. @default none */
   reasons?: () => readonly HealthReason[];
-  /** The store probe and the problems that make it not ready. @default ready while serving */
-  readiness?: Readiness;
+  /** The store probe and the problems that make it not ready (a `Readiness`). @default ready while serving */
+  readiness?: ReadinessCheck;
+}
+
+/** What the routes need of a `Readiness` (readiness.ts): its check. */
+export interface ReadinessCheck {
+  /** The reasons this instance cannot serve or deliver; empty when ready. */
+  check(): Promise<HealthReason[]>;
 }
 
 /** Body of `GET /health/ready`. */
