@@ -178,6 +178,9 @@ async function loadAll(urls: string[], mode: BenchMode): Promise<RestFigures> {
   };
 }
 
+/** The secret key every server of one store is given. */
+const SHARED_SECRET_KEY = btoa(String.fromCharCode(...new Uint8Array(32).fill(5)));
+
 /** Servers on one store (`url`, or the KV file of the first home), each with a home of its own. */
 async function servers(count: number, url?: string) {
   const homes: ({ path: string } & AsyncDisposable)[] = [];
@@ -191,7 +194,11 @@ async function servers(count: number, url?: string) {
       const home = await tempDir(`store-rest-${i}`);
       homes.push(home);
       started.push(
-        await startToolgateHttp(home.path, url ? { TOOLGATE_DATABASE_URL: url } : {}),
+        await startToolgateHttp(home.path, {
+          // Instances on one database share one secret key (the store refuses another).
+          TOOLGATE_SECRET_KEY: SHARED_SECRET_KEY,
+          ...(url ? { TOOLGATE_DATABASE_URL: url } : {}),
+        }),
       );
     }
   } catch (error) {

@@ -6,6 +6,7 @@
  */
 import { type Config, loadConfig, readEnv } from "../config/mod.ts";
 import { GatewayError } from "../errors/mod.ts";
+import { getLog, type LogFormat, type LoggingOptions } from "../log/mod.ts";
 import { decodeSecretKey, openStore, type OpenStoreOptions, type Store } from "../store/mod.ts";
 import { InputCancelledError, readHiddenLine } from "./_hidden_input.ts";
 
@@ -108,9 +109,15 @@ export class CliContext {
     this.io.stdout(JSON.stringify(value, null, 2) + "\n");
   }
 
-  /** Prints a warning on stderr. */
+  /** The form of log lines this invocation writes (set as it starts). */
+  logFormat: LogFormat = "text";
+  /** The logger's settings, once configured. */
+  logging: LoggingOptions | undefined;
+
+  /** Prints a warning on stderr (a JSON line with `--log-format json`). */
   warn(message: string): void {
-    this.io.stderr(`toolgate: warning: ${message}\n`);
+    if (this.logFormat === "json") getLog("cli").warn(message);
+    else this.io.stderr(`toolgate: warning: ${message}\n`);
   }
 
   /** Closes what the invocation opened. */
@@ -132,16 +139,28 @@ export function debugEnabled(env: Readonly<Record<string, string | undefined>>):
 }
 
 /**
- * Reports a failed command on stderr, one line, and returns its exit code:
- * a {@linkcode GatewayError}'s own, else 1 (`internal error`, with the stack
- * when `TOOLGATE_DEBUG` is set).
+ * Reports a failed command on stderr, one line (`toolgate: <CODE>: <message>`),
+ * and returns its exit code: a {@linkcode GatewayError}'s own, else 1
+ * (`internal error`, with the stack when `TOOLGATE_DEBUG` is set).
  */
 export function reportFailure(context: CliContext, error: unknown): number {
+  const json = context.logFormat === "json";
   if (error instanceof GatewayError) {
-    context.io.stderr(`toolgate: ${error.message}\n`);
+    const message = error.message.startsWith(`${error.code}: `)
+      ? error.message.slice(error.code.length + 2)
+      : error.message;
+    if (json) getLog("cli").error(message, { code: error.code, exit_code: error.exitCode });
+    else context.io.stderr(`toolgate: ${error.code}: ${message}\n`);
     return error.exitCode;
   }
   const message = error instanceof Error ? error.message : String(error);
+  if (json) {
+    getLog("cli").error(`Internal error: ${message}`, {
+      code: "INTERNAL",
+      ...(debugEnabled(context.io.env) && error instanceof Error ? { stack: error.stack } : {}),
+    });
+    return 1;
+  }
   context.io.stderr(`toolgate: internal error: ${message}\n`);
   if (debugEnabled(context.io.env) && error instanceof Error) {
     context.io.stderr(`${error.stack}\n`);

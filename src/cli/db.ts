@@ -16,6 +16,7 @@ import {
   type CopyCounts,
   type CopyKind,
   copyStore,
+  type KeyStatus,
   migrateStore,
   type StoreSchemaStatus,
   storeSchemaStatus,
@@ -115,6 +116,28 @@ function describe(context: CliContext, status: StoreSchemaStatus): void {
     context.print("This database was migrated by a newer toolgate: upgrade toolgate to use it.");
   } else {
     context.print("Up to date.");
+  }
+  if (status.key) context.print(describeKey(status.key));
+}
+
+/** One line on the secret key: its fingerprint beside the store's, and what to do. */
+export function describeKey(key: KeyStatus): string {
+  const mine = key.key_fingerprint ?? "none";
+  switch (key.state) {
+    case "match":
+      return `Secret key: ${mine} (${key.key_source}), the store's`;
+    case "unrecorded":
+      return `Secret key: ${mine} (${key.key_source}), opens the stored secrets; recorded at the next start`;
+    case "unset":
+      return `Secret key: ${mine} (${key.key_source}); nothing sealed yet`;
+    case "no_key":
+      return `Secret key: none (${key.key_source} is missing); the store's is ${
+        key.store_fingerprint ?? "unknown"
+      }`;
+    case "mismatch":
+      return `Secret key: ${mine} (${key.key_source}) is NOT the store's (${
+        key.store_fingerprint ?? "unknown: sealed before check values were recorded"
+      }); set TOOLGATE_SECRET_KEY to the store's key`;
   }
 }
 

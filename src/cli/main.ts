@@ -18,6 +18,7 @@ import { registerIncoming } from "./incoming.ts";
 import { registerDb } from "./db.ts";
 import { registerKeys } from "./keys.ts";
 import { registerServers } from "./servers.ts";
+import { configureCliLogging, type LogFlags, logSettings } from "./logging.ts";
 
 /** Builds the command tree for one invocation. */
 export function createProgram(context: CliContext): Command {
@@ -26,6 +27,11 @@ export function createProgram(context: CliContext): Command {
     .version(VERSION, "-V, --version", "print the version")
     .helpOption("-h, --help", "show help")
     .helpCommand("help [command]", "show help for a command")
+    .option("--log-format <format>", "log lines on stderr as text or json (TOOLGATE_LOG_FORMAT)")
+    .option(
+      "--log-level <level>",
+      "lowest level logged: debug, info, warn, error (TOOLGATE_LOG_LEVEL)",
+    )
     .showSuggestionAfterError(true)
     .exitOverride()
     .configureOutput({
@@ -33,6 +39,9 @@ export function createProgram(context: CliContext): Command {
       writeErr: (text) => context.io.stderr(text),
       outputError: (text, write) => write(`toolgate: ${text.replace(/^error: /, "")}`),
     });
+  program.hook("preAction", () => {
+    configureCliLogging(context, logSettings(program.opts<LogFlags>(), context.io.env));
+  });
   registerWebhooks(program, context);
   registerMcp(program, context);
   registerTools(program, context);

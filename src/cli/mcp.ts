@@ -3,6 +3,7 @@
  *
  * @module
  */
+import { getLog, lineSink } from "../log/mod.ts";
 import type { Command } from "commander";
 import type { HttpServer } from "../http/mod.ts";
 // Not mod.ts: that would load the Streamable HTTP transport too.
@@ -147,7 +148,7 @@ async function startHttp(context: CliContext): Promise<void> {
   const metrics = (await context.config()).metrics.enabled ? new ToolgateMetrics() : undefined;
   const observers: Partial<typeof ToolgateMetrics.prototype.observers> = metrics?.observers ?? {};
   const runtime = await createRuntime(context, { role: "server", transport: "http", observers });
-  const log = (message: string) => context.io.stderr(`toolgate: ${message}\n`);
+  const log = lineSink(getLog("http"));
   // One OAuth validator (and key cache) for the API and ?wait=true on incoming endpoints.
   const oauth = runtime.config.auth.oauth &&
     new OAuthValidator(runtime.config.auth.oauth, { log });
@@ -156,7 +157,7 @@ async function startHttp(context: CliContext): Promise<void> {
     gateway: runtime.gateway,
     audit: runtime.audit,
     config: runtime.config,
-    log,
+    log: lineSink(getLog("incoming")),
     resolveCaller: (authorization) =>
       resolveCaller(authorization, {
         adminToken: runtime.config.apiToken,
@@ -187,10 +188,10 @@ async function startHttp(context: CliContext): Promise<void> {
   const onSignal = () => {
     signals++;
     if (signals > 1) {
-      context.io.stderr("toolgate: second signal: exiting without draining\n");
+      getLog("server").warn("Second signal: exiting without draining");
       Deno.exit(130);
     }
-    context.io.stderr("toolgate: shutting down (send the signal again to force)\n");
+    getLog("server").info("Shutting down (send the signal again to force)");
     void server?.shutdown();
   };
   Deno.addSignalListener("SIGTERM", onSignal);
@@ -227,6 +228,7 @@ async function startHttp(context: CliContext): Promise<void> {
         // Never a destination of our own requests, whatever egress.allow says.
         runtime.egress.listen({ hostname, port });
         context.print(`toolgate ${VERSION} listening on ${url} (REST, MCP at ${url}/mcp)`);
+        getLog("http").info(`Listening on ${url}`, { url, version: VERSION });
       },
     });
     await runtime.gateway.announceStarted("http");

@@ -4,6 +4,8 @@
  *
  * @module
  */
+import { getLog, lineSink, type LogLevel } from "../log/mod.ts";
+import { redactLogsWith } from "./logging.ts";
 import { type AuditLog, createAuditLog, createRedactor } from "../audit/mod.ts";
 import type { Config } from "../config/mod.ts";
 import { type EgressPolicy, egressPolicyFromConfig } from "../egress/mod.ts";
@@ -20,7 +22,7 @@ import {
   upstreamSpecs,
 } from "../plugins/mcp/upstream_spec.ts";
 import { UpstreamSync } from "../plugins/mcp/upstream_sync.ts";
-import type { Store } from "../store/mod.ts";
+import { ensureKey, type Store } from "../store/mod.ts";
 import { type AttemptObservation, createDispatcher, type Dispatcher } from "../webhooks/mod.ts";
 import type { CallObservation } from "../gateway/mod.ts";
 import type { CliContext } from "./context.ts";
@@ -45,7 +47,7 @@ export interface Runtime {
 
 /** Options of {@linkcode createRuntime}. */
 export interface RuntimeOptions {
-  /** Log sink. @default stderr */
+  /** Where every part logs (tests collect lines so). @default each part's logger (`getLog`) */
   log?: (message: string) => void;
   /**
    * `server`: this process delivers webhooks (resuming pending ones) and its
@@ -97,17 +99,24 @@ export async function createRuntime(
   options: RuntimeOptions = {},
 ): Promise<Runtime> {
   const {
-    log = (message: string) => context.io.stderr(`toolgate: ${message}\n`),
+    log: given,
     role = "oneshot",
     transport = "unknown",
     upstreams: wantUpstream = () => true,
     observers = {},
   } = options;
+  // Each part logs under its own name, unless the caller collects every line.
+  const logOf = (name: string, level: LogLevel = "warn") => given ?? lineSink(getLog(name), level);
   const config = await context.config();
+  redactLogsWith(context, config.redact.patterns);
   const store = await context.store();
+  // A server refuses to start with a key that is not the store's, and
+  // records its own when the store has none (so a CLI with another key cannot seal).
+  if (role === "server") await ensureKey(store);
   const bus = new EventBus({
     disabled: config.events.disabled,
-    onListenerError: (error) => log(`event subscriber failed: ${(error as Error).message}`),
+    onListenerError: (error) =>
+      logOf("events")(`event subscriber failed: ${(error as Error).message}`),
   });
   const egress = egressPolicyFromConfig(config, { marker: await store.deploymentId() });
   const dispatcher = createDispatcher({
@@ -116,7 +125,7 @@ export async function createRuntime(
     config,
     egress,
     mode: role === "server" ? "deliver" : "record",
-    onError: (error) => log(`webhooks: ${(error as Error).message}`),
+    onError: (error) => logOf("webhooks")(`webhooks: ${(error as Error).message}`),
     onAttempt: observers.onAttempt,
     onDeadLetter: observers.onDeadLetter,
     onUndeliverable: observers.onUndeliverable,
@@ -140,7 +149,7 @@ export async function createRuntime(
     config,
     records: await store.upstreams.list(),
     reserved,
-    log,
+    log: logOf("plugins"),
   }).filter((spec) => wantUpstream(spec));
   let upstreamModule: UpstreamPluginModule | undefined = upstreams.length
     ? await loadUpstreamPlugin()
@@ -164,14 +173,14 @@ export async function createRuntime(
     bus,
     plugins: [...builtins, ...upstreams.map(upstreamPlugin)],
     audit,
-    log,
+    log: given ?? getLog("gateway"),
     secrets: (plugin) => secretReaderFor(keychain, plugin),
     redact,
     onCall: observers.onCall,
   });
   // Other instances on the same database stream this one's events on /events.
   const relay = relayEvents(bus, store.changes, {
-    onError: (error) => log(`events: ${(error as Error).message}`),
+    onError: (error) => logOf("events")(`events: ${(error as Error).message}`),
   });
   // A server delivers its own plugin events; a one-shot command records only
   // the events of the calls it makes.
@@ -193,7 +202,7 @@ export async function createRuntime(
       store,
       pollMs: config.plugins.upstream_settings.poll_ms,
       version: upstreamsVersion,
-      log,
+      log: logOf("servers"),
     });
     sync = new UpstreamSync({
       gateway,
@@ -202,7 +211,7 @@ export async function createRuntime(
       reserved,
       hosted: upstreams,
       plugin: upstreamPlugin,
-      log,
+      log: given ?? getLog("plugins"),
     });
     // Upstreams added later need the plugin module: load it off the path to
     // the first reply, then start following registrations.
@@ -215,7 +224,12 @@ export async function createRuntime(
       }
       if (!closed) following.start(upstreamsVersion);
     })();
-    publisher = new ServerStatusPublisher({ gateway, store, transport, log });
+    publisher = new ServerStatusPublisher({
+      gateway,
+      store,
+      transport,
+      log: logOf("plugins"),
+    });
     // Published in the background: nothing on the path to serving waits for this commit.
     publisherStarting = publisher.start();
   }

@@ -7,6 +7,7 @@
  * @module
  */
 import { CliContext, type CliIo, processIo, reportFailure } from "./context.ts";
+import { configureCliLogging, logSettings } from "./logging.ts";
 import { startStdio } from "./mcp.ts";
 
 const STDIO_STARTS: readonly string[][] = [
@@ -32,6 +33,7 @@ export function isStdioStart(args: readonly string[]): boolean {
 export async function runStdioStart(io: CliIo = processIo()): Promise<number> {
   const context = new CliContext(io);
   try {
+    configureCliLogging(context, logSettings({}, io.env));
     await startStdio(context);
     return 0;
   } catch (error) {

@@ -72,6 +72,11 @@ export const ERROR_CODES = {
   USAGE: { status: 400, exit: 2, doc: "Bad command-line usage or argument" },
   CONFIG_INVALID: { status: 500, exit: 1, doc: "The configuration is invalid" },
   STORE_CORRUPT: { status: 500, exit: 1, doc: "The data directory cannot be read" },
+  KEY_MISMATCH: {
+    status: 500,
+    exit: 1,
+    doc: "This process's secret key is not the one the store's secrets are sealed with",
+  },
   STORE_UNAVAILABLE: { status: 503, exit: 1, doc: "The database cannot be reached; retry later" },
   DELIVERY_FAILED: { status: 502, exit: 1, doc: "A webhook delivery failed" },
   UNAVAILABLE: {

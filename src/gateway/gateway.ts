@@ -5,6 +5,7 @@
  *
  * @module
  */
+import { getLog, type Log, type LogLike, toLog } from "../log/mod.ts";
 import { z } from "zod";
 import type { Config } from "../config/mod.ts";
 import { GatewayError } from "../errors/mod.ts";
@@ -48,8 +49,8 @@ export interface GatewayOptions {
   audit?: AuditSink;
   /** Credentials of a plugin. @default none */
   secrets?: (plugin: string) => SecretReader;
-  /** Log sink (stderr). @default console.error */
-  log?: (message: string) => void;
+  /** Where it logs (plugin states, circuits). @default the `gateway` logger */
+  log?: LogLike;
   /** Clock. @default performance.now for latency, Date.now for time */
   now?: () => number;
   /** Wall-clock time in ms since the epoch, of rate limit buckets. @default Date.now */
@@ -127,7 +128,7 @@ export class Gateway {
   readonly servers: VirtualServers;
   #audit: AuditSink | undefined;
   #secrets: (plugin: string) => SecretReader;
-  #log: (message: string) => void;
+  #log: Log;
   #now: () => number;
   #redact: Redactor;
   #onCall: ((call: CallObservation) => void) | undefined;
@@ -149,7 +150,7 @@ export class Gateway {
       plugins,
       audit,
       secrets = () => NO_SECRETS,
-      log = (message) => console.error(message),
+      log = getLog("gateway"),
       now = () => performance.now(),
       redact = createRedactor({ patterns: config.redact.patterns }),
     } = options;
@@ -166,7 +167,7 @@ export class Gateway {
     this.#redact = redact;
     this.catalog = new Catalog({ audit, timeoutMs: config.tools.timeout_ms, now, redact });
     this.#secrets = secrets;
-    this.#log = log;
+    this.#log = toLog(log);
     this.#now = now;
     this.#onCall = options.onCall;
     this.#limiter = new RateLimiter(store.rateLimits, {
@@ -270,7 +271,12 @@ export class Gateway {
     try {
       await plugin.definition.dispose?.();
     } catch (error) {
-      this.#log(`plugin ${plugin.definition.name}: dispose failed: ${(error as Error).message}`);
+      this.#log.warn(
+        `plugin ${plugin.definition.name}: dispose failed: ${(error as Error).message}`,
+        {
+          plugin: plugin.definition.name,
+        },
+      );
     }
   }
 
@@ -301,7 +307,8 @@ export class Gateway {
       config: this.config,
       store: this.store,
       secrets: this.#secrets(definition.name),
-      log: (message) => this.#log(`[${definition.name}] ${message}`),
+      log: (message) =>
+        this.#log.warn(`[${definition.name}] ${message}`, { plugin: definition.name }),
       setTools: (tools) => {
         if (plugin.status.state === "ready") {
           this.#register(plugin, tools);
@@ -378,7 +385,10 @@ export class Gateway {
       const error = outcome.error === undefined ? undefined : this.#redact(outcome.error);
       status.error = error;
       status.error_code = outcome.code;
-      this.#log(`plugin ${definition.name}: ${outcome.state}: ${error}`);
+      this.#log.warn(`plugin ${definition.name}: ${outcome.state}: ${error}`, {
+        plugin: definition.name,
+        state: outcome.state,
+      });
       await this.bus.emit("plugin.error", {
         plugin_name: definition.name,
         error: error ?? "unknown",
@@ -433,7 +443,7 @@ export class Gateway {
     for (const definition of tools) {
       if (this.#tools.has(definition.name)) {
         const owner = this.#tools.get(definition.name)!.plugin.definition.name;
-        this.#log(
+        this.#log.warn(
           `plugin ${plugin.definition.name}: tool ${definition.name} skipped: name already used by plugin ${owner}`,
         );
         continue;
@@ -467,7 +477,9 @@ export class Gateway {
     return new CircuitBreaker({
       ...limits,
       onOpen: ({ failureCount, threshold, resetAfterMs }) => {
-        this.#log(`circuit opened for ${tool_name} after ${failureCount} failures`);
+        this.#log.warn(`circuit opened for ${tool_name} after ${failureCount} failures`, {
+          tool: tool_name,
+        });
         void this.bus.emit("circuit.opened", {
           tool_name,
           plugin,
@@ -477,7 +489,9 @@ export class Gateway {
         });
       },
       onClose: ({ downtimeMs }) => {
-        this.#log(`circuit closed for ${tool_name} after ${downtimeMs} ms`);
+        this.#log.info(`circuit closed for ${tool_name} after ${downtimeMs} ms`, {
+          tool: tool_name,
+        });
         void this.bus.emit("circuit.closed", {
           tool_name,
           plugin,
@@ -620,7 +634,9 @@ export class Gateway {
     try {
       upstream = plugin.definition.upstreamStatus?.();
     } catch (error) {
-      this.#log(`plugin ${plugin.definition.name}: status failed: ${(error as Error).message}`);
+      this.#log.warn(
+        `plugin ${plugin.definition.name}: status failed: ${(error as Error).message}`,
+      );
     }
     if (!upstream) return status;
     // A proxy plugin's version is its server's own (serverInfo.version).

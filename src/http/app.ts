@@ -5,6 +5,7 @@
  *
  * @module
  */
+import { getLog, lineSink } from "../log/mod.ts";
 import { OpenAPIHono } from "@hono/zod-openapi";
 import { cors } from "hono/cors";
 import type { Config } from "../config/mod.ts";
@@ -127,7 +128,7 @@ export function createApp(options: AppOptions): ToolgateApp {
     lifecycle = new ServerLifecycle(),
     routes = [],
     isPublicPath = () => false,
-    log = (message: string) => console.error(`toolgate: ${message}`),
+    log = lineSink(getLog("http")),
   } = options;
   const { server } = config;
   const mcp = options.mcp ?? new McpHttpSessions(gateway, mcpHttpOptions(server));

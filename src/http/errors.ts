@@ -5,6 +5,7 @@
  *
  * @module
  */
+import { getLog, lineSink } from "../log/mod.ts";
 import { z } from "@hono/zod-openapi";
 import type { Context } from "hono";
 import { HTTPException } from "hono/http-exception";
@@ -100,7 +101,7 @@ export const TOOL_CALL_VARIABLE = "toolCall";
 
 /** Options of {@linkcode errorHandler}. */
 export interface ErrorHandlerOptions {
-  /** Where unknown errors are logged (with their stack). @default console.error */
+  /** Where unknown errors are logged (with their stack). @default the `http` logger, at error */
   log?: (message: string) => void;
 }
 
@@ -111,7 +112,7 @@ export interface ErrorHandlerOptions {
 export function errorHandler(
   options: ErrorHandlerOptions = {},
 ): (error: Error, c: Context) => Response {
-  const { log = (message: string) => console.error(message) } = options;
+  const { log = lineSink(getLog("http"), "error") } = options;
   return function errorHandler(thrown, c) {
     const error = fromThrown(thrown);
     if (!(thrown instanceof GatewayError) && error.code === "INTERNAL") {

@@ -5,6 +5,7 @@
  *
  * @module
  */
+import { getLog, lineSink } from "../log/mod.ts";
 import type { Config } from "../config/mod.ts";
 import { GatewayError } from "../errors/mod.ts";
 import type { Gateway } from "../gateway/mod.ts";
@@ -25,7 +26,7 @@ export interface ServeHttpOptions {
   routes?: AppOptions["routes"];
   /** Paths without bearer token or Host check; see {@linkcode AppOptions.isPublicPath}. */
   isPublicPath?: AppOptions["isPublicPath"];
-  /** Log sink (stderr). @default console.error */
+  /** Log sink. @default the `http` logger (stderr) */
   log?: (message: string) => void;
   /** Longest wait for in-flight requests on shutdown, in ms. @default 10000 */
   drainTimeoutMs?: number;
@@ -77,7 +78,7 @@ export function serveHttp(options: ServeHttpOptions): HttpServer {
     config,
     routes,
     isPublicPath,
-    log = (message: string) => console.error(`toolgate: ${message}`),
+    log = lineSink(getLog("http")),
     drainTimeoutMs = 10_000,
   } = options;
   const { host, port } = config.server;

@@ -6,11 +6,14 @@
  * @module
  */
 import { GatewayError } from "../errors/mod.ts";
-import { type DataKey, KEY_FILE, type KeychainRecord } from "../store/mod.ts";
+import {
+  type DataKey,
+  KEY_FILE,
+  KEYCHAIN_AAD_PREFIX as AAD_PREFIX,
+  type KeychainRecord,
+} from "../store/mod.ts";
 
 export { KEY_FILE };
-
-const AAD_PREFIX = "toolgate-keychain-v1:";
 
 const encoder = new TextEncoder();
 

@@ -5,6 +5,7 @@
  *
  * @module
  */
+import { getLog, lineSink } from "../log/mod.ts";
 import { GatewayError } from "../errors/mod.ts";
 
 /** Options of {@linkcode ensureDataDir}. */
@@ -32,7 +33,7 @@ export async function ensureDataDir(
   dataDir: string,
   options: EnsureDataDirOptions = {},
 ): Promise<void> {
-  const { log = (message: string) => console.error(`toolgate: ${message}`) } = options;
+  const { log = lineSink(getLog("store")) } = options;
   let info: Deno.FileInfo;
   try {
     info = await Deno.stat(dataDir);

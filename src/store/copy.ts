@@ -21,6 +21,7 @@ import {
 import { migrate } from "./postgres/migrations.ts";
 import { PostgresStore } from "./postgres/postgres_store.ts";
 import { DataKey } from "./data_key.ts";
+import { ensureKey } from "./key_check.ts";
 import type { OpenStoreOptions } from "./open.ts";
 import type { StoredDelivery } from "./records.ts";
 import type { Store } from "./store.ts";
@@ -122,8 +123,14 @@ export async function copyStore<V>(options: CopyStoreOptions<V>): Promise<CopySt
   await requireFile(file);
 
   const sql = openPostgres(to, from.pool);
+  // The import seals inside its transaction: with a key of its own, unguarded
+  // (the target's guard reads the target outside it); the check is recorded after.
   const dataKey = new DataKey({ dataDir: from.dataDir, key: from.secretKey });
-  const target = new PostgresStore(sql, from.dataDir, dataKey);
+  const target = new PostgresStore(
+    sql,
+    from.dataDir,
+    new DataKey({ dataDir: from.dataDir, key: from.secretKey }),
+  );
   try {
     // Refused before anything is written, migrations included.
     const taken = await nonEmptyTables(sql);
@@ -149,6 +156,7 @@ export async function copyStore<V>(options: CopyStoreOptions<V>): Promise<CopySt
     } finally {
       await source.close();
     }
+    await ensureKey(target, { claim: false });
     const verified = await verify(target);
     return { from: file, to: target.location, counts, verified };
   } finally {

@@ -16,6 +16,20 @@ export const KEY_FILE = "keychain.key";
 /** Bytes of the key. */
 export const DATA_KEY_BYTES = 32;
 
+/** Associated-data prefix of the keychain's file backend entries (followed by the entry's name). */
+export const KEYCHAIN_AAD_PREFIX = "toolgate-keychain-v1:";
+
+/** The label whose HMAC-SHA256 under the key is the key check value. */
+export const KEY_CHECK_LABEL = "toolgate key check v1";
+
+/** A key's check value: proves which key it is without revealing it. */
+export interface KeyCheckValue {
+  /** base64 of HMAC-SHA256(key, `toolgate key check v1`). */
+  check: string;
+  /** The first 16 hex digits of the check value, for people to compare. */
+  fingerprint: string;
+}
+
 const IV_BYTES = 12;
 
 const encoder = new TextEncoder();
@@ -42,6 +56,8 @@ export class DataKey {
   readonly source: DataKeySource;
   #options: DataKeyOptions;
   #key: Promise<CryptoKey> | undefined;
+  #check: Promise<KeyCheckValue> | undefined;
+  #guard: (() => Promise<void>) | undefined;
 
   /** @throws {RangeError} when `key` is not 32 bytes. */
   constructor(options: DataKeyOptions) {
@@ -71,7 +87,18 @@ export class DataKey {
    */
   reloaded(): DataKey {
     const { dataDir, key } = this.#options;
-    return new DataKey({ dataDir, key, memory: this.source === "memory" });
+    const fresh = new DataKey({ dataDir, key, memory: this.source === "memory" });
+    fresh.#guard = this.#guard;
+    return fresh;
+  }
+
+  /**
+   * Runs `guard` before anything is sealed with this key (and keys
+   * {@linkcode DataKey.reloaded} from it): the store checks there that this
+   * is the key its secrets are sealed with. A guard that throws stops the seal.
+   */
+  guardSeals(guard: () => Promise<void>): void {
+    this.#guard = guard;
   }
 
   /**
@@ -92,6 +119,28 @@ export class DataKey {
       if (this.#key === loading) this.#key = undefined;
     });
     return loading;
+  }
+
+  /**
+   * The key's check value and fingerprint, computed once.
+   *
+   * @param create Make the key file when it is missing.
+   * @throws {GatewayError} `STORE_CORRUPT` as {@linkcode DataKey.cryptoKey}.
+   */
+  checkValue(create: boolean): Promise<KeyCheckValue> {
+    if (this.#check) return this.#check;
+    const computing = this.#bytes(create).then((bytes) => keyCheckValue(bytes));
+    this.#check = computing;
+    computing.catch(() => {
+      if (this.#check === computing) this.#check = undefined;
+    });
+    return computing;
+  }
+
+  /** Whether the key exists (given, in memory, or its file present) without making it. */
+  async exists(): Promise<boolean> {
+    if (this.#options.key) return true;
+    return (await this.#read()) !== undefined;
   }
 
   /**
@@ -130,6 +179,7 @@ export class DataKey {
     aad: string,
     plain: Uint8Array,
   ): Promise<{ iv: Uint8Array<ArrayBuffer>; data: Uint8Array<ArrayBuffer> }> {
+    await this.#guard?.();
     const key = await this.cryptoKey(true);
     const iv = crypto.getRandomValues(new Uint8Array(IV_BYTES));
     const data = new Uint8Array(
@@ -229,6 +279,27 @@ export class DataKey {
       await Deno.remove(temp).catch(() => {});
     }
   }
+}
+
+/**
+ * The check value of a key: HMAC-SHA256 of {@linkcode KEY_CHECK_LABEL} under
+ * the key's bytes, and its first 16 hex digits as the fingerprint.
+ */
+export async function keyCheckValue(key: Uint8Array): Promise<KeyCheckValue> {
+  const hmac = await crypto.subtle.importKey(
+    "raw",
+    key as Uint8Array<ArrayBuffer>,
+    { name: "HMAC", hash: "SHA-256" },
+    false,
+    ["sign"],
+  );
+  const mac = new Uint8Array(
+    await crypto.subtle.sign("HMAC", hmac, encoder.encode(KEY_CHECK_LABEL)),
+  );
+  return {
+    check: Buffer.from(mac).toString("base64"),
+    fingerprint: Buffer.from(mac.subarray(0, 8)).toString("hex"),
+  };
 }
 
 /**

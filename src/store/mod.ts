@@ -21,6 +21,7 @@ export type {
   DeliveryWriter,
   IncomingStore,
   KeychainStore,
+  KeyCheckStore,
   LeaseStore,
   MemoryStore,
   RateLimitStore,
@@ -34,5 +35,15 @@ export type {
 export * from "./records.ts";
 export { MemoryRateLimitStore, takeToken, TOKEN_EPSILON, tokensAnswer } from "./rate_buckets.ts";
 export type { BucketState, RateRule, RateTake } from "./rate_buckets.ts";
-export { DATA_KEY_BYTES, DataKey, decodeSecretKey, KEY_FILE } from "./data_key.ts";
-export type { DataKeyOptions, DataKeySource } from "./data_key.ts";
+export {
+  DATA_KEY_BYTES,
+  DataKey,
+  decodeSecretKey,
+  KEY_CHECK_LABEL,
+  KEY_FILE,
+  KEYCHAIN_AAD_PREFIX,
+  keyCheckValue,
+} from "./data_key.ts";
+export type { DataKeyOptions, DataKeySource, KeyCheckValue } from "./data_key.ts";
+export { ensureKey, keySealGuard, mismatchError, readKeyStatus } from "./key_check.ts";
+export type { EnsureKeyOptions, KeyState, KeyStatus } from "./key_check.ts";

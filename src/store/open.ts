@@ -7,7 +7,9 @@
 import { openKvStore, SCHEMA_VERSION } from "./kv/kv_store.ts";
 import { describeDatabase, openPostgres } from "./postgres/connection.ts";
 import { migrate, migrationStatus } from "./postgres/migrations.ts";
-import { openPostgresStore } from "./postgres/postgres_store.ts";
+import { openPostgresStore, PostgresStore } from "./postgres/postgres_store.ts";
+import { DataKey } from "./data_key.ts";
+import { type KeyStatus, readKeyStatus } from "./key_check.ts";
 import type { Store } from "./store.ts";
 
 /** Options of {@linkcode openStore}. */
@@ -58,6 +60,8 @@ export interface StoreSchemaStatus {
   applied: { version: number; name: string; applied_at: string }[];
   /** Migrations this release would apply, in order. */
   pending: { version: number; name: string }[];
+  /** This process's secret key beside the store's record (absent while the schema is not this release's). */
+  key?: KeyStatus;
 }
 
 /**
@@ -66,9 +70,9 @@ export interface StoreSchemaStatus {
  * @throws {GatewayError} `STORE_UNAVAILABLE` when the database cannot be reached.
  */
 export async function storeSchemaStatus(options: OpenStoreOptions): Promise<StoreSchemaStatus> {
-  const { dataDir, url, pool } = options;
+  const { dataDir, url, pool, secretKey } = options;
   if (!url) {
-    const store = await openKvStore({ dataDir });
+    const store = await openKvStore({ dataDir, secretKey });
     try {
       const current = await store.schemaVersion();
       return {
@@ -78,6 +82,7 @@ export async function storeSchemaStatus(options: OpenStoreOptions): Promise<Stor
         latest: SCHEMA_VERSION,
         applied: [],
         pending: [],
+        key: await readKeyStatus(store),
       };
     } finally {
       await store.close();
@@ -86,6 +91,12 @@ export async function storeSchemaStatus(options: OpenStoreOptions): Promise<Stor
   const sql = openPostgres(url, { ...pool, max: 1 });
   try {
     const status = await migrationStatus(sql);
+    // Reads only: a store on this pool, never migrated nor sealed through.
+    const key = status.current === status.latest
+      ? await readKeyStatus(
+        new PostgresStore(sql, dataDir, new DataKey({ dataDir, key: secretKey })),
+      )
+      : undefined;
     return {
       kind: "postgres",
       location: describeDatabase(sql),
@@ -97,6 +108,7 @@ export async function storeSchemaStatus(options: OpenStoreOptions): Promise<Stor
         applied_at: applied_at.toISOString(),
       })),
       pending: status.pending,
+      ...(key ? { key } : {}),
     };
   } finally {
     await sql.end({ timeout: 5 });

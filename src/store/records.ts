@@ -581,6 +581,19 @@ export interface ClaimIncomingOptions extends IncomingClaim {
   limit: number;
 }
 
+/** The store's record of the key its secrets are sealed with (never the key). */
+export const KeyCheckRecordSchema = z.strictObject({
+  /** base64 of HMAC-SHA256(key, `toolgate key check v1`). */
+  check: z.string().min(1),
+  /** Its first 16 hex digits. */
+  fingerprint: z.string().regex(/^[0-9a-f]{16}$/),
+  /** When it was recorded. */
+  created_at: z.string(),
+});
+
+/** The store's record of the key its secrets are sealed with. */
+export type KeyCheckRecord = z.infer<typeof KeyCheckRecordSchema>;
+
 /** A keychain entry as stored. */
 export const KeychainRecordSchema = z.discriminatedUnion("backend", [
   z.strictObject({

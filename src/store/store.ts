@@ -33,6 +33,7 @@ import type {
   IncomingStats,
   IncomingWebhook,
   KeychainRecord,
+  KeyCheckRecord,
   ListDlqPageOptions,
   ListedOutgoingWebhook,
   ListMemoryOptions,
@@ -415,6 +416,14 @@ export interface KeychainStore {
   delete(name: string): Promise<boolean>;
 }
 
+/** The key check value of the key the store's secrets are sealed with. */
+export interface KeyCheckStore {
+  /** The recorded check value, or `null` before the first is recorded. */
+  read(): Promise<KeyCheckRecord | null>;
+  /** Records `record` unless one is recorded; the one recorded either way. */
+  writeIfAbsent(record: KeyCheckRecord): Promise<KeyCheckRecord>;
+}
+
 /**
  * API keys (hashes, never the keys), shared by every instance on one store.
  */
@@ -578,6 +587,8 @@ export interface Store {
   readonly memory: MemoryStore;
   /** Keychain fallback entries. */
   readonly keychain: KeychainStore;
+  /** Which key the secrets are sealed with (its check value). */
+  readonly keyCheck: KeyCheckStore;
   /** API keys. */
   readonly apiKeys: ApiKeyStore;
   /** Rate limit buckets (in memory on Deno KV, shared rows on PostgreSQL). */

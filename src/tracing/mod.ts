@@ -18,6 +18,7 @@
  * @module
  */
 export {
+  activeTraceIds,
   activeTraceparent,
   annotate,
   type EndableSpan,

@@ -211,6 +211,15 @@ export function annotate(attributes: TraceAttributes): void {
   if (span?.isRecording()) span.setAttributes(cleanAttributes(attributes));
 }
 
+/** The ids of the active span, or `undefined` when there is none (tracing off). */
+export function activeTraceIds(): { trace_id: string; span_id: string } | undefined {
+  const span = trace.getActiveSpan();
+  if (!span) return undefined;
+  const spanContext = span.spanContext();
+  if (!isSpanContextValid(spanContext)) return undefined;
+  return { trace_id: spanContext.traceId, span_id: spanContext.spanId };
+}
+
 /** The active span as a `traceparent` value, or `undefined` when there is none (tracing off). */
 export function activeTraceparent(): string | undefined {
   const span = trace.getActiveSpan();

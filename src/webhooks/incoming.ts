@@ -14,6 +14,7 @@
  *
  * @module
  */
+import { getLog, lineSink } from "../log/mod.ts";
 import { createHash } from "node:crypto";
 import type { AuditLog } from "../audit/mod.ts";
 import type { Config } from "../config/mod.ts";
@@ -46,7 +47,7 @@ export interface IncomingRouterOptions {
   gateway: Gateway;
   audit: IncomingAuditLog;
   config: Config;
-  /** Log sink (stderr). @default console.error */
+  /** Log sink (stderr). @default the `incoming` logger */
   log?: (message: string) => void;
   /** Handler calls running at once. @default 16 */
   concurrency?: number;
@@ -245,7 +246,7 @@ export class IncomingRouter {
   /** @param options Store, gateway, audit log and configuration. */
   constructor(options: IncomingRouterOptions) {
     const {
-      log = (m: string) => console.error(m),
+      log = lineSink(getLog("incoming")),
       concurrency = 16,
       maxQueuedJobs = 10_000,
       now = Date.now,

@@ -43,7 +43,7 @@ Deno.test("keychain set reads stdin, list shows names only, delete removes the s
   assertEquals(again.code, 1);
   assertEquals(
     again.stderr,
-    "toolgate: No secret named slack.bot_token: see toolgate keychain list\n",
+    "toolgate: NOT_FOUND: No secret named slack.bot_token: see toolgate keychain list\n",
   );
   assertEquals(JSON.parse((await toolgate(["keychain", "list", "--json"], tmp.home)).stdout), []);
 });
@@ -65,14 +65,14 @@ Deno.test("keychain set rejects empty stdin and bad names with exit 2", async ()
     assertEquals(run.code, 2);
     assertStringIncludes(
       run.stderr,
-      "toolgate: Invalid value for slack.bot_token: stdin was empty",
+      "toolgate: USAGE: Invalid value for slack.bot_token: stdin was empty",
     );
   }
   const bad = await toolgate(["keychain", "set", "Slack"], tmp.home, { stdin: "x" });
   assertEquals(bad.code, 2);
   assertStringIncludes(
     bad.stderr,
-    'toolgate: Invalid secret name "Slack": expected <plugin>.<key>',
+    'toolgate: USAGE: Invalid secret name "Slack": expected <plugin>.<key>',
   );
   const missing = await toolgate(["keychain", "set"], tmp.home, { stdin: "x" });
   assertEquals(missing.code, 2);

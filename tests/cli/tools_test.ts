@@ -93,7 +93,7 @@ Deno.test("tools call reports bad input with the code, the message and the exit 
 
   const badJson = await toolgate(["tools", "call", "memory_get", "--args", "{key: 1}"], tmp.home);
   assertEquals(badJson.code, 2);
-  assertStringIncludes(badJson.stderr, "toolgate: Invalid --args: not JSON (");
+  assertStringIncludes(badJson.stderr, "toolgate: USAGE: Invalid --args: not JSON (");
 
   const notObject = await toolgate(["tools", "call", "memory_get", "--args", "[1]"], tmp.home);
   assertEquals(notObject.code, 2);

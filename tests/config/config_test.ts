@@ -138,7 +138,10 @@ Deno.test("an invalid config.json stops start-up with exit 1 and one line naming
   await Deno.writeTextFile(`${tmp.home}/config.json`, JSON.stringify({ tools: { bogus: 1 } }));
   const run = await runCli(["mcp", "start"], { home: tmp.home });
   assertEquals(run.code, 1);
-  assertMatch(run.stderr, /^toolgate: Invalid config\.json: tools: Unrecognized key: "bogus"\n$/);
+  assertMatch(
+    run.stderr,
+    /^toolgate: CONFIG_INVALID: Invalid config\.json: tools: Unrecognized key: "bogus"\n$/,
+  );
   await Deno.writeTextFile(`${tmp.home}/config.json`, "{not json");
   const broken = await runCli(["tools", "list"], { home: tmp.home });
   assertEquals(broken.code, 1);

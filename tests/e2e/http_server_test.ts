@@ -362,7 +362,7 @@ Deno.test("http transport: a port in use stops start-up with exit 1 and one line
   assertEquals(run.code, 1);
   assertEquals(
     run.stderr.trimEnd().split("\n").at(-1),
-    `toolgate: Cannot listen on 127.0.0.1:${port}: the address is in use; ` +
+    `toolgate: LISTEN_FAILED: Cannot listen on 127.0.0.1:${port}: the address is in use; ` +
       "pick another with --port <n>, --port 0 or TOOLGATE_PORT",
   );
 });

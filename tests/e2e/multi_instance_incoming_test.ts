@@ -60,8 +60,15 @@ async function post(server: string, url: string): Promise<number> {
   return response.status;
 }
 
-/** Claims last max(5000, 10 × poll) ms: 5 s here. */
-const ENV = { TOOLGATE_POLL_MS: "100", TOOLGATE_RETRY_BASE_MS: "100" };
+/**
+ * Claims last max(5000, 10 × poll) ms: 5 s here. Instances on one database
+ * share one secret key (the store refuses another).
+ */
+const ENV = {
+  TOOLGATE_POLL_MS: "100",
+  TOOLGATE_RETRY_BASE_MS: "100",
+  TOOLGATE_SECRET_KEY: btoa(String.fromCharCode(...new Uint8Array(32).fill(3))),
+};
 const CONFIG = { incoming: { concurrency: 2 } };
 
 Deno.test("two instances on one database run each incoming payload once; a killed instance's claimed jobs run on the other", async () => {

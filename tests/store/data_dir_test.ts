@@ -28,9 +28,11 @@ async function openDataDir(home: string): Promise<void> {
   const kv = await Deno.openKv(`${home}/${KV_FILE}`);
   await kv.set(["meta", "schema_version"], 2);
   kv.close();
-  for (const name of ["dlq.json", ".dlq.json.lock", "keychain.key", "config.json"]) {
+  for (const name of ["dlq.json", ".dlq.json.lock", "config.json"]) {
     await Deno.writeTextFile(`${home}/${name}`, name === "config.json" ? "{}" : "x");
   }
+  // A real key: a server checks it against the store as it starts.
+  await Deno.writeFile(`${home}/keychain.key`, crypto.getRandomValues(new Uint8Array(32)));
   for await (const entry of Deno.readDir(home)) await Deno.chmod(`${home}/${entry.name}`, 0o644);
   assertEquals((await modes(home))["."], "0755");
   assertEquals((await modes(home))[KV_FILE], "0644");
@@ -143,7 +145,10 @@ Deno.test({
     const run = await runCli(["webhooks", "list", "--json"], { home: tmp.home });
     assertEquals(run.code, 0, run.stderr);
     assertEquals(JSON.parse(run.stdout), { outgoing: [], incoming: [] });
-    assertMatch(run.stderr, /toolgate: .*toolgate\.kv was readable by other users \(mode 0644\)/);
+    assertMatch(
+      run.stderr,
+      /WARN  \[store\] .*toolgate\.kv was readable by other users \(mode 0644\)/,
+    );
     const found = await modes(tmp.home);
     assertEquals(found, allPrivate(found));
   },
@@ -219,7 +224,7 @@ Deno.test({
     assertEquals(output.code, 1);
     assertEquals(
       new TextDecoder().decode(output.stderr),
-      `toolgate: Cannot make data directory ${tmp.home} private (mode 0755): it belongs to uid 0, ` +
+      `toolgate: STORE_CORRUPT: Cannot make data directory ${tmp.home} private (mode 0755): it belongs to uid 0, ` +
         `not to this user (uid 65534); run: sudo chown 65534 ${tmp.home} && chmod 700 ${tmp.home}, ` +
         "or set TOOLGATE_HOME to a directory of your own\n",
     );
@@ -240,7 +245,7 @@ Deno.test({
     const file = `${tmp.home}/dlq.json`;
     assertEquals(
       new TextDecoder().decode(output.stderr),
-      `toolgate: Cannot make data file ${file} private (mode 0644): it belongs to uid 0, ` +
+      `toolgate: STORE_CORRUPT: Cannot make data file ${file} private (mode 0644): it belongs to uid 0, ` +
         `not to this user (uid 65534); run: sudo chown 65534 ${file} && chmod 600 ${file}, ` +
         "or set TOOLGATE_HOME to a directory of your own\n",
     );

@@ -4,6 +4,7 @@
  * throwaway server (tests/_postgres.ts), timeouts and recovery after the
  * server goes away and comes back.
  */
+import { configureLogging } from "../../src/log/mod.ts";
 import postgres from "postgres";
 import { assert, assertEquals, assertMatch, assertRejects } from "../_asserts.ts";
 import { startPostgres } from "../_postgres.ts";
@@ -335,26 +336,29 @@ Deno.test("a pool on a real server: session settings, notices, timeouts, and rec
       assertEquals(notices, ["postgres NOTICE: hello from the server"]);
     });
 
-    await t.step("by default, notices go to stderr (console.error), none to stdout", async () => {
-      const quiet = openPostgres(pg.url, { max: 1 });
-      const { log, error } = console;
-      const out: unknown[][] = [];
-      const err: unknown[][] = [];
-      console.log = (...args: unknown[]) => void out.push(args);
-      console.error = (...args: unknown[]) => void err.push(args);
-      try {
-        await quiet`do $$ begin raise notice 'to stderr'; raise warning 'careful'; end $$`;
-      } finally {
-        console.log = log;
-        console.error = error;
-        await quiet.end();
-      }
-      assertEquals(out, []);
-      assertEquals(err, [
-        ["toolgate: postgres NOTICE: to stderr"],
-        ["toolgate: postgres WARNING: careful"],
-      ]);
-    });
+    await t.step(
+      "by default, notices go to the store logger (stderr), none to stdout",
+      async () => {
+        const quiet = openPostgres(pg.url, { max: 1 });
+        const { log } = console;
+        const out: unknown[][] = [];
+        const lines: string[] = [];
+        console.log = (...args: unknown[]) => void out.push(args);
+        configureLogging({ format: "json", write: (line) => lines.push(line) });
+        try {
+          await quiet`do $$ begin raise notice 'to stderr'; raise warning 'careful'; end $$`;
+        } finally {
+          console.log = log;
+          configureLogging();
+          await quiet.end();
+        }
+        assertEquals(out, []);
+        assertEquals(lines.map((line) => [JSON.parse(line).logger, JSON.parse(line).message]), [
+          ["store", "postgres NOTICE: to stderr"],
+          ["store", "postgres WARNING: careful"],
+        ]);
+      },
+    );
 
     await t.step(
       "a statement over the statement timeout fails with STORE_UNAVAILABLE",

@@ -5,6 +5,7 @@
  *
  * @module
  */
+import { type Log, type LogLike, toLog } from "../../log/mod.ts";
 import type { Config } from "../../config/mod.ts";
 import type { Gateway, PluginDefinition } from "../../gateway/mod.ts";
 import type { Store } from "../../store/mod.ts";
@@ -27,7 +28,7 @@ export interface UpstreamSyncOptions {
   /** Polling interval, in ms. @default config.plugins.upstream_settings.poll_ms */
   pollMs?: number;
   /** Log sink. @default none */
-  log?: (message: string) => void;
+  log?: LogLike;
 }
 
 /** Adds, removes and restarts upstream plugins as their registrations change. */
@@ -38,7 +39,7 @@ export class UpstreamSync {
   #reserved: string[];
   #plugin: (spec: UpstreamSpec) => PluginDefinition;
   #pollMs: number;
-  #log: (message: string) => void;
+  #log: Log;
   #hosted = new Map<string, string>();
   #version: bigint | undefined;
   #timer: ReturnType<typeof setTimeout> | undefined;
@@ -57,7 +58,7 @@ export class UpstreamSync {
     this.#reserved = [...reserved];
     this.#plugin = plugin;
     this.#pollMs = pollMs;
-    this.#log = log;
+    this.#log = toLog(log);
     for (const spec of hosted) this.#hosted.set(spec.name, specFingerprint(spec));
   }
 
@@ -94,7 +95,7 @@ export class UpstreamSync {
       await this.sync();
       this.#version = version;
     } catch (error) {
-      this.#log(`upstream plugins: sync failed: ${(error as Error).message}`);
+      this.#log.warn(`upstream plugins: sync failed: ${(error as Error).message}`);
     }
   }
 
@@ -112,7 +113,9 @@ export class UpstreamSync {
       if (spec && specFingerprint(spec) === fingerprint) continue;
       this.#hosted.delete(name);
       await this.#gateway.removePlugin(name);
-      this.#log(`upstream plugin ${name} ${spec ? "changed: restarting it" : "removed"}`);
+      this.#log.info(`upstream plugin ${name} ${spec ? "changed: restarting it" : "removed"}`, {
+        plugin: name,
+      });
     }
     for (const spec of specs) {
       if (this.#stopped) return;
@@ -120,10 +123,15 @@ export class UpstreamSync {
       this.#hosted.set(spec.name, specFingerprint(spec));
       try {
         const status = await this.#gateway.addPlugin(this.#plugin(spec));
-        this.#log(`upstream plugin ${spec.name} added: ${status.state}`);
+        this.#log.info(`upstream plugin ${spec.name} added: ${status.state}`, {
+          plugin: spec.name,
+          state: status.state,
+        });
       } catch (error) {
         this.#hosted.delete(spec.name);
-        this.#log(`upstream plugin ${spec.name}: cannot add it: ${(error as Error).message}`);
+        this.#log.warn(`upstream plugin ${spec.name}: cannot add it: ${(error as Error).message}`, {
+          plugin: spec.name,
+        });
       }
     }
   }

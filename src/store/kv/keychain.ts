@@ -1,13 +1,19 @@
 /**
- * Keychain entries in KV: the encrypted values of the file backend, and the
- * names (never the values) of secrets held by an OS keychain.
+ * Keychain entries in KV: the encrypted values of the file backend, the
+ * names (never the values) of secrets held by an OS keychain, and the key
+ * check value of the key that seals them.
  *
  * @module
  */
-import { keychainKey, keychainPrefix } from "./keys.ts";
+import { keychainKey, keychainPrefix, keyCheckKey } from "./keys.ts";
 import type { KvStore } from "./kv_store.ts";
 import { parseRecord } from "../_records.ts";
-import { type KeychainRecord, KeychainRecordSchema } from "../records.ts";
+import {
+  type KeychainRecord,
+  KeychainRecordSchema,
+  type KeyCheckRecord,
+  KeyCheckRecordSchema,
+} from "../records.ts";
 
 function parseKeychainRecord(name: string, value: unknown): KeychainRecord {
   return parseRecord(KeychainRecordSchema, value, `keychain entry ${name}`);
@@ -59,4 +65,23 @@ export async function deleteKeychainRecord(store: KvStore, name: string): Promis
     if (!result.ok) throw new Error("database is locked (concurrent change)");
     return true;
   });
+}
+
+/** The recorded key check value, or `null`. */
+export async function readKeyCheck(store: KvStore): Promise<KeyCheckRecord | null> {
+  const entry = await store.retry(() => store.kv.get(keyCheckKey()));
+  return entry.value === null ? null : parseRecord(KeyCheckRecordSchema, entry.value, "key check");
+}
+
+/** Records `record` unless a key check value is recorded; the one recorded. */
+export async function writeKeyCheck(
+  store: KvStore,
+  record: KeyCheckRecord,
+): Promise<KeyCheckRecord> {
+  const value = KeyCheckRecordSchema.parse(record);
+  const key = keyCheckKey();
+  const result = await store.retry(() =>
+    store.kv.atomic().check({ key, versionstamp: null }).set(key, value).commit()
+  );
+  return result.ok ? value : (await readKeyCheck(store)) ?? value;
 }

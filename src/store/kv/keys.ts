@@ -19,6 +19,11 @@ export function deploymentIdKey(): Deno.KvKey {
   return ["meta", "deployment_id"];
 }
 
+/** The key check value of the key the secrets are sealed with. */
+export function keyCheckKey(): Deno.KvKey {
+  return ["meta", "key_check"];
+}
+
 /** An outgoing webhook registration. */
 export function outgoingWebhookKey(id: string): Deno.KvKey {
   return ["webhooks", "out", id];

@@ -14,6 +14,7 @@ import type {
   DeliveryStore,
   IncomingStore,
   KeychainStore,
+  KeyCheckStore,
   LeaseStore,
   MemoryStore,
   RateLimitStore,
@@ -87,6 +88,8 @@ import {
   getKeychainRecord,
   listKeychainRecords,
   putKeychainRecord,
+  readKeyCheck,
+  writeKeyCheck,
 } from "./keychain.ts";
 import { createKvApiKeyStore } from "./api_keys.ts";
 import { createKvConsoleSessionStore } from "./console_sessions.ts";
@@ -118,6 +121,7 @@ import {
   updateOutgoingWebhook,
 } from "./webhooks.ts";
 import { DataKey } from "../data_key.ts";
+import { keySealGuard } from "../key_check.ts";
 import { ReadBatcher } from "./_reads.ts";
 import { KV_CHANGE_FEED } from "./changes.ts";
 import { createPrivateFile, ensureDataDir } from "../_data_dir.ts";
@@ -217,6 +221,7 @@ export class KvStore implements Store {
     dataKey?: DataKey,
   ) {
     this.dataKey = dataKey ?? new DataKey({ dataDir, memory: location === ":memory:" });
+    this.dataKey.guardSeals(keySealGuard(this));
     this.dataDir = dataDir;
     this.location = location;
     this.kv = kv;
@@ -343,6 +348,12 @@ export class KvStore implements Store {
     get: (name) => getKeychainRecord(this, name),
     list: () => listKeychainRecords(this),
     delete: (name) => deleteKeychainRecord(this, name),
+  };
+
+  /** The key check value of the key sealing the secrets. */
+  readonly keyCheck: KeyCheckStore = {
+    read: () => readKeyCheck(this),
+    writeIfAbsent: (record) => writeKeyCheck(this, record),
   };
 
   /** API keys. */

@@ -10,6 +10,7 @@
  *
  * @module
  */
+import { getLog, lineSink } from "../../log/mod.ts";
 import postgres from "postgres";
 import { GatewayError } from "../../errors/mod.ts";
 
@@ -81,7 +82,7 @@ export function openPostgres(url: string, options: OpenPostgresOptions = {}): Sq
     reconnectMaxMs = 2_000,
     prepare = true,
     applicationName = "toolgate",
-    log = (message: string) => console.error(`toolgate: ${message}`),
+    log = lineSink(getLog("store")),
   } = options;
   if (!Number.isInteger(max) || max < 1) {
     throw new RangeError(`Invalid max: ${max} is not a positive integer`);

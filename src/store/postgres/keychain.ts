@@ -3,12 +3,19 @@
  * the backend, and for the `file` backend the AES-GCM nonce and ciphertext
  * as `bytea` (a check constraint keeps the two shapes apart). Rows read
  * back are validated with the record's schema, bytes as plain `Uint8Array`s.
+ * The key check value of the key sealing them is the `key_check` row of
+ * `toolgate_meta`.
  *
  * @module
  */
 import { parseRecord } from "../_records.ts";
-import { type KeychainRecord, KeychainRecordSchema } from "../records.ts";
-import type { KeychainStore } from "../store.ts";
+import {
+  type KeychainRecord,
+  KeychainRecordSchema,
+  type KeyCheckRecord,
+  KeyCheckRecordSchema,
+} from "../records.ts";
+import type { KeychainStore, KeyCheckStore } from "../store.ts";
 import type { PgContext } from "./_context.ts";
 
 /** Tables of this part, in migration 1. */
@@ -97,4 +104,34 @@ class PgKeychainStore implements KeychainStore {
 /** The keychain entries, on PostgreSQL. */
 export function createKeychainStore(ctx: PgContext): KeychainStore {
   return new PgKeychainStore(ctx);
+}
+
+class PgKeyCheckStore implements KeyCheckStore {
+  #ctx: PgContext;
+
+  constructor(ctx: PgContext) {
+    this.#ctx = ctx;
+  }
+
+  async read(): Promise<KeyCheckRecord | null> {
+    const [row] = await this.#ctx.run((sql) =>
+      sql<{ value: unknown }[]>`select value from toolgate_meta where key = 'key_check'`
+    );
+    return row ? parseRecord(KeyCheckRecordSchema, row.value, "key check") : null;
+  }
+
+  async writeIfAbsent(record: KeyCheckRecord): Promise<KeyCheckRecord> {
+    const value = KeyCheckRecordSchema.parse(record);
+    await this.#ctx.run((sql) =>
+      sql`
+        insert into toolgate_meta (key, value) values ('key_check', ${sql.json(value)})
+        on conflict (key) do nothing`
+    );
+    return (await this.read()) ?? value;
+  }
+}
+
+/** The key check value, on PostgreSQL. */
+export function createKeyCheckStore(ctx: PgContext): KeyCheckStore {
+  return new PgKeyCheckStore(ctx);
 }

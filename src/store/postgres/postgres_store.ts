@@ -14,6 +14,7 @@ import type {
   DeliveryStore,
   IncomingStore,
   KeychainStore,
+  KeyCheckStore,
   LeaseStore,
   MemoryStore,
   RateLimitStore,
@@ -35,7 +36,7 @@ import {
 } from "./connection.ts";
 import { createDeliveryStore } from "./deliveries.ts";
 import { createIncomingStore } from "./incoming.ts";
-import { createKeychainStore } from "./keychain.ts";
+import { createKeychainStore, createKeyCheckStore } from "./keychain.ts";
 import { createApiKeyStore } from "./api_keys.ts";
 import { createConsoleSessionStore } from "./console_sessions.ts";
 import { createRateLimitStore } from "./rate_limits.ts";
@@ -46,6 +47,7 @@ import { createUpstreamStore } from "./upstreams.ts";
 import { createVirtualServerStore } from "./virtual_servers.ts";
 import { createWebhookStore, sealPlaintextSecrets } from "./webhooks.ts";
 import { DataKey } from "../data_key.ts";
+import { keySealGuard } from "../key_check.ts";
 
 /** Options of {@linkcode openPostgresStore}. */
 export interface OpenPostgresStoreOptions {
@@ -96,6 +98,8 @@ export class PostgresStore implements Store {
   readonly servers: VirtualServerStore;
   /** Upstream registrations and server states. */
   readonly upstreams: UpstreamStore;
+  /** The key check value of the key sealing the secrets. */
+  readonly keyCheck: KeyCheckStore;
   /** Leases. */
   readonly leases: LeaseStore;
   /** Web console sessions (hashes of their ids), swept when expired. */
@@ -115,6 +119,7 @@ export class PostgresStore implements Store {
     this.sql = sql;
     this.dataDir = dataDir;
     this.dataKey = dataKey;
+    dataKey.guardSeals(keySealGuard(this));
     this.location = describeDatabase(sql);
     const ctx = this.#ctx = new PgContext(sql);
     this.webhooks = createWebhookStore(ctx, dataKey);
@@ -123,6 +128,7 @@ export class PostgresStore implements Store {
     this.incoming = createIncomingStore(ctx);
     this.memory = createMemoryStore(ctx);
     this.keychain = createKeychainStore(ctx);
+    this.keyCheck = createKeyCheckStore(ctx);
     this.apiKeys = createApiKeyStore(ctx);
     this.rateLimits = createRateLimitStore(ctx);
     this.servers = createVirtualServerStore(ctx);

@@ -37,7 +37,10 @@ Deno.test("the CLI reports a corrupt data dir in one line, exit 1, and never rep
   await Deno.writeFile(`${tmp.home}/${KV_FILE}`, garbage, { mode: 0o600 });
   const run = await runCli(["webhooks", "list"], { home: tmp.home });
   assertEquals(run.code, 1);
-  assertMatch(run.stderr, /^toolgate: Cannot open .*toolgate\.kv.*left untouched\n$/);
+  assertMatch(
+    run.stderr,
+    /^toolgate: STORE_CORRUPT: Cannot open .*toolgate\.kv.*left untouched\n$/,
+  );
   assertEquals(await Deno.readFile(`${tmp.home}/${KV_FILE}`), garbage);
 });
 
