@@ -6,6 +6,7 @@
  *
  * @module
  */
+import { describeIssues, MAX_LISTED } from "./_issues.ts";
 import { z } from "zod";
 import { GatewayError } from "../errors/mod.ts";
 // Not the folder's mod.ts: parsing the config needs only the entry check.
@@ -173,13 +174,46 @@ export const DEFAULT_AUTO_DISABLE_AFTER = 5;
 /** Default of `webhooks.retry_after_max_ms`: the longest `Retry-After` honoured, 1 hour. */
 export const DEFAULT_RETRY_AFTER_MAX_MS = 60 * 60 * 1000;
 
+/**
+ * `server.cors_origins`: each entry an origin (`scheme://host[:port]`, no
+ * path), or `"*"` alone.
+ */
+function checkCorsOrigins(origins: string[], ctx: z.RefinementCtx): void {
+  origins.forEach((origin, i) => {
+    if (origin === "*") {
+      if (origins.length > 1) {
+        ctx.addIssue({
+          code: "custom",
+          path: [i],
+          message: '"*" allows every origin: give it alone (["*"]), not with other origins',
+        });
+      }
+      return;
+    }
+    let parsed: URL | undefined;
+    try {
+      parsed = new URL(origin);
+    } catch {
+      parsed = undefined;
+    }
+    if (!parsed || !/^https?:$/.test(parsed.protocol) || parsed.origin !== origin) {
+      ctx.addIssue({
+        code: "custom",
+        path: [i],
+        message: `${JSON.stringify(origin)} is not an origin: expected scheme://host[:port] ` +
+          `with no path or trailing slash, e.g. "https://app.example.com", or "*" alone`,
+      });
+    }
+  });
+}
+
 /** Schema of `config.json`. Unknown keys are rejected. */
 export const ConfigFileSchema = z.strictObject({
   server: z.strictObject({
     host: z.string().min(1).default("127.0.0.1"),
     port: z.number().int().min(0).max(65535).default(7821),
     body_limit_bytes: z.number().int().positive().default(1024 * 1024),
-    cors_origins: z.array(z.string()).default([]),
+    cors_origins: z.array(z.string()).superRefine(checkCorsOrigins).default([]),
     session_idle_ms: z.number().int().positive().default(30 * 60 * 1000),
     mcp_responses: z.enum(["json", "sse"]).default("json"),
   }).prefault({}),
@@ -371,10 +405,7 @@ export function readEnv(): Record<string, string> {
 }
 
 function formatIssues(error: z.ZodError): string {
-  return error.issues.map((issue) => {
-    const path = issue.path.length ? issue.path.join(".") : "(root)";
-    return `${path}: ${issue.message}`;
-  }).join("; ");
+  return `${describeIssues(ConfigFileSchema, error.issues)} (see docs/configuration.md)`;
 }
 
 /** An integer variable, at least `min` (0: a non-negative one, 1: a positive one). */
@@ -402,7 +433,12 @@ export function parseConfigFile(raw: unknown, source = "config.json"): ConfigFil
     throw new GatewayError(
       "CONFIG_INVALID",
       `Invalid ${source}: ${formatIssues(parsed.error)}`,
-      { details: parsed.error.issues.map((i) => ({ path: i.path.join("."), message: i.message })) },
+      {
+        details: parsed.error.issues.slice(0, MAX_LISTED).map((i) => ({
+          path: i.path.join("."),
+          message: i.message.slice(0, 200),
+        })),
+      },
     );
   }
   return parsed.data;

@@ -16,6 +16,7 @@ import { mcpHttpOptions, McpHttpSessions } from "../mcp/mod.ts";
 import { OAuthValidator } from "../auth/oauth.ts";
 import { authenticate, registerProtectedResourceMetadata } from "./auth.ts";
 import { bodyLimit } from "./body_limit.ts";
+import { utf8JsonBody } from "./json_body.ts";
 import { dnsRebindingProtection, isLoopback } from "./dns_rebinding.ts";
 import { errorHandler, errorResponse } from "./errors.ts";
 import { type DisabledWebhookStatus, type HealthReason, registerHealthRoute } from "./health.ts";
@@ -177,6 +178,14 @@ export function createApp(options: AppOptions): ToolgateApp {
   app.use(bodyLimit({
     maxBytes: (path) => isPublicPath(path) ? undefined : server.body_limit_bytes,
   }));
+  // Management routes validate bodies with zod through `c.req.json()`:
+  // strict UTF-8 first. /tools checks its own; /mcp answers JSON-RPC errors.
+  app.use(
+    utf8JsonBody((path) =>
+      path.startsWith("/tools/") || path === "/mcp" || path.startsWith("/mcp/") ||
+      isPublicPath(path)
+    ),
+  );
   registerHealthRoute(app, {
     gateway,
     lifecycle,

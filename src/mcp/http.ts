@@ -265,12 +265,13 @@ export class McpHttpSessions {
       if (this.#draining && request.method === "GET") {
         return rpcError(503, SERVER_ERROR, "Server is shutting down");
       }
-      return await this.#serve(
-        session,
-        withCaller(await withParsedBody(request, this.#maxBodyBytes), caller),
-      );
+      const read = await withParsedBody(request, this.#maxBodyBytes);
+      if (read instanceof Response) return read;
+      return await this.#serve(session, withCaller(read, caller));
     }
-    const parsed = withCaller(await withParsedBody(request, this.#maxBodyBytes), caller);
+    const read = await withParsedBody(request, this.#maxBodyBytes);
+    if (read instanceof Response) return read;
+    const parsed = withCaller(read, caller);
     const [plain, body] = parsed;
     // A request carrying the 2026-07-28 envelope (not an initialize) is modern on its face:
     // the handler classifies it again, and answers what is wrong with it.
@@ -615,10 +616,24 @@ function isEventStream(response: Response): boolean {
  * transport in a new request, so that it answers with its own error as
  * before; other methods go through untouched.
  */
-async function withParsedBody(request: Request, maxBytes: number): Promise<ParsedRequest> {
+async function withParsedBody(
+  request: Request,
+  maxBytes: number,
+): Promise<ParsedRequest | Response> {
   // `request.body` is not touched: creating its stream would make text() read through it.
   if (request.method !== "POST") return [request];
-  const text = await request.text();
+  const bytes = new Uint8Array(await request.arrayBuffer());
+  let text: string;
+  try {
+    text = strictUtf8.decode(bytes);
+  } catch {
+    // Never decoded with U+FFFD in place of the bad bytes and passed on.
+    return Response.json({
+      jsonrpc: "2.0",
+      id: null,
+      error: { code: -32700, message: "Parse error: the body is not UTF-8 (INVALID_JSON)" },
+    }, { status: 400 });
+  }
   const overLimit = text.length > maxBytes ||
     (text.length * 3 > maxBytes && encoder.encode(text).length > maxBytes);
   if (!overLimit) {
@@ -632,6 +647,7 @@ async function withParsedBody(request: Request, maxBytes: number): Promise<Parse
 }
 
 const encoder = new TextEncoder();
+const strictUtf8 = new TextDecoder("utf-8", { fatal: true });
 
 /** A request and, for a JSON POST, its parsed body; the caller rides along as `authInfo`. */
 type ParsedRequest = [Request, { parsedBody?: unknown; authInfo?: AuthInfo }?];

@@ -304,7 +304,7 @@ Deno.test("redact.patterns: each entry must compile, and a bad one is named at c
   assertEquals(error.code, "CONFIG_INVALID");
   assert(
     error.message.startsWith(
-      'Invalid config.json: redact.patterns.1: "emp-(\\\\d+" is not a valid regular expression (',
+      'Invalid config.json: redact.patterns[1]: "emp-(\\\\d+" is not a valid regular expression (',
     ),
     error.message,
   );

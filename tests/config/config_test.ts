@@ -1,6 +1,6 @@
 import { assertEquals, assertMatch, assertRejects } from "../_asserts.ts";
 import { runCli, tempHome } from "../_helpers.ts";
-import { loadConfig } from "../../src/config/mod.ts";
+import { loadConfig, parseConfigFile } from "../../src/config/mod.ts";
 import { GatewayError } from "../../src/errors/mod.ts";
 
 Deno.test("loadConfig() applies defaults, then the file, then environment overrides", async () => {
@@ -140,7 +140,7 @@ Deno.test("an invalid config.json stops start-up with exit 1 and one line naming
   assertEquals(run.code, 1);
   assertMatch(
     run.stderr,
-    /^toolgate: CONFIG_INVALID: Invalid config\.json: tools: Unrecognized key: "bogus"\n$/,
+    /^toolgate: CONFIG_INVALID: Invalid config\.json: tools: unknown key "bogus"; accepted keys: timeout_ms, circuit_threshold, circuit_reset_ms, overrides \(see docs\/configuration\.md\)\n$/,
   );
   await Deno.writeTextFile(`${tmp.home}/config.json`, "{not json");
   const broken = await runCli(["tools", "list"], { home: tmp.home });
@@ -159,7 +159,7 @@ Deno.test("egress.allow entries are checked at start-up, naming the key or varia
     GatewayError,
   );
   assertEquals(error.code, "CONFIG_INVALID");
-  assertMatch(error.message, /egress\.allow\.1: "10\.0\.0\.0\/40": prefix length 40 is over 32/);
+  assertMatch(error.message, /egress\.allow\[1\]: "10\.0\.0\.0\/40": prefix length 40 is over 32/);
   assertMatch(error.message, /fix or remove it/);
   await Deno.writeTextFile(
     `${tmp.home}/config.json`,
@@ -180,4 +180,64 @@ Deno.test("egress.allow entries are checked at start-up, naming the key or varia
     env: { TOOLGATE_HOME: tmp.home, TOOLGATE_EGRESS_ALLOW: "127.0.0.1/32, ::1" },
   });
   assertEquals(config.egress.allow, ["a.internal", "127.0.0.1/32", "::1"]);
+});
+
+function configError(file: unknown): GatewayError {
+  try {
+    parseConfigFile(file);
+  } catch (error) {
+    return error as GatewayError;
+  }
+  throw new Error("expected a config error");
+}
+
+Deno.test("config errors say where, what is accepted and an example, never the validator's text", () => {
+  const missing = configError({ auth: { oauth: { issuer: "https://id.example.com" } } });
+  assertEquals(missing.code, "CONFIG_INVALID");
+  assertEquals(
+    missing.message,
+    'Invalid config.json: auth.oauth.audience: missing; expected a string, e.g. "text"; ' +
+      'auth.oauth.scopes: missing; expected an object of names to values, e.g. {"name": …} ' +
+      "(see docs/configuration.md)",
+  );
+  const wrong = configError({ server: { port: "80", mcp_responses: "xml" } });
+  assertEquals(
+    wrong.message,
+    "Invalid config.json: server.port: expected a number, e.g. 5000, got a string; " +
+      'server.mcp_responses: expected one of "json", "sse" (see docs/configuration.md)',
+  );
+  for (const error of [missing, wrong]) {
+    assertEquals(/Invalid input|received undefined|Unrecognized/.test(error.message), false);
+  }
+});
+
+Deno.test("50 000 unknown keys give a short message: at most 20 names, then how many more", () => {
+  const file = Object.fromEntries(Array.from({ length: 50_000 }, (_, i) => [`k${i}`, 1]));
+  const error = configError(file);
+  assertEquals(error.message.length < 1000, true, `${error.message.length} characters`);
+  assertMatch(error.message, /unknown keys "k0", "k1", .* "k19" and 49980 more; accepted keys: /);
+  const many = configError({
+    servers: Object.fromEntries(Array.from({ length: 30 }, (_, i) => [`s${i}`, { tools: 5 }])),
+  });
+  assertMatch(many.message, /; and 10 more problems \(see docs\/configuration\.md\)$/);
+  assertEquals((many.details as unknown[]).length, 20);
+});
+
+Deno.test('server.cors_origins entries must be origins, or "*" alone', () => {
+  const mixed = configError({ server: { cors_origins: ["*", "not an origin"] } });
+  assertMatch(mixed.message, /server\.cors_origins\[0\]: "\*" allows every origin: give it alone/);
+  assertMatch(mixed.message, /server\.cors_origins\[1\]: "not an origin" is not an origin/);
+  for (
+    const bad of [
+      "https://app.example.com/",
+      "https://app.example.com/path",
+      "ftp://x.test",
+      "app.example.com",
+    ]
+  ) {
+    assertMatch(configError({ server: { cors_origins: [bad] } }).message, /is not an origin/, bad);
+  }
+  for (const good of [["*"], ["https://app.example.com", "http://localhost:5173"]]) {
+    assertEquals(parseConfigFile({ server: { cors_origins: good } }).server.cors_origins, good);
+  }
 });

@@ -562,7 +562,7 @@ Deno.test("OAuth: auth.oauth is checked at config parse, each error naming its k
     ],
     [
       { issuer: "https://as.example.com", audience: AUDIENCE, scopes: { a: ["rm -rf"] } },
-      "auth.oauth.scopes.a.0",
+      "auth.oauth.scopes.a[0]",
     ],
     [
       {
