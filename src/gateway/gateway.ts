@@ -19,13 +19,15 @@ import { VERSION } from "../version.ts";
 import { auditCaller, type Caller, forbiddenCall, mayCall } from "./caller.ts";
 import { traced } from "../tracing/mod.ts";
 import { Catalog, pausingWhileAsking } from "./catalog.ts";
-import { CircuitBreaker } from "./circuit_breaker.ts";
+import { CircuitBreaker, type CircuitState } from "./circuit_breaker.ts";
+import { KeyedBreakers } from "./keyed_breakers.ts";
 import { RateLimiter } from "./rate_limit.ts";
 import { coversPlugin, notOnServer, VirtualServers } from "./virtual_servers.ts";
 import type {
   AuditSink,
   CallOptions,
   CallResult,
+  OpenCircuit,
   PluginContext,
   PluginDefinition,
   PluginStatus,
@@ -71,6 +73,12 @@ export interface GatewayOptions {
    * @default those of `config.servers`
    */
   servers?: VirtualServers;
+  /**
+   * Most destinations whose circuit breaker one tool with
+   * {@linkcode ToolDefinition.breakerKey} (`http_request`) holds at once
+   * (those with recent failures or an open circuit). @default 100
+   */
+  maxBreakerKeys?: number;
 }
 
 /** A call as {@linkcode GatewayOptions.onCall} is told of it. */
@@ -96,6 +104,8 @@ interface RegisteredTool {
   /** JSON Schema of the input; computed on first listing (not on the start-up path). */
   inputSchema: Record<string, unknown> | undefined;
   breaker: CircuitBreaker;
+  /** The per-destination breakers of a tool with `breakerKey`. */
+  keyed: KeyedBreakers | undefined;
   timeoutMs: number;
   /** The timeouts of the tool's calls in flight, on one timer. */
   timeouts: DeadlineQueue;
@@ -133,6 +143,7 @@ export class Gateway {
   #redact: Redactor;
   #onCall: ((call: CallObservation) => void) | undefined;
   #limiter: RateLimiter;
+  #maxBreakerKeys: number;
   #plugins: HostedPlugin[] = [];
   #tools = new Map<string, RegisteredTool>();
   #toolListeners = new Set<() => void>();
@@ -177,6 +188,7 @@ export class Gateway {
       ),
     }, options.clock ?? Date.now);
     this.servers = options.servers ?? new VirtualServers(config.servers);
+    this.#maxBreakerKeys = options.maxBreakerKeys ?? 100;
   }
 
   /**
@@ -283,7 +295,7 @@ export class Gateway {
   #unregister(plugin: HostedPlugin): void {
     this.catalog.set(plugin.definition.name, undefined);
     for (const name of plugin.toolNames) {
-      this.#tools.get(name)?.breaker.dispose();
+      disposeBreakers(this.#tools.get(name));
       this.#tools.delete(name);
     }
     plugin.toolNames = [];
@@ -429,13 +441,13 @@ export class Gateway {
   }
 
   #register(plugin: HostedPlugin, tools: ToolDefinition[]): void {
-    // A tool that stays keeps its circuit breaker (and so an open circuit).
-    const kept = new Map<string, CircuitBreaker>();
+    // A tool that stays keeps its circuit breakers (and so open circuits).
+    const kept = new Map<string, RegisteredTool>();
     const staying = new Set(tools.map((tool) => tool.name));
     for (const name of plugin.toolNames) {
-      const breaker = this.#tools.get(name)?.breaker;
-      if (breaker && staying.has(name)) kept.set(name, breaker);
-      else breaker?.dispose();
+      const tool = this.#tools.get(name);
+      if (tool && staying.has(name)) kept.set(name, tool);
+      else disposeBreakers(tool);
       this.#tools.delete(name);
     }
     plugin.toolNames = [];
@@ -458,16 +470,24 @@ export class Gateway {
         timeouts: new DeadlineQueue(timeoutMs),
         retries: definition.idempotent ? override.retries ?? 0 : 0,
         breaker: undefined as unknown as CircuitBreaker,
+        keyed: undefined,
       };
-      registered.breaker = kept.get(definition.name) ?? this.#breaker(registered, {
+      const limits = {
         threshold: override.circuit_threshold ?? settings.circuit_threshold,
         resetAfterMs: override.circuit_reset_ms ?? settings.circuit_reset_ms,
-      });
+      };
+      const before = kept.get(definition.name);
       kept.delete(definition.name);
+      registered.breaker = before?.breaker ?? this.#breaker(registered, limits);
+      if (definition.breakerKey) {
+        registered.keyed = before?.keyed ?? this.#keyedBreakers(registered, limits);
+      } else {
+        before?.keyed?.dispose();
+      }
       this.#tools.set(definition.name, registered);
       plugin.toolNames.push(definition.name);
     }
-    for (const breaker of kept.values()) breaker.dispose();
+    for (const tool of kept.values()) disposeBreakers(tool);
     plugin.status.tool_count = plugin.toolNames.length;
   }
 
@@ -497,6 +517,52 @@ export class Gateway {
           plugin,
           downtime_ms: Math.round(downtimeMs),
         });
+      },
+    });
+  }
+
+  /**
+   * The per-destination breakers of a tool with `breakerKey`: their events
+   * are the tool's (`circuit.opened` / `circuit.closed` keep exactly the
+   * spec's fields, so the destination is in the log line, `/health`, the
+   * metrics and the `CIRCUIT_OPEN` error, not in the event).
+   */
+  #keyedBreakers(tool: RegisteredTool, limits: { threshold: number; resetAfterMs: number }) {
+    const tool_name = tool.definition.name;
+    const plugin = tool.plugin.definition.name;
+    return new KeyedBreakers({
+      ...limits,
+      maxKeys: this.#maxBreakerKeys,
+      onOpen: (destination, { failureCount, threshold, resetAfterMs }) => {
+        this.#log.warn(
+          `circuit opened for ${tool_name} to ${destination} after ${failureCount} failures`,
+          { tool: tool_name, destination },
+        );
+        void this.bus.emit("circuit.opened", {
+          tool_name,
+          plugin,
+          failure_count: failureCount,
+          threshold,
+          reset_after_ms: resetAfterMs,
+        });
+      },
+      onClose: (destination, { downtimeMs }) => {
+        this.#log.info(
+          `circuit closed for ${tool_name} to ${destination} after ${downtimeMs} ms`,
+          { tool: tool_name, destination },
+        );
+        void this.bus.emit("circuit.closed", {
+          tool_name,
+          plugin,
+          downtime_ms: Math.round(downtimeMs),
+        });
+      },
+      onFull: (destination) => {
+        this.#log.warn(
+          `circuit breakers of ${tool_name} full: ${this.#maxBreakerKeys} destinations have an ` +
+            `open circuit, failures of ${destination} and other new ones are not counted until one closes`,
+          { tool: tool_name, destination },
+        );
       },
     });
   }
@@ -651,15 +717,24 @@ export class Gateway {
     return status;
   }
 
-  /** Tools whose circuit is open, with when they close (ms since the epoch). */
-  openCircuits(): { tool_name: string; plugin: string; closes_at: string }[] {
-    const open = [];
+  /**
+   * The open circuits, with when they close: tools whose own circuit is
+   * open, and the destinations of tools with one breaker per destination.
+   */
+  openCircuits(): OpenCircuit[] {
+    const open: OpenCircuit[] = [];
     for (const tool of this.#tools.values()) {
+      const tool_name = tool.definition.name;
+      const plugin = tool.plugin.definition.name;
       if (tool.breaker.state === "open") {
+        open.push({ tool_name, plugin, closes_at: new Date(tool.breaker.closesAt!).toISOString() });
+      }
+      for (const { key, closesAt } of tool.keyed?.open() ?? []) {
         open.push({
-          tool_name: tool.definition.name,
-          plugin: tool.plugin.definition.name,
-          closes_at: new Date(tool.breaker.closesAt!).toISOString(),
+          tool_name,
+          plugin,
+          destination: key,
+          closes_at: new Date(closesAt).toISOString(),
         });
       }
     }
@@ -813,21 +888,19 @@ export class Gateway {
       throw error;
     }
     const input = parsed.data;
-    if (tool.breaker.state === "open") {
-      const retryAfterMs = Math.max(0, (tool.breaker.closesAt ?? 0) - Date.now());
-      const error = new GatewayError(
-        "CIRCUIT_OPEN",
-        `Tool ${name} is unavailable: its circuit is open after repeated failures`,
-        { details: { tool: name, retry_after_ms: retryAfterMs } },
-      );
-      await this.#fail(tool, error, 1, sessionId, input, options, started, appended);
+    // The destination whose breaker the call counts towards (tools with `breakerKey` only).
+    const key = tool.keyed && this.#breakerKey(tool, input);
+    if (this.#circuitState(tool, key) === "open") {
+      const error = circuitOpen(tool, name, key);
+      await this.#fail(tool, error, 1, sessionId, input, options, started, appended, key);
       throw error;
     }
     const attempts = 1 + tool.retries;
     for (let attempt = 1;; attempt++) {
       try {
         const output = await this.#execute(tool, input, sessionId, options);
-        tool.breaker.recordSuccess();
+        if (key === undefined) tool.breaker.recordSuccess();
+        else tool.keyed!.recordSuccess(key);
         const latency_ms = Math.max(0, Math.round(this.#now() - started));
         const redactedInput = this.#redact(input);
         const entry = {
@@ -873,17 +946,43 @@ export class Gateway {
       } catch (thrown) {
         // A caller that leaves (or cancels) aborts the tool; that is not the tool failing.
         const error = options.signal?.aborted ? cancelled(name, thrown) : asToolError(name, thrown);
-        if (BREAKER_CODES.has(error.code)) tool.breaker.recordFailure();
+        if (BREAKER_CODES.has(error.code)) {
+          if (key === undefined) tool.breaker.recordFailure();
+          else tool.keyed!.recordFailure(key);
+        }
         const retry = attempt < attempts && BREAKER_CODES.has(error.code) &&
-          tool.breaker.state === "closed" && !options.signal?.aborted;
+          this.#circuitState(tool, key) === "closed" && !options.signal?.aborted;
         if (retry) {
-          await this.#emitFailed(tool, error, attempt);
+          await this.#emitFailed(tool, error, attempt, key);
           continue;
         }
-        await this.#fail(tool, error, attempt, sessionId, input, options, started, appended);
+        await this.#fail(tool, error, attempt, sessionId, input, options, started, appended, key);
         throw error;
       }
     }
+  }
+
+  /**
+   * The destination of a call to a tool with `breakerKey`; `undefined` (the
+   * tool's own breaker) when it names none or throws (logged).
+   */
+  #breakerKey(tool: RegisteredTool, input: Record<string, unknown>): string | undefined {
+    try {
+      return tool.definition.breakerKey!(input);
+    } catch (error) {
+      this.#log.warn(
+        `tool ${tool.definition.name}: breakerKey failed, the tool's own breaker counts the call: ${
+          (error as Error).message
+        }`,
+        { tool: tool.definition.name },
+      );
+      return undefined;
+    }
+  }
+
+  /** The state of the breaker a call counts towards: its destination's, else the tool's. */
+  #circuitState(tool: RegisteredTool, key: string | undefined): CircuitState {
+    return key === undefined ? tool.breaker.state : tool.keyed!.state(key);
   }
 
   async #execute(
@@ -938,13 +1037,18 @@ export class Gateway {
     }
   }
 
-  #emitFailed(tool: RegisteredTool, error: GatewayError, attempt: number): Promise<unknown> {
+  #emitFailed(
+    tool: RegisteredTool,
+    error: GatewayError,
+    attempt: number,
+    key: string | undefined,
+  ): Promise<unknown> {
     return this.bus.emit("tool.failed", {
       tool_name: tool.definition.name,
       plugin: tool.plugin.definition.name,
       error: this.#redact(error.message),
       error_code: error.code,
-      circuit_state: tool.breaker.state,
+      circuit_state: this.#circuitState(tool, key),
       attempt,
     });
   }
@@ -958,6 +1062,7 @@ export class Gateway {
     options: CallOptions,
     started: number,
     appended: () => void,
+    key?: string,
   ): Promise<void> {
     const latency_ms = Math.max(0, Math.round(this.#now() - started));
     const recorded = Promise.all([
@@ -976,7 +1081,7 @@ export class Gateway {
           source: options.source ?? "api",
         },
       }),
-      this.#emitFailed(tool, error, attempt),
+      this.#emitFailed(tool, error, attempt, key),
     ]);
     appended();
     await recorded;
@@ -992,7 +1097,7 @@ export class Gateway {
   /** Disposes plugins and breaker timers. */
   async stop(): Promise<void> {
     this.#stopped = true;
-    for (const tool of this.#tools.values()) tool.breaker.dispose();
+    for (const tool of this.#tools.values()) disposeBreakers(tool);
     await Promise.all(this.#plugins.map((plugin) => this.#dispose(plugin)));
   }
 }
@@ -1010,6 +1115,29 @@ function toJsonSchema(schema: z.ZodType): Record<string, unknown> {
     io: "input",
     unrepresentable: "any",
   }) as Record<string, unknown>;
+}
+
+/** Stops the reset timers of a tool's breakers. */
+function disposeBreakers(tool: RegisteredTool | undefined): void {
+  tool?.breaker.dispose();
+  tool?.keyed?.dispose();
+}
+
+/** `CIRCUIT_OPEN` for a call to `name`, naming the destination when its breaker is the one open. */
+function circuitOpen(tool: RegisteredTool, name: string, key: string | undefined): GatewayError {
+  const closesAt = (key === undefined ? tool.breaker.closesAt : tool.keyed!.closesAt(key)) ?? 0;
+  const retryAfterMs = Math.max(0, closesAt - Date.now());
+  return key === undefined
+    ? new GatewayError(
+      "CIRCUIT_OPEN",
+      `Tool ${name} is unavailable: its circuit is open after repeated failures`,
+      { details: { tool: name, retry_after_ms: retryAfterMs } },
+    )
+    : new GatewayError(
+      "CIRCUIT_OPEN",
+      `Tool ${name} is unavailable for ${key}: its circuit for that destination is open after repeated failures`,
+      { details: { tool: name, destination: key, retry_after_ms: retryAfterMs } },
+    );
 }
 
 function invalidInput(tool: string, error: z.ZodError): GatewayError {

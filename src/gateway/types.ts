@@ -83,6 +83,16 @@ export interface ToolDefinition {
    */
   rawResult?: boolean;
   /**
+   * The destination a call goes to, from its validated arguments (e.g.
+   * `https://api.example.com:443`), for a tool that keeps one circuit breaker
+   * per destination: a call counts towards its destination's breaker only,
+   * and an open circuit refuses calls to that destination only. Called once
+   * per call, before it runs; it must be cheap and must not throw.
+   * `undefined`: the call counts towards the tool's own breaker.
+   * @default none: one breaker for the tool
+   */
+  breakerKey?(args: Record<string, unknown>): string | undefined;
+  /**
    * Runs the tool with validated arguments.
    *
    * @throws {GatewayError} with a code (e.g. `PLUGIN_REQUEST_FAILED`);
@@ -200,6 +210,20 @@ export interface ToolInfo {
   inputSchema: Record<string, unknown>;
   /** For MCP clients only (see {@linkcode ToolDefinition.mcpListing}). */
   mcpListing?: Record<string, unknown>;
+}
+
+/** A circuit that is open, as `/health`, the metrics and the console show it. */
+export interface OpenCircuit {
+  tool_name: string;
+  plugin: string;
+  /**
+   * The destination whose circuit is open, for a tool with one breaker per
+   * destination (see {@linkcode ToolDefinition.breakerKey}); absent when the
+   * tool's own circuit is open.
+   */
+  destination?: string;
+  /** When it closes (ISO 8601 UTC). */
+  closes_at: string;
 }
 
 /** Who called a tool. */

@@ -47,10 +47,16 @@ export const PluginStatusSchema = z.object({
   upstream: UpstreamStatusSchema.optional(),
 }).openapi("PluginStatus");
 
-/** A tool whose circuit breaker is open. */
+/** A tool whose circuit breaker is open, or one destination of a tool with a breaker per destination. */
 export const OpenCircuitSchema = z.object({
   tool_name: z.string(),
   plugin: z.string(),
+  destination: z.string().optional().openapi({
+    description: "For a tool with one circuit breaker per destination (`http_request`): the " +
+      "destination whose circuit is open, `<scheme>://<host>:<port>`; calls to other " +
+      "destinations still run. Absent when the tool's own circuit is open",
+    example: "https://api.example.com:443",
+  }),
   closes_at: z.string().openapi({ description: "ISO 8601 UTC time the circuit closes" }),
 }).openapi("OpenCircuit");
 

@@ -49,7 +49,8 @@ export interface MetricsSources {
   /** Circuits, plugin and upstream states. */
   gateway?: {
     listTools(): { name: string; plugin: string }[];
-    openCircuits(): { tool_name: string }[];
+    /** A `destination` for a tool with a circuit breaker per destination (`http_request`). */
+    openCircuits(): { tool_name: string; destination?: string }[];
     listPlugins(): {
       name: string;
       state: string;
@@ -215,16 +216,28 @@ export class ToolgateMetrics {
     const sources = () => this.#sources;
     new Gauge({
       name: "toolgate_circuit_open",
-      help: "1 while a tool's circuit breaker is open (calls refused), else 0",
-      labelNames: ["tool", "plugin"],
+      help: "1 while a tool's circuit breaker is open (calls refused), else 0; for a tool " +
+        "with a breaker per destination (http_request) also 1 per destination whose circuit " +
+        "is open (label destination, at most 100 per tool)",
+      labelNames: ["tool", "plugin", "destination"],
       registers,
       collect() {
         const { gateway } = sources();
         this.reset();
         if (!gateway) return;
-        const open = new Set(gateway.openCircuits().map((circuit) => circuit.tool_name));
+        const circuits = gateway.openCircuits();
+        const open = new Set<string>();
+        const destinations = new Map<string, string[]>();
+        for (const { tool_name, destination } of circuits) {
+          if (destination === undefined) open.add(tool_name);
+          else if (destinations.has(tool_name)) destinations.get(tool_name)!.push(destination);
+          else destinations.set(tool_name, [destination]);
+        }
         for (const tool of gateway.listTools()) {
           this.set({ tool: tool.name, plugin: tool.plugin }, open.has(tool.name) ? 1 : 0);
+          for (const destination of destinations.get(tool.name) ?? []) {
+            this.set({ tool: tool.name, plugin: tool.plugin, destination }, 1);
+          }
         }
       },
     });

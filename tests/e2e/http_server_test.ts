@@ -166,13 +166,24 @@ Deno.test("http transport: REST endpoints and every error status of the real pro
     504,
     "TOOL_TIMEOUT",
   );
+  // Breakers are per destination: the timeout counted towards the slow one's, not this one's.
+  await expectError(
+    await post(`${url}/tools/http_request`, { url: unreachable }),
+    502,
+    "PLUGIN_REQUEST_FAILED",
+  );
   const open = await post(`${url}/tools/http_request`, { url: unreachable });
   const retryAfter = Number(open.headers.get("retry-after"));
   const openBody = await expectError(open, 503, "CIRCUIT_OPEN");
   assert(retryAfter >= 58 && retryAfter <= 60, `Retry-After ${retryAfter}`);
   assert(Number(openBody.error.details?.retry_after_ms) > 0);
+  const destination = `http://127.0.0.1:${new URL(unreachable).port}`;
+  assertEquals(openBody.error.details?.destination, destination);
   const circuits = (await (await fetch(`${url}/health`)).json()).open_circuits;
-  assertEquals(circuits.map((c: { tool_name: string }) => c.tool_name), ["http_request"]);
+  assertEquals(
+    circuits.map((c: { tool_name: string; destination?: string }) => [c.tool_name, c.destination]),
+    [["http_request", destination]],
+  );
 
   const doc = await (await fetch(`${url}/openapi.json`)).json();
   assertEquals(await new Validator().validate(structuredClone(doc)), { valid: true });
@@ -194,7 +205,7 @@ Deno.test("http transport: REST endpoints and every error status of the real pro
 
   const { code, stderr } = await server.stop("SIGTERM");
   assertEquals(code, 0, stderr);
-  assertStringIncludes(stderr, "shutting down");
+  assertStringIncludes(stderr, "Shutting down");
 });
 
 Deno.test("http transport: Host and Origin checks protect the loopback bind", async () => {

@@ -244,7 +244,8 @@ export interface OverviewData {
   uptimeMs: number;
   toolCount: number;
   plugins: PluginStatus[];
-  openCircuits: { tool_name: string; plugin: string; closes_at: string }[];
+  /** `destination`: the one destination whose circuit is open (`http_request`). */
+  openCircuits: { tool_name: string; plugin: string; destination?: string; closes_at: string }[];
   minutes: MinuteStats[];
   webhooks: number;
   disabledWebhooks: number;
@@ -302,11 +303,12 @@ export function OverviewPage(props: { frame: PageFrame; data: OverviewData }) {
         {data.openCircuits.length > 0 && (
           <>
             <h2>Open circuits</h2>
-            <DataTable head={["Tool", "Plugin", "Closes at"]}>
+            <DataTable head={["Tool", "Plugin", "Destination", "Closes at"]}>
               {data.openCircuits.map((c) => (
                 <tr>
                   <td>{c.tool_name}</td>
                   <td>{c.plugin}</td>
+                  <td>{c.destination ?? <span class="muted">all calls</span>}</td>
                   <td>
                     <Time iso={c.closes_at} />
                   </td>

@@ -26,6 +26,10 @@
  * - The body is read only up to `plugins.http.max_body_bytes`; past it the
  *   rest is discarded and `truncated` is true. Text bodies are UTF-8, others
  *   base64 (`body_encoding`); JSON bodies are also parsed into `json`.
+ * - The circuit breaker is kept per destination ({@linkcode destinationOf}
+ *   the `url`: scheme, lower-case host, port), so a dead host opens the
+ *   circuit for calls to it only. A call counts towards the destination of
+ *   its `url`, wherever redirects take it.
  *
  * @module
  */
@@ -103,6 +107,24 @@ export function isHostAllowed(url: URL, allowed: readonly string[]): boolean {
     if (entry.startsWith("*.")) return hostname.endsWith(entry.slice(1));
     return entry === hostname || entry === host;
   });
+}
+
+/**
+ * The destination of a URL, as `http_request`'s circuit breakers are keyed:
+ * scheme, lower-case host (without a trailing dot) and port, the default
+ * port filled in (`https://api.example.com:443`); no user, path, query or
+ * fragment.
+ *
+ * @example
+ * ```ts
+ * destinationOf(new URL("HTTPS://User:pw@API.Example.com/v1?q=1")); // "https://api.example.com:443"
+ * ```
+ */
+export function destinationOf(url: URL): string {
+  const port = url.port || (url.protocol === "https:" ? "443" : "80");
+  // `example.com.` is `example.com` (the URL parser already lower-cased it).
+  const host = url.hostname.endsWith(".") ? url.hostname.slice(0, -1) : url.hostname;
+  return `${url.protocol}//${host}:${port}`;
 }
 
 const TEXT_TYPE = /^text\/|[/+](json|xml|javascript|ecmascript|x-www-form-urlencoded|csv|yaml)\b/i;
@@ -333,6 +355,8 @@ export function httpPlugin(options: HttpPluginOptions = {}): PluginDefinition {
       description:
         "Make an HTTP(S) request. Returns {status, headers, body, truncated, json?}; a non-2xx status is returned, not an error. Bodies past the size limit are truncated.",
       input: HttpRequestInput,
+      // Validated: `url` is an absolute http(s) URL.
+      breakerKey: (args) => destinationOf(new URL(args.url as string)),
       execute: (args, context) =>
         httpRequest(HttpRequestInput.parse(args), context, sender(context)),
     }],
