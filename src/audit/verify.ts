@@ -3,7 +3,8 @@
  *
  * @module
  */
-import type { Store } from "../store/mod.ts";
+import { GatewayError } from "../errors/mod.ts";
+import type { AuditRecord, Store } from "../store/mod.ts";
 import { decodeEntry, UnreadableEntryError } from "./_codec.ts";
 import type { AuditEntry } from "./entry.ts";
 import { GENESIS_HASH } from "./entry.ts";
@@ -103,7 +104,22 @@ export async function verifyAuditChain(
   ): AuditVerifyFailure => ({ ok: false, seq, reason, message, count: expected - 1 });
 
   if (headSeq > 0) {
-    for await (const page of store.audit.pages({ before: headSeq + 1 })) {
+    const pages = store.audit.pages({ before: headSeq + 1 })[Symbol.asyncIterator]();
+    for (;;) {
+      let next: IteratorResult<AuditRecord[]>;
+      try {
+        next = await pages.next();
+      } catch (error) {
+        // A damaged page of the store: the entries from here on cannot be read.
+        if (!(error instanceof GatewayError) || error.code !== "STORE_CORRUPT") throw error;
+        return fail(
+          expected,
+          "unreadable",
+          `Entry ${expected} and later cannot be read: ${error.message}`,
+        );
+      }
+      if (next.done) break;
+      const page = next.value;
       signal?.throwIfAborted();
       for (const record of page) {
         if (record.seq !== expected) {

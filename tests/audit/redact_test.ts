@@ -308,7 +308,11 @@ Deno.test("redact.patterns: each entry must compile, and a bad one is named at c
     ),
     error.message,
   );
-  assert(error.message.endsWith("): fix it or escape the special characters (\\. \\( \\[ …)"));
+  assert(
+    error.message.endsWith(
+      "): fix it or escape the special characters (\\. \\( \\[ …) (see docs/configuration.md)",
+    ),
+  );
   assertThrows(() => compileRedactPatterns(["["]), "redact.patterns[0]");
 });
 

@@ -36,7 +36,7 @@ Deno.test("text lines carry the time, the level, the logger and key=value fields
   getLog("gateway").info("circuit closed\nafter 5 ms", { tool: "echo", note: "two words" });
   assertMatch(
     lines[0],
-    /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z INFO  \[gateway\] circuit closed\\nafter 5 ms tool=echo note="two words"\n$/,
+    /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z INFO {2}\[gateway\] circuit closed\\nafter 5 ms tool=echo note="two words"\n$/,
   );
 });
 

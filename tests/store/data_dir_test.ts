@@ -106,6 +106,7 @@ Deno.test({
         KV_FILE,
         `${KV_FILE}-shm`,
         `${KV_FILE}-wal`,
+        `${KV_FILE}.id`,
       ]);
       assertEquals(found, allPrivate(found));
     } finally {
@@ -147,7 +148,7 @@ Deno.test({
     assertEquals(JSON.parse(run.stdout), { outgoing: [], incoming: [] });
     assertMatch(
       run.stderr,
-      /WARN  \[store\] .*toolgate\.kv was readable by other users \(mode 0644\)/,
+      /WARN {2}\[store\] .*toolgate\.kv was readable by other users \(mode 0644\)/,
     );
     const found = await modes(tmp.home);
     assertEquals(found, allPrivate(found));

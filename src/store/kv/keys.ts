@@ -19,6 +19,11 @@ export function deploymentIdKey(): Deno.KvKey {
   return ["meta", "deployment_id"];
 }
 
+/** The id of this KV file's store, also in the data directory's marker file. */
+export function storeIdKey(): Deno.KvKey {
+  return ["meta", "store_id"];
+}
+
 /** The key check value of the key the secrets are sealed with. */
 export function keyCheckKey(): Deno.KvKey {
   return ["meta", "key_check"];

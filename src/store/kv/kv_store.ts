@@ -95,7 +95,7 @@ import { createKvApiKeyStore } from "./api_keys.ts";
 import { createKvConsoleSessionStore } from "./console_sessions.ts";
 import { MemoryRateLimitStore } from "../rate_buckets.ts";
 import { createKvVirtualServerStore } from "./virtual_servers.ts";
-import { deploymentIdKey, registrationsVersionKey, schemaVersionKey } from "./keys.ts";
+import { deploymentIdKey, registrationsVersionKey, schemaVersionKey, storeIdKey } from "./keys.ts";
 import { claimDeliveryLease, releaseDeliveryLease } from "./lease.ts";
 import { deleteMemory, getMemory, listMemory, setMemory } from "./memory.ts";
 import {
@@ -167,6 +167,7 @@ export async function withLockRetry<T>(operation: () => Promise<T>): Promise<T> 
     try {
       return await operation();
     } catch (error) {
+      if (isCorruptionError(error)) throw corruptionError(error);
       if (!isLockError(error) || attempt >= LOCK_RETRIES) throw error;
       await sleep(Math.min(2 + attempt * 2, 40) * (0.5 + Math.random()));
     }
@@ -457,6 +458,8 @@ export async function openKvStore(options: OpenKvStoreOptions): Promise<KvStore>
     kv = await Deno.openKv(":memory:");
   } else {
     await ensureDataDir(dataDir);
+    // A file emptied or lost where a store was: refused before anything makes a new one in its place.
+    await checkStoreFile(dataDir, path);
     // Created 0600 before SQLite opens it: the -wal and -shm files take its mode.
     await createPrivateFile(path);
     try {
@@ -482,6 +485,8 @@ export async function openKvStore(options: OpenKvStoreOptions): Promise<KvStore>
   const dataKey = new DataKey({ dataDir, memory, key: secretKey });
   const store = new KvStore(dataDir, kv, reader, memory ? ":memory:" : path, dataKey);
   try {
+    // Before anything is written: a replaced file is refused as it is.
+    if (!memory) await claimStoreId(store, dataDir, path);
     await checkSchemaVersion(store, path);
     await sealPlaintextSecrets(store);
   } catch (error) {
@@ -489,6 +494,105 @@ export async function openKvStore(options: OpenKvStoreOptions): Promise<KvStore>
     throw error;
   }
   return store;
+}
+
+/** The data directory's record of its KV store (outside the KV file, so emptying the file cannot erase it). */
+export const STORE_MARKER_FILE = "toolgate.kv.id";
+
+/** SQLite's words for a damaged database file. */
+const CORRUPTION =
+  /database disk image is malformed|file is not a database|SQLITE_CORRUPT|SQLITE_NOTADB/i;
+
+function isCorruptionError(error: unknown): boolean {
+  return error instanceof Error && !(error instanceof GatewayError) &&
+    CORRUPTION.test(error.message);
+}
+
+function corruptionError(error: unknown): GatewayError {
+  return new GatewayError(
+    "STORE_CORRUPT",
+    `Cannot read the KV store: ${(error as Error).message}; the file was left untouched ` +
+      "(restore toolgate.kv from a backup of the data directory)",
+    { cause: error },
+  );
+}
+
+async function readMarker(dataDir: string): Promise<string | undefined> {
+  try {
+    return (await Deno.readTextFile(`${dataDir}/${STORE_MARKER_FILE}`)).trim() || undefined;
+  } catch (error) {
+    if (error instanceof Deno.errors.NotFound) return undefined;
+    throw new GatewayError(
+      "STORE_CORRUPT",
+      `Cannot read ${dataDir}/${STORE_MARKER_FILE}: ${(error as Error).message}`,
+      { cause: error },
+    );
+  }
+}
+
+function replacedError(path: string, marker: string, what: string): GatewayError {
+  return new GatewayError(
+    "STORE_CORRUPT",
+    `Cannot use ${path}: ${what}, yet this data directory held store ${marker} ` +
+      `(${STORE_MARKER_FILE}); nothing was created or changed. Restore toolgate.kv from a ` +
+      `backup, or, to start over with an empty store and lose the old one for good, move ` +
+      `${STORE_MARKER_FILE} and toolgate.kv away`,
+    { details: { store_id: marker } },
+  );
+}
+
+/** Refuses a missing or empty KV file where the marker says a store was. */
+async function checkStoreFile(dataDir: string, path: string): Promise<void> {
+  const marker = await readMarker(dataDir);
+  if (!marker) return;
+  let size: number | undefined;
+  try {
+    size = (await Deno.stat(path)).size;
+  } catch (error) {
+    if (!(error instanceof Deno.errors.NotFound)) throw error;
+  }
+  if (size === undefined) throw replacedError(path, marker, "the file is missing");
+  if (size === 0) throw replacedError(path, marker, "the file is empty (0 bytes)");
+}
+
+/**
+ * Gives the KV file a store id (once) and keeps it in the marker file; a
+ * file whose id is not the marker's (replaced by another store, or by a new
+ * empty one) is refused.
+ */
+async function claimStoreId(store: KvStore, dataDir: string, path: string): Promise<void> {
+  const marker = await readMarker(dataDir);
+  const key = storeIdKey();
+  let found = await store.retry(() => store.kv.get<string>(key));
+  if (marker) {
+    if (typeof found.value !== "string") {
+      throw replacedError(path, marker, "it holds no store id (a new or foreign file)");
+    }
+    if (found.value !== marker) {
+      throw replacedError(path, marker, `it is another store (${found.value})`);
+    }
+    return;
+  }
+  if (typeof found.value !== "string") {
+    const made = newId("kvs");
+    await store.retry(() =>
+      store.kv.atomic().check({ key, versionstamp: null }).set(key, made).commit()
+    );
+    found = await store.retry(() => store.kv.get<string>(key));
+  }
+  const id = String(found.value);
+  // Written beside the file; link() never replaces a marker another process wrote first.
+  const temp = `${dataDir}/${STORE_MARKER_FILE}.${crypto.randomUUID()}.tmp`;
+  try {
+    await Deno.writeTextFile(temp, `${id}\n`, { mode: 0o600, createNew: true });
+    await Deno.link(temp, `${dataDir}/${STORE_MARKER_FILE}`).catch((error) => {
+      if (!(error instanceof Deno.errors.AlreadyExists)) throw error;
+    });
+  } finally {
+    await Deno.remove(temp).catch(() => {});
+  }
+  const written = await readMarker(dataDir);
+  if (written !== id) throw replacedError(path, written ?? "?", `it is another store (${id})`);
 }
 
 async function checkSchemaVersion(store: KvStore, path: string): Promise<void> {
