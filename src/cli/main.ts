@@ -18,6 +18,7 @@ import { registerIncoming } from "./incoming.ts";
 import { registerDb } from "./db.ts";
 import { registerKeys } from "./keys.ts";
 import { registerServers } from "./servers.ts";
+import { registerDoctor } from "./doctor.ts";
 import { configureCliLogging, type LogFlags, logSettings } from "./logging.ts";
 
 /** Builds the command tree for one invocation. */
@@ -53,6 +54,7 @@ export function createProgram(context: CliContext): Command {
   registerDlq(program, context);
   registerIncoming(program, context);
   registerDb(program, context);
+  registerDoctor(program, context);
   return program;
 }
 
