@@ -227,8 +227,11 @@ async function startHttp(context: CliContext): Promise<void> {
       onListen: ({ hostname, port, url }) => {
         // Never a destination of our own requests, whatever egress.allow says.
         runtime.egress.listen({ hostname, port });
-        context.print(`toolgate ${VERSION} listening on ${url} (REST, MCP at ${url}/mcp)`);
-        getLog("http").info(`Listening on ${url}`, { url, version: VERSION });
+        // Published first: once the line is out, CLI commands on this store find the server.
+        void runtime.announceUrl(url).finally(() => {
+          context.print(`toolgate ${VERSION} listening on ${url} (REST, MCP at ${url}/mcp)`);
+          getLog("http").info(`Listening on ${url}`, { url, version: VERSION });
+        });
       },
     });
     await runtime.gateway.announceStarted("http");

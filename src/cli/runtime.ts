@@ -41,6 +41,8 @@ export interface Runtime {
    * address it listens on ({@linkcode EgressPolicy.listen}).
    */
   egress: EgressPolicy;
+  /** Publishes the HTTP server's URL with the plugin states (CLI commands then call it). */
+  announceUrl(url: string): Promise<void>;
   /** Stops background work and releases resources (not the store: the context owns it). */
   close(): Promise<void>;
 }
@@ -241,6 +243,10 @@ export async function createRuntime(
     audit,
     dispatcher,
     egress,
+    announceUrl: async (url) => {
+      await publisherStarting;
+      await publisher?.announceUrl(url);
+    },
     close: async () => {
       closed = true;
       await stopFollowing?.();

@@ -11,6 +11,7 @@ import { LOCAL_CALLER } from "../gateway/caller.ts";
 import { type CliContext, debugEnabled, table, usage } from "./context.ts";
 import type { UpstreamSpec } from "../plugins/mcp/mod.ts";
 import { createRuntime, type Runtime } from "./runtime.ts";
+import { findServer, remoteCall, remoteTools } from "./remote.ts";
 
 /**
  * Starts the gateway quietly (plugin state shows in `plugins list`), unless
@@ -57,23 +58,22 @@ export function registerTools(program: Command, context: CliContext): void {
   const tools = program.command("tools").description("list and call tools");
 
   tools.command("list")
-    .description("list the tools on offer")
+    .description(
+      "list the tools on offer (from the running server of this data dir or database, if any)",
+    )
     .option("--json", "print JSON: [{name, plugin, description, inputSchema}]")
+    .option("--url <url>", "ask this toolgate server (http://host:port) instead of looking for one")
     .option("-v, --verbose", "log plugin start-up on stderr")
-    .action(async (options: { json?: boolean; verbose?: boolean }) => {
+    .action(async (options: { json?: boolean; verbose?: boolean; url?: string }) => {
+      const note = (message: string) => context.io.stderr(`toolgate: note: ${message}\n`);
+      const server = await findServer(context, options.url, note);
+      if (server) {
+        printTools(await remoteTools(server));
+        return;
+      }
       const runtime = await startQuietRuntime(context, options.verbose);
       try {
-        const list = runtime.gateway.listTools();
-        if (options.json) {
-          context.printJson(list.map(({ mcpListing: _, ...tool }) => tool));
-        } else if (list.length === 0) {
-          context.print("No tools on offer: see toolgate plugins list");
-        } else {
-          context.print(table(
-            ["NAME", "PLUGIN", "DESCRIPTION"],
-            list.map((tool) => [tool.name, tool.plugin, shorten(tool.description, 100)]),
-          ));
-        }
+        printTools(runtime.gateway.listTools().map(({ mcpListing: _, ...tool }) => tool));
         for (const plugin of runtime.gateway.listPlugins()) {
           if (plugin.state !== "ready" && plugin.state !== "disabled") {
             context.io.stderr(
@@ -86,21 +86,49 @@ export function registerTools(program: Command, context: CliContext): void {
       } finally {
         await runtime.close();
       }
+
+      function printTools(list: { name: string; plugin: string; description: string }[]): void {
+        if (options.json) context.printJson(list);
+        else if (list.length === 0) context.print("No tools on offer: see toolgate plugins list");
+        else {
+          context.print(table(
+            ["NAME", "PLUGIN", "DESCRIPTION"],
+            list.map((tool) => [tool.name, tool.plugin, shorten(tool.description, 100)]),
+          ));
+        }
+      }
     });
 
   tools.command("call")
-    .description("call a tool in-process and print its output as JSON")
+    .description(
+      "call a tool (on the running server of this data dir or database, else in-process) and " +
+        "print its output as JSON",
+    )
     .argument("<name>", "tool name, e.g. memory_set")
     .option("--args <json>", "arguments as a JSON object; - reads them from stdin", "{}")
     .option("--json", "print {tool, plugin, latency_ms, output}; errors as {error} on stdout too")
+    .option("--url <url>", "call it on this toolgate server (http://host:port)")
     .option("-v, --verbose", "log plugin start-up and messages on stderr")
     .addHelpText(
       "after",
       `\nExample:\n  toolgate tools call memory_set --args '{"key": "greeting", "value": "hello"}'`,
     )
-    .action(async (name: string, options: { args: string; json?: boolean; verbose?: boolean }) => {
+    .action(async (
+      name: string,
+      options: { args: string; json?: boolean; verbose?: boolean; url?: string },
+    ) => {
       const raw = options.args === "-" ? await context.io.readStdin() : options.args;
       const args = parseToolArgs(raw);
+      const note = (message: string) => context.io.stderr(`toolgate: note: ${message}\n`);
+      const server = await findServer(context, options.url, note);
+      if (server) {
+        try {
+          printResult(await remoteCall(server, name, args));
+        } catch (error) {
+          throw callError(error);
+        }
+        return;
+      }
       const runtime = await startQuietRuntime(
         context,
         options.verbose,
@@ -108,30 +136,34 @@ export function registerTools(program: Command, context: CliContext): void {
         (spec) => name.startsWith(`${spec.name}__`) || spec.shape?.prefix === false,
       );
       try {
-        const result = await runtime.gateway.call(name, args, {
-          source: "cli",
-          caller: LOCAL_CALLER,
-        });
+        printResult(
+          await runtime.gateway.call(name, args, { source: "cli", caller: LOCAL_CALLER }),
+        );
+      } catch (error) {
+        throw callError(error);
+      } finally {
+        await runtime.close();
+      }
+
+      function printResult(
+        result: { tool: string; plugin: string; latency_ms: number; output: unknown },
+      ): void {
         if (options.json) {
-          context.printJson({
-            tool: result.tool,
-            plugin: result.plugin,
-            latency_ms: result.latency_ms,
-            output: result.output,
-          });
+          const { tool, plugin, latency_ms, output } = result;
+          context.printJson({ tool, plugin, latency_ms, output });
         } else {
           context.printJson(result.output);
         }
-      } catch (error) {
-        if (!(error instanceof GatewayError)) throw error;
+      }
+
+      function callError(error: unknown): unknown {
+        if (!(error instanceof GatewayError)) return error;
         if (options.json) context.printJson({ error: error.toJSON() });
         const hint = error.code === "TOOL_NOT_FOUND" ? "; see toolgate tools list" : "";
-        throw new GatewayError(error.code, `${error.code}: ${error.message}${hint}`, {
+        return new GatewayError(error.code, `${error.code}: ${error.message}${hint}`, {
           details: error.details,
           cause: error,
         });
-      } finally {
-        await runtime.close();
       }
     });
 }

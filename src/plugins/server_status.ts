@@ -35,6 +35,7 @@ export class ServerStatusPublisher {
   #intervalMs: number;
   #log: (message: string) => void;
   #startedAt = new Date().toISOString();
+  #url: string | undefined;
   #timer: ReturnType<typeof setTimeout> | undefined;
   #publishing: Promise<void> | undefined;
   #stopped = false;
@@ -54,6 +55,15 @@ export class ServerStatusPublisher {
     this.#transport = transport;
     this.#intervalMs = intervalMs;
     this.#log = log;
+  }
+
+  /**
+   * Publishes the HTTP server's URL from now on (and at once), so that CLI
+   * commands on the same data directory or database call it.
+   */
+  announceUrl(url: string): Promise<void> {
+    this.#url = url;
+    return this.#publishing ?? this.#publish();
   }
 
   /** Publishes now, then every interval. */
@@ -78,6 +88,7 @@ export class ServerStatusPublisher {
         server_id: this.serverId,
         pid: Deno.pid,
         transport: this.#transport,
+        ...(this.#url ? { url: this.#url, hostname: Deno.hostname() } : {}),
         started_at: this.#startedAt,
         updated_at: new Date().toISOString(),
         plugins: this.#gateway.listPlugins() as unknown as Record<string, unknown>[],

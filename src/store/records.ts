@@ -763,6 +763,10 @@ export const ServerStatusSchema = z.strictObject({
   server_id: z.string(),
   pid: z.number().int(),
   transport: z.string(),
+  /** The HTTP server's base URL (`--transport http`), for CLI commands to call it. */
+  url: z.string().optional(),
+  /** The host it runs on (a URL on 127.0.0.1 is reachable from that host only). */
+  hostname: z.string().optional(),
   started_at: z.string(),
   updated_at: z.string(),
   plugins: z.array(z.record(z.string(), z.unknown())),
