@@ -5,6 +5,7 @@
  *
  * @module
  */
+import { boundedIssueFields, issueSummary } from "../errors/bounded.ts";
 import { getLog, type Log, type LogLike, toLog } from "../log/mod.ts";
 import { z } from "zod";
 import type { Config } from "../config/mod.ts";
@@ -1141,14 +1142,13 @@ function circuitOpen(tool: RegisteredTool, name: string, key: string | undefined
 }
 
 function invalidInput(tool: string, error: z.ZodError): GatewayError {
-  const fields = error.issues.map((issue) => ({
-    path: issue.path.map(String).join(".") || "(root)",
-    message: issue.message,
-  }));
-  const summary = fields.map((f) => `${f.path}: ${f.message}`).join("; ");
-  return new GatewayError("TOOL_INPUT_INVALID", `Invalid arguments for ${tool}: ${summary}`, {
-    details: { tool, fields },
-  });
+  // Bounded: 50 000 unknown keys name 20 of them.
+  const { fields, omitted } = boundedIssueFields(error.issues);
+  return new GatewayError(
+    "TOOL_INPUT_INVALID",
+    `Invalid arguments for ${tool}: ${issueSummary(fields, omitted)}`,
+    { details: { tool, fields, ...(omitted ? { fields_omitted: omitted } : {}) } },
+  );
 }
 
 /** The failure of a call whose caller aborted it: `CANCELLED`, unless the tool timed out first. */

@@ -7,6 +7,7 @@
 import type { Context } from "hono";
 import type { z } from "@hono/zod-openapi";
 import { GatewayError } from "../errors/mod.ts";
+import { boundedIssueFields, issueSummary } from "../errors/bounded.ts";
 
 /** What `@hono/zod-openapi` hands a hook. */
 interface ValidationResult {
@@ -15,12 +16,9 @@ interface ValidationResult {
   target: string;
 }
 
-/** The field paths and messages of a zod error. */
+/** The field paths and messages of a zod error (at most 20, unknown keys named at most 20). */
 export function issueFields(error: z.ZodError): { path: string; message: string }[] {
-  return error.issues.map((issue) => ({
-    path: issue.path.map(String).join(".") || "(root)",
-    message: issue.message,
-  }));
+  return boundedIssueFields(error.issues).fields;
 }
 
 /**
@@ -32,8 +30,8 @@ export function issueFields(error: z.ZodError): { path: string; message: string 
  */
 export function validationHook(result: ValidationResult, c: Context): undefined {
   if (result.success || !result.error) return undefined;
-  const fields = issueFields(result.error);
-  const summary = fields.map((f) => `${f.path}: ${f.message}`).join("; ");
+  const { fields, omitted } = boundedIssueFields(result.error.issues);
+  const summary = issueSummary(fields, omitted);
   const tool = result.target === "json" ? c.req.param("name") : undefined;
   if (tool) {
     throw new GatewayError("TOOL_INPUT_INVALID", `Invalid arguments for ${tool}: ${summary}`, {
