@@ -22,14 +22,19 @@
  *
  * Its first runs found a defect fixed in issue 33: on PostgreSQL, claim
  * renewals and releases locked rows in scan order and deadlocked with
- * outcome commits.
+ * outcome commits. Its end condition rests on `listPending()` listing every
+ * delivery pending throughout the call: on Deno KV a delivery whose first
+ * attempt failed meanwhile was in neither of its two reads, and a loaded
+ * run ended early, its retry still stored (checked below, deterministically).
  *
  * @module
  */
 import { prng } from "../_prng.ts";
 import { assert, assertEquals } from "../_asserts.ts";
 import { EventBus, type EventType } from "../../src/events/mod.ts";
-import type { Store } from "../../src/store/mod.ts";
+import type { DeliveryRecord, FanoutRecord, Store } from "../../src/store/mod.ts";
+import type { KvStore } from "../../src/store/kv/kv_store.ts";
+import { listPendingDeliveries } from "../../src/store/kv/deliveries.ts";
 import {
   createDispatcher,
   disableWebhook,
@@ -412,9 +417,18 @@ async function runCase(plain: Store, dataDir: string, plan: RunPlan): Promise<nu
   if (problems.length) {
     const about = emitted.filter((id) => problems.some((p) => p.includes(id)));
     const lines = trace.filter((line) => about.some((id) => line.includes(id)));
+    // Still pending after the end (the run ended early) or gone (lost)?
+    const left = (await plain.deliveries.listPending())
+      .filter((d) => about.includes(d.record.event_id))
+      .map((d) =>
+        `${d.record.event_id}/${d.record.webhook_id}${
+          d.fanout ? "(f)" : ""
+        }@${d.record.attempt_count}`
+      );
     throw new Error(
       `Model run failed; replay with TOOLGATE_MODEL_SEED=${plan.seed}:\n${problems.join("\n")}` +
-        `\nhooks ${JSON.stringify(hookIds)}\n${lines.join("\n")}`,
+        `\nhooks ${JSON.stringify(hookIds)}\npending after the end: [${left.join(" ")}]\n` +
+        lines.join("\n"),
     );
   }
   return pairs;
@@ -458,6 +472,72 @@ function baseSeed(): number {
 
 Deno.test("kv: generated delivery runs all end delivered or dead-lettered, nothing left stored", async () => {
   await runModel(kvStores(), RUNS, baseSeed());
+});
+
+Deno.test("kv: listPending lists a delivery that leaves its fan-out entry for a record of its own meanwhile", async () => {
+  await using env = await kvStores()();
+  const store = env.store as KvStore;
+  const writer = store.deliveries.writer();
+  const now = Date.now();
+  const created_at = new Date(now).toISOString();
+  const fanout: FanoutRecord = {
+    event_type: "tool.called",
+    created_at,
+    next_attempt_at: now,
+    webhook_ids: ["wh_a"],
+  };
+  const event = {
+    id: "evt_moving",
+    type: "tool.called",
+    timestamp: created_at,
+    body: new Uint8Array(8),
+    webhook_ids: ["wh_a"],
+  };
+  await writer.write([
+    { op: "put_event", event },
+    { op: "put_fanout", event_id: event.id, fanout },
+  ]);
+  const retry: DeliveryRecord = {
+    event_id: event.id,
+    event_type: "tool.called",
+    webhook_id: "wh_a",
+    attempt_count: 1,
+    next_attempt_at: now + 60_000,
+    created_at,
+    attempts: [{ attempt: 1, at: created_at, status: 500, duration_ms: 1 }],
+  };
+  // The commit of the first failed attempt lands right after the listing's first read.
+  let move: (() => Promise<unknown>) | undefined = () =>
+    writer.write([
+      { op: "put_delivery", delivery: retry },
+      { op: "put_fanout", event_id: event.id, fanout: { ...fanout, webhook_ids: [] } },
+    ]);
+  const kv = new Proxy(store.kv, {
+    get(target, name) {
+      if (name === "list") {
+        return async function* (...args: Parameters<Deno.Kv["list"]>) {
+          yield* target.list(...args);
+          const run = move;
+          move = undefined;
+          await run?.();
+        };
+      }
+      const value = Reflect.get(target, name, target);
+      return typeof value === "function" ? value.bind(target) : value;
+    },
+  });
+  const view = new Proxy(store, {
+    get(target, name) {
+      if (name === "kv") return kv;
+      const value = Reflect.get(target, name, target);
+      return typeof value === "function" ? value.bind(target) : value;
+    },
+  });
+  const listed = await listPendingDeliveries(view);
+  assertEquals(move, undefined);
+  assertEquals(listed.map((d) => ({ record: d.record, fanout: d.fanout })), [
+    { record: retry, fanout: false },
+  ]);
 });
 
 Deno.test("postgres: generated delivery runs all end delivered or dead-lettered, nothing left stored", async () => {

@@ -1057,10 +1057,22 @@ export async function deliveriesVersion(store: KvStore): Promise<bigint> {
 
 /**
  * Every pending delivery in either form, by event id (oldest first); a
- * delivery record wins over a fan-out entry of the same webhook.
+ * delivery record wins over a fan-out entry of the same webhook. Not one
+ * snapshot, but every delivery pending from the call's start to its end is
+ * listed: the fan-out records are read before the delivery records, as a
+ * delivery only ever moves from its fan-out entry to a record of its own
+ * (read the other way round, one moving between the two reads was in neither).
  */
 export async function listPendingDeliveries(store: KvStore): Promise<StoredDelivery[]> {
   return await store.retry(async () => {
+    const fanouts: StoredDelivery[] = [];
+    for await (const entry of store.kv.list({ prefix: outboxFanoutPrefix() })) {
+      const eventId = String(entry.key[entry.key.length - 1]);
+      const fanout = parseRecord(FanoutRecordSchema, entry.value, `fan-out of ${eventId}`);
+      for (const record of fanoutDeliveries(eventId, fanout)) {
+        fanouts.push({ record, versionstamp: entry.versionstamp, fanout: true });
+      }
+    }
     const out: StoredDelivery[] = [];
     const own = new Set<string>();
     for await (const entry of store.kv.list({ prefix: deliveriesPrefix() })) {
@@ -1072,13 +1084,8 @@ export async function listPendingDeliveries(store: KvStore): Promise<StoredDeliv
       own.add(`${record.event_id}/${record.webhook_id}`);
       out.push({ record, versionstamp: entry.versionstamp, fanout: false });
     }
-    for await (const entry of store.kv.list({ prefix: outboxFanoutPrefix() })) {
-      const eventId = String(entry.key[entry.key.length - 1]);
-      const fanout = parseRecord(FanoutRecordSchema, entry.value, `fan-out of ${eventId}`);
-      for (const record of fanoutDeliveries(eventId, fanout)) {
-        if (own.has(`${eventId}/${record.webhook_id}`)) continue;
-        out.push({ record, versionstamp: entry.versionstamp, fanout: true });
-      }
+    for (const stored of fanouts) {
+      if (!own.has(`${stored.record.event_id}/${stored.record.webhook_id}`)) out.push(stored);
     }
     return out.sort((a, b) =>
       a.record.event_id < b.record.event_id ? -1 : a.record.event_id > b.record.event_id ? 1 : 0
