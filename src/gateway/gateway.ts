@@ -493,50 +493,34 @@ export class Gateway {
   }
 
   #breaker(tool: RegisteredTool, limits: { threshold: number; resetAfterMs: number }) {
-    const tool_name = tool.definition.name;
-    const plugin = tool.plugin.definition.name;
+    const events = this.#circuitEvents(tool);
     return new CircuitBreaker({
       ...limits,
-      onOpen: ({ failureCount, threshold, resetAfterMs }) => {
-        this.#log.warn(`circuit opened for ${tool_name} after ${failureCount} failures`, {
-          tool: tool_name,
-        });
-        void this.bus.emit("circuit.opened", {
-          tool_name,
-          plugin,
-          failure_count: failureCount,
-          threshold,
-          reset_after_ms: resetAfterMs,
-        });
-      },
-      onClose: ({ downtimeMs }) => {
-        this.#log.info(`circuit closed for ${tool_name} after ${downtimeMs} ms`, {
-          tool: tool_name,
-        });
-        void this.bus.emit("circuit.closed", {
-          tool_name,
-          plugin,
-          downtime_ms: Math.round(downtimeMs),
-        });
-      },
+      onOpen: (info) => events.opened(undefined, info),
+      onClose: (info) => events.closed(undefined, info),
     });
   }
 
   /**
-   * The per-destination breakers of a tool with `breakerKey`: their events
-   * are the tool's (`circuit.opened` / `circuit.closed` keep exactly the
-   * spec's fields, so the destination is in the log line, `/health`, the
-   * metrics and the `CIRCUIT_OPEN` error, not in the event).
+   * What opening and closing a circuit of `tool` logs and emits; with a
+   * destination (`http_request`) the log line names it, while
+   * `circuit.opened` / `circuit.closed` keep exactly the spec's fields.
    */
-  #keyedBreakers(tool: RegisteredTool, limits: { threshold: number; resetAfterMs: number }) {
+  #circuitEvents(tool: RegisteredTool) {
     const tool_name = tool.definition.name;
     const plugin = tool.plugin.definition.name;
-    return new KeyedBreakers({
-      ...limits,
-      maxKeys: this.#maxBreakerKeys,
-      onOpen: (destination, { failureCount, threshold, resetAfterMs }) => {
+    const to = (destination: string | undefined) => destination ? ` to ${destination}` : "";
+    return {
+      opened: (
+        destination: string | undefined,
+        { failureCount, threshold, resetAfterMs }: {
+          failureCount: number;
+          threshold: number;
+          resetAfterMs: number;
+        },
+      ) => {
         this.#log.warn(
-          `circuit opened for ${tool_name} to ${destination} after ${failureCount} failures`,
+          `circuit opened for ${tool_name}${to(destination)} after ${failureCount} failures`,
           { tool: tool_name, destination },
         );
         void this.bus.emit("circuit.opened", {
@@ -547,9 +531,9 @@ export class Gateway {
           reset_after_ms: resetAfterMs,
         });
       },
-      onClose: (destination, { downtimeMs }) => {
+      closed: (destination: string | undefined, { downtimeMs }: { downtimeMs: number }) => {
         this.#log.info(
-          `circuit closed for ${tool_name} to ${destination} after ${downtimeMs} ms`,
+          `circuit closed for ${tool_name}${to(destination)} after ${downtimeMs} ms`,
           { tool: tool_name, destination },
         );
         void this.bus.emit("circuit.closed", {
@@ -558,6 +542,23 @@ export class Gateway {
           downtime_ms: Math.round(downtimeMs),
         });
       },
+    };
+  }
+
+  /**
+   * The per-destination breakers of a tool with `breakerKey`: their events
+   * are the tool's (see {@linkcode Gateway.#circuitEvents}), so the
+   * destination is in the log line, `/health`, the metrics and the
+   * `CIRCUIT_OPEN` error, not in the event.
+   */
+  #keyedBreakers(tool: RegisteredTool, limits: { threshold: number; resetAfterMs: number }) {
+    const tool_name = tool.definition.name;
+    const events = this.#circuitEvents(tool);
+    return new KeyedBreakers({
+      ...limits,
+      maxKeys: this.#maxBreakerKeys,
+      onOpen: (destination, info) => events.opened(destination, info),
+      onClose: (destination, info) => events.closed(destination, info),
       onFull: (destination) => {
         this.#log.warn(
           `circuit breakers of ${tool_name} full: ${this.#maxBreakerKeys} destinations have an ` +

@@ -5,7 +5,7 @@
  * tracing is on); stdout of the stdio transport stays JSON-RPC only.
  */
 import { assert, assertEquals, assertMatch } from "../_asserts.ts";
-import { runCli, tempHome } from "../_helpers.ts";
+import { initializeRequest, runCli, tempHome } from "../_helpers.ts";
 import { OtlpReceiver } from "../tracing/_otlp_receiver.ts";
 import { startHttpServer } from "./_http_server.ts";
 
@@ -74,16 +74,7 @@ Deno.test("http server with --log-format json: every stderr line is a JSON log l
 Deno.test("stdio with TOOLGATE_LOG_FORMAT=json: stdout carries only JSON-RPC, stderr only JSON log lines", async () => {
   await using tmp = await tempHome();
   const requests = [
-    {
-      jsonrpc: "2.0",
-      id: 1,
-      method: "initialize",
-      params: {
-        protocolVersion: "2025-06-18",
-        capabilities: {},
-        clientInfo: { name: "raw", version: "1" },
-      },
-    },
+    initializeRequest(),
     { jsonrpc: "2.0", method: "notifications/initialized" },
     { jsonrpc: "2.0", id: 2, method: "tools/list" },
   ];
