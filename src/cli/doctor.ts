@@ -11,7 +11,7 @@ import type { Command } from "commander";
 import { type Config, loadConfig } from "../config/mod.ts";
 import { egressPolicyFromConfig } from "../egress/mod.ts";
 import { GatewayError } from "../errors/mod.ts";
-import { readKeyStatus, type Store, storeSchemaStatus } from "../store/mod.ts";
+import { type Store, storeSchemaStatus } from "../store/mod.ts";
 import { VERSION } from "../version.ts";
 import { type CliContext, storeOptions } from "./context.ts";
 import { describeKey } from "./db.ts";

@@ -556,11 +556,16 @@ export function registerWebhooks(program: Command, context: CliContext): void {
     });
 
   webhooks.command("rotate-secret")
-    .description("replace an outgoing webhook's signing secret; prints the new one once")
+    .description(
+      "replace an outgoing webhook's signing secret; prints the new one once. During the " +
+        "overlap the old secret keeps signing: webhook-signature carries both, " +
+        "X-Service-Signature keeps the old one, then switches",
+    )
     .argument("<id>", "the outgoing webhook id (wh_…)")
     .option(
       "--overlap <duration>",
-      "how long the old secret also signs webhook-signature, e.g. 24h, 30m, 0",
+      "how long the old secret keeps signing (beside the new one in webhook-signature, " +
+        "instead of it in X-Service-Signature), e.g. 24h, 30m; 0 switches both at once",
       "24h",
     )
     .option("--json", "print {webhook, secret} as JSON")
@@ -574,12 +579,23 @@ export function registerWebhooks(program: Command, context: CliContext): void {
         return;
       }
       context.print(secret);
-      const until = webhook.previous_secrets[0]?.expires_at;
+      const until = overlapMs > 0 ? webhook.previous_secrets[0]?.expires_at : undefined;
+      // X-Service-Signature switches when the last overlap still running ends.
+      const switchAt = webhook.previous_secrets.reduce<string | undefined>(
+        (latest, p) => latest === undefined || p.expires_at > latest ? p.expires_at : latest,
+        undefined,
+      );
       context.io.stderr(
         `Rotated the secret of ${webhook.id}: the line above is the new secret, shown only now; ` +
-          (overlapMs > 0 && until
-            ? `the old one also signs webhook-signature until ${until}\n`
-            : `the old one no longer signs\n`),
+          (until
+            ? `the old one also signs webhook-signature until ${until}`
+            : `the old one no longer signs webhook-signature`) +
+          (switchAt
+            ? `, and X-Service-Signature keeps ${
+              until ? "the old secret" : "an earlier secret (a rotation's overlap is running)"
+            } until ${switchAt}, then switches to the new one: give the new secret to the ` +
+              `receiver before then\n`
+            : `, and X-Service-Signature switches to the new one at once\n`),
       );
     });
 

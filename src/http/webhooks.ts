@@ -48,7 +48,8 @@ export const WebhookSchema = z.object({
   description: z.string().optional(),
   has_secret: z.boolean().openapi({ description: "Whether deliveries are signed" }),
   previous_secrets: z.array(z.object({ expires_at: z.string() })).openapi({
-    description: "Replaced secrets still signing `webhook-signature` until they expire",
+    description: "Replaced secrets still signing until they expire: `webhook-signature` carries " +
+      "them beside the current one, and `X-Service-Signature` keeps the oldest of them",
   }),
   disabled: DisabledSchema.optional().openapi({
     description: "Set while the webhook receives nothing (its events wait in the DLQ)",
@@ -232,8 +233,9 @@ const rotateRoute = createRoute({
     ...jsonBody(
       z.strictObject({
         overlap: z.string().min(1).optional().openapi({
-          description: "How long the old secret still signs `webhook-signature` " +
-            "(`24h` by default, `0s` for not at all)",
+          description: "How long the old secret still signs: `webhook-signature` carries both, " +
+            "`X-Service-Signature` keeps the old one until the overlap ends " +
+            "(`24h` by default, `0s` to switch both at once)",
           example: "24h",
         }),
         secret: z.string().min(1).optional().openapi({

@@ -46,7 +46,11 @@ export interface WebhookView {
   description?: string;
   /** Whether deliveries are signed (the webhook has a secret). */
   has_secret: boolean;
-  /** Secrets replaced by a rotation that still sign `webhook-signature`, newest first (expiry only). */
+  /**
+   * Secrets replaced by a rotation whose overlap has not ended, newest first
+   * (expiry only): each signs `webhook-signature` beside the current one, and
+   * the oldest keys `X-Service-Signature` until its overlap ends.
+   */
   previous_secrets: { expires_at: string }[];
   /** Set while the webhook receives no deliveries. */
   disabled?: { at: string; reason: DisabledReason; detail?: string };
@@ -99,7 +103,12 @@ export interface UpdateWebhookInput {
 
 /** Options of {@linkcode rotateWebhookSecret}. */
 export interface RotateSecretOptions extends EndpointOptions {
-  /** How long the replaced secret keeps signing `webhook-signature`, in ms (0: not at all). @default 24 h */
+  /**
+   * The overlap, in ms: how long the replaced secret keeps signing, beside
+   * the new one in `webhook-signature` and instead of it in
+   * `X-Service-Signature` (0: none; both headers switch at once unless an
+   * earlier rotation's overlap is still running). @default 24 h
+   */
   overlapMs?: number;
   /** The new secret. @default a generated `whsec_…` */
   secret?: string;
@@ -438,9 +447,17 @@ export async function enableWebhook(
 
 /**
  * Replaces an outgoing webhook's signing secret. For `overlapMs` the old
- * secret keeps signing `webhook-signature` beside the new one (receivers
- * switch at their pace); `X-Service-Signature` uses the new one at once.
- * Expired previous secrets are dropped, and at most the 5 newest kept.
+ * secret keeps signing: `webhook-signature` carries it beside the new one
+ * (Standard Webhooks receivers switch at their pace), and
+ * `X-Service-Signature`, which has room for one signature, stays keyed with
+ * it until the overlap ends, then switches to the new one (so a receiver of
+ * the spec header keeps verifying until then; give it the new secret before).
+ * With overlaps still running from earlier rotations, `X-Service-Signature`
+ * keeps the oldest of those secrets, then the next, then the new one: it
+ * switches to the new secret when the last overlap ends (the latest
+ * `previous_secrets[].expires_at` of the result). `overlapMs: 0` adds no
+ * overlap: with none running, both headers switch at once. Expired previous
+ * secrets are dropped, and at most the 5 newest kept.
  *
  * @returns The webhook and the new secret (shown now, never again).
  * @throws {GatewayError} `USAGE` for a bad overlap or secret; `NOT_FOUND`.

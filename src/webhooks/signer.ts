@@ -120,7 +120,8 @@ export function importStandardKey(secret: string): SigningKey {
  * @example
  * ```ts
  * const key = importStandardKey("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw");
- * signStandard([key], "msg_p5jXN8AQM9LWM0D4loKWxJek", 1614265330, body); // "v1,…"
+ * const body = new TextEncoder().encode('{"test": 2432232314}');
+ * signStandard([key], "msg_p5jXN8AQM9LWM0D4loKWxJek", 1614265330, body); // "v1,g0hM9SsE…"
  * ```
  */
 export function signStandard(
@@ -140,28 +141,47 @@ export function signStandard(
 
 /** The signature headers of one attempt (see {@linkcode WebhookSigner}). */
 export interface AttemptSignatures {
-  /** `X-Service-Signature`: `sha256=<hex>` keyed with the current secret. */
+  /**
+   * `X-Service-Signature`: `sha256=<hex>` keyed with the oldest previous
+   * secret still in its overlap, else with the current secret.
+   */
   signature: string;
   /** `webhook-signature`: the current secret's, then each unexpired previous one's. */
   standardSignature: string;
 }
 
 /**
- * A webhook's signing keys, imported once when its registration is loaded:
- * the current secret signs `X-Service-Signature` and `webhook-signature`;
- * secrets replaced by a rotation add their own `webhook-signature` until
- * they expire.
+ * A webhook's signing keys, imported once when its registration is loaded.
+ *
+ * `webhook-signature` carries one signature per secret: the current one's,
+ * then each previous (rotated-out) secret's until its overlap ends.
+ * `X-Service-Signature` has room for one: during a rotation's overlap it
+ * keeps the secret that receivers of the spec header still hold, the
+ * oldest previous secret whose overlap has not ended; when the last
+ * overlap ends it switches to the current secret.
+ *
+ * @example
+ * ```ts
+ * const signer = new WebhookSigner("whsec_new…", [
+ *   { secret: "whsec_old…", expires_at: "2026-01-02T00:00:00.000Z" },
+ * ]);
+ * const body = new TextEncoder().encode('{"id":"evt_1"}');
+ * // Before 2026-01-02: signature keyed with the old secret, standardSignature with both.
+ * signer.sign("evt_1", 1767225600, body, Date.parse("2026-01-01T00:00:00Z"));
+ * ```
  */
 export class WebhookSigner {
   #spec: SigningKey;
   #current: SigningKey;
-  #previous: { key: SigningKey; expiresAt: number }[];
+  /** Newest first, as stored: the last one still unexpired keys `X-Service-Signature`. */
+  #previous: { spec: SigningKey; key: SigningKey; expiresAt: number }[];
   /** When the last previous secret expires (epoch ms), `-Infinity` without any. */
   #lastExpiry: number;
 
   /**
    * @param secret The current secret.
-   * @param previous Secrets replaced by rotations, with their expiry (ISO 8601).
+   * @param previous Secrets replaced by rotations, newest first, with the
+   * end of their overlap (ISO 8601).
    */
   constructor(
     secret: string,
@@ -170,6 +190,7 @@ export class WebhookSigner {
     this.#spec = importSigningKey(secret);
     this.#current = importStandardKey(secret);
     this.#previous = previous.map((p) => ({
+      spec: importSigningKey(p.secret),
       key: importStandardKey(p.secret),
       expiresAt: Date.parse(p.expires_at),
     }));
@@ -185,12 +206,23 @@ export class WebhookSigner {
    * @param now Epoch ms deciding which previous secrets still sign.
    */
   sign(id: string, timestamp: number, body: Uint8Array, now: number): AttemptSignatures {
-    const signature = signPayload(this.#spec, body);
     if (now >= this.#lastExpiry) {
-      return { signature, standardSignature: signStandard([this.#current], id, timestamp, body) };
+      return {
+        signature: signPayload(this.#spec, body),
+        standardSignature: signStandard([this.#current], id, timestamp, body),
+      };
     }
     const keys = [this.#current];
-    for (const previous of this.#previous) if (now < previous.expiresAt) keys.push(previous.key);
-    return { signature, standardSignature: signStandard(keys, id, timestamp, body) };
+    let spec = this.#spec;
+    for (const previous of this.#previous) {
+      if (now < previous.expiresAt) {
+        keys.push(previous.key);
+        spec = previous.spec; // newest first: the last one kept is the oldest
+      }
+    }
+    return {
+      signature: signPayload(spec, body),
+      standardSignature: signStandard(keys, id, timestamp, body),
+    };
   }
 }

@@ -123,7 +123,13 @@ Deno.test({
     await page.getByRole("button", { name: `Send test to ${live.url}` }).click();
     await page.getByText(/Test delivered: HTTP 204 in \d+ ms/).waitFor();
     assertEquals(live.requests.at(-1)?.type, "webhook.test");
+    // Rotating asks first, saying when each signature header switches.
     await page.getByRole("button", { name: `Rotate secret of ${live.url}` }).click();
+    await page.getByRole("heading", { name: "Rotate the signing secret" }).waitFor();
+    assert(await page.getByRole("radio", { name: "24 hours (default)" }).isChecked());
+    await page.getByText(/X-Service-Signature keeps the old secret until \d{4}-/).first().waitFor();
+    await shot(page, "rotate-secret");
+    await page.getByRole("button", { name: `Confirm rotating the secret of ${live.url}` }).click();
     assertMatch(await page.locator("#new-secret").textContent() ?? "", /^whsec_/);
 
     // The disabled webhook's event is a dead letter: enable it, replay, see it delivered.

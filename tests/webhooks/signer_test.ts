@@ -114,7 +114,7 @@ Deno.test("a secret without whsec_ (or not base64 after it) is keyed with its UT
   assertEquals(standardKeyBytes("plain"), encoder.encode("plain"));
 });
 
-Deno.test("WebhookSigner signs with the current secret, adds previous ones until they expire", () => {
+Deno.test("WebhookSigner adds previous secrets to webhook-signature until they expire; X-Service-Signature keeps the oldest of them", () => {
   const current = "whsec_" + btoa("current-key-current-key-");
   const previous = "whsec_" + btoa("previous-key-previous-ke");
   const older = "whsec_" + btoa("older-key-older-key-olde");
@@ -126,12 +126,14 @@ Deno.test("WebhookSigner signs with the current secret, adds previous ones until
   const at = (iso: string) => signer.sign("evt_1", 9, BODY, Date.parse(iso));
   const early = at("2026-01-01T00:00:00.000Z");
   assertEquals(early.standardSignature, [one(current), one(previous), one(older)].join(" "));
-  assertEquals(early.signature, signPayload(current, BODY)); // the spec header: current only
-  assertEquals(
-    at("2026-01-01T00:30:00.000Z").standardSignature,
-    `${one(current)} ${one(previous)}`,
-  );
-  assertEquals(at("2026-01-01T01:00:00.000Z").standardSignature, one(current));
+  // The spec header has room for one: the oldest previous secret still in its overlap.
+  assertEquals(early.signature, signPayload(older, BODY));
+  const middle = at("2026-01-01T00:30:00.000Z");
+  assertEquals(middle.standardSignature, `${one(current)} ${one(previous)}`);
+  assertEquals(middle.signature, signPayload(previous, BODY));
+  const late = at("2026-01-01T01:00:00.000Z");
+  assertEquals(late.standardSignature, one(current));
+  assertEquals(late.signature, signPayload(current, BODY));
   assertEquals(
     new WebhookSigner(current).sign("evt_1", 9, BODY, 0).standardSignature,
     one(current),

@@ -43,6 +43,11 @@ button.primary{background:var(--accent);border-color:var(--accent);color:#fff}
 input,select,textarea{font:inherit;padding:.3rem .45rem;border:1px solid var(--line);border-radius:6px;background:var(--bg);color:var(--fg);max-width:100%}
 textarea{width:100%;min-height:8rem;font-family:ui-monospace,monospace}
 label{display:block;font-weight:600;margin:.4rem 0 .15rem}
+fieldset{border:1px solid var(--line);border-radius:6px;margin:0 0 .8rem;padding:.4rem .8rem}
+legend{font-weight:600;padding:0 .3rem}
+.choice{display:flex;gap:.6rem;align-items:flex-start;margin:.5rem 0}
+.choice input{margin-top:.3rem}
+.choice label{margin:0}.choice p{margin:.1rem 0 0}
 .filters{display:flex;flex-wrap:wrap;gap:.6rem;align-items:end}
 .filters label{margin:0}
 .notice{border-left:4px solid var(--accent);background:var(--card);padding:.6rem .8rem;margin:.8rem 0}

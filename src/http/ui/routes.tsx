@@ -15,12 +15,15 @@ import { ADMIN_CALLER, LOCAL_CALLER, toToolResult } from "../../gateway/mod.ts";
 import { newId } from "../../ids.ts";
 import type { Store } from "../../store/mod.ts";
 import {
+  DEFAULT_ROTATION_OVERLAP_MS,
   disableWebhook,
   enableWebhook,
   getDlqEntry,
+  getWebhook,
   listDlq,
   listFailedJobs,
   listWebhooks,
+  parseDuration,
   recentAttempts,
   replayDlq,
   replayFailedJobs,
@@ -43,6 +46,7 @@ import {
   OverviewPage,
   type PageFrame,
   replayFlash,
+  RotateSecretPage,
   secretFlash,
   SignInPage,
   testFlash,
@@ -51,6 +55,7 @@ import {
   WebhooksPage,
 } from "./views.tsx";
 import { isConsolePath, UI } from "./paths.ts";
+import { OVERLAP_CHOICES, rotationTimes, signatureSwitchAt } from "./rotation.ts";
 
 /** Options of {@linkcode consoleRoutes}. */
 export interface ConsoleOptions {
@@ -62,7 +67,10 @@ export interface ConsoleOptions {
   egress?: EgressPolicy;
   /** Tells the incoming router that replayed jobs wait (`IncomingRouter.wake`). @default none */
   wakeIncoming?: () => void;
-  /** Clock of the console's sessions, in ms since the epoch. @default Date.now */
+  /**
+   * Clock of the console's sessions and of the times a secret rotation
+   * shows and uses, in ms since the epoch. @default Date.now
+   */
   now?: () => number;
 }
 
@@ -153,6 +161,7 @@ function sinceOf(raw: string | undefined): string | undefined {
  */
 export function consoleRoutes(options: ConsoleOptions): RouteMount {
   const { store, audit, egress, now } = options;
+  const clock = now ?? Date.now;
   return function mountConsole(app: ToolgateApp, { gateway, config, lifecycle }) {
     const auth = new ConsoleSessions({ token: config.apiToken, store: store.consoleSessions, now });
     // Open like the rest of the API: no token, no OAuth issuer, and no API key yet.
@@ -408,9 +417,45 @@ export function consoleRoutes(options: ConsoleOptions): RouteMount {
       const { webhook } = await enableWebhook(store, c.req.param("id"));
       return webhooksPage(c, { kind: "ok", text: `Enabled ${webhook.url}` });
     });
+    // Rotating asks first: the Rotate button opens this confirmation, saying
+    // when each signature header switches for each overlap offered.
+    const rotatePage = async (c: Ctx, id: string) => {
+      const at = clock();
+      const webhook = await getWebhook(store, id, { now: () => at });
+      const options = OVERLAP_CHOICES.map((choice) => ({
+        choice,
+        times: rotationTimes(webhook, choice.ms, at),
+        checked: choice.ms === DEFAULT_ROTATION_OVERLAP_MS,
+      }));
+      const path = `${UI}/webhooks/${encodeURIComponent(webhook.id)}/rotate`;
+      return html(
+        c,
+        <RotateSecretPage
+          frame={frameOf(c, path)}
+          webhook={webhook}
+          options={options}
+          runningUntil={signatureSwitchAt(webhook, at)}
+        />,
+      );
+    };
+    app.get(`${UI}/webhooks/:id/rotate`, (c) => rotatePage(c, c.req.param("id")));
     app.post(`${UI}/webhooks/:id/rotate`, async (c) => {
-      const { webhook, secret } = await rotateWebhookSecret(store, c.req.param("id"));
-      return webhooksPage(c, secretFlash(webhook.url, secret));
+      const body = await c.req.parseBody();
+      // A form without the confirmation's field (a page from before it) only asks.
+      if (field(body, "confirm") !== "rotate") return rotatePage(c, c.req.param("id"));
+      const raw = field(body, "overlap");
+      const overlapMs = raw === undefined
+        ? DEFAULT_ROTATION_OVERLAP_MS
+        : parseDuration(raw, "overlap");
+      const at = clock();
+      const id = c.req.param("id");
+      const before = await getWebhook(store, id, { now: () => at });
+      const { webhook, secret } = await rotateWebhookSecret(store, id, {
+        now: () => at,
+        overlapMs,
+      });
+      const times = rotationTimes(before, overlapMs, at);
+      return webhooksPage(c, secretFlash(webhook.url, secret, times, before.has_secret));
     });
 
     const dlqPage = async (c: Ctx, flash?: Flash) => {

@@ -16,6 +16,7 @@ import type {
   TestWebhookResult,
   WebhookView,
 } from "../../webhooks/mod.ts";
+import type { OverlapChoice, RotationTimes } from "./rotation.ts";
 import type { MinuteStats } from "./stats.ts";
 
 import { UI } from "./paths.ts";
@@ -481,12 +482,11 @@ export function WebhooksPage(
                       name={`Disable ${w.url}`}
                     />
                   )}
-                <Action
-                  action={`${base}/rotate`}
-                  csrf={csrf}
-                  label="Rotate secret"
-                  name={`Rotate secret of ${w.url}`}
-                />
+                <form method="get" action={`${base}/rotate`} class="inline">
+                  <button type="submit" aria-label={`Rotate secret of ${w.url}`}>
+                    Rotate secret…
+                  </button>
+                </form>
                 <a
                   href={`${UI}/dlq?webhook=${encodeURIComponent(w.id)}`}
                   aria-label={`Dead letters of ${w.url}`}
@@ -538,16 +538,177 @@ export function testFlash(result: TestWebhookResult): Flash {
     };
 }
 
-/** The flash showing a rotated secret once. */
-export function secretFlash(url: string, secret: string): Flash {
+/** What a rotation changes, and when, in words (the confirmation's and the flash's). */
+function RotationEffect(props: { times: RotationTimes; hadSecret: boolean }) {
+  const { previousUntil, switchAt, runningUntil } = props.times;
+  const standard = <code>webhook-signature</code>;
+  const spec = <code>X-Service-Signature</code>;
+  const at = (ms: number) => <Time iso={new Date(ms).toISOString()} />;
+  const before = "give the new secret to the receiver before then.";
+  if (!props.hadSecret) {
+    return (
+      <>
+        Deliveries are signed with the new secret from the next attempt (both {standard} and{" "}
+        {spec}); give it to the receiver first.
+      </>
+    );
+  }
+  const first = previousUntil !== undefined
+    ? <>{standard} carries both secrets until {at(previousUntil)};</>
+    : <>{standard} drops the old secret at once;</>;
+  let second: Child;
+  if (switchAt === undefined) {
+    second = (
+      <>
+        {spec}{" "}
+        switches to the new secret at once: a receiver still holding the old one rejects deliveries
+        (they are retried, then dead-lettered) until it has the new one.
+      </>
+    );
+  } else if (runningUntil === undefined) {
+    second = (
+      <>
+        {spec} keeps the old secret until {at(switchAt)}, then switches to the new one: {before}
+      </>
+    );
+  } else if (switchAt > runningUntil) {
+    second = (
+      <>
+        {spec} keeps the secret from before the earlier rotation until{" "}
+        {at(runningUntil)}, then the old one until {at(switchAt)}, then switches to the new one:
+        {" "}
+        {before}
+      </>
+    );
+  } else {
+    second = (
+      <>
+        {spec} keeps the secret from before the earlier rotation until{" "}
+        {at(switchAt)}, then switches to the new one: {before}
+      </>
+    );
+  }
+  return <>{first} {second}</>;
+}
+
+/**
+ * The flash showing a rotated secret once, and when the headers switch.
+ *
+ * @param times When the rotation that made it changes the headers; absent: not said.
+ * @param hadSecret Whether the webhook was signed before.
+ */
+export function secretFlash(
+  url: string,
+  secret: string,
+  times?: RotationTimes,
+  hadSecret = true,
+): Flash {
   return {
     kind: "ok",
     text: (
       <>
         New secret of {url}, shown only now: <code id="new-secret">{secret}</code>
+        {times && (
+          <>
+            {". "}
+            <RotationEffect times={times} hadSecret={hadSecret} />
+          </>
+        )}
       </>
     ),
   };
+}
+
+/** An overlap offered by the rotation's confirmation, with what it changes when. */
+export interface RotationOption {
+  choice: OverlapChoice;
+  times: RotationTimes;
+  /** The one checked at first (the default). */
+  checked?: boolean;
+}
+
+/**
+ * The confirmation before a rotation: what changes when for each overlap
+ * offered, and the form that rotates (`POST …/rotate` with `confirm`).
+ *
+ * @param runningUntil When an earlier rotation's last overlap ends, if one is running (epoch ms).
+ */
+export function RotateSecretPage(
+  props: {
+    frame: PageFrame;
+    webhook: WebhookView;
+    options: RotationOption[];
+    runningUntil?: number;
+  },
+) {
+  const { webhook: w, frame } = props;
+  const base = `${UI}/webhooks/${encodeURIComponent(w.id)}`;
+  return (
+    <Layout title="Rotate the signing secret" page="webhooks" frame={frame}>
+      <p>
+        Webhook <code>{w.url}</code>{" "}
+        <span class="muted">({w.id})</span>. Confirming replaces its signing secret with a new one,
+        shown once on the page that answers.
+      </p>
+      {props.runningUntil !== undefined && (
+        <p class="notice info">
+          An earlier rotation's overlap is still running: until{" "}
+          <Time iso={new Date(props.runningUntil).toISOString()} />,{" "}
+          <code>X-Service-Signature</code>{" "}
+          is keyed with the secret from before it, the one receivers of that header still hold.
+        </p>
+      )}
+      <form method="post" action={`${base}/rotate`} class="card">
+        <Csrf token={frame.csrf} />
+        <input type="hidden" name="confirm" value="rotate" />
+        {w.has_secret
+          ? (
+            <fieldset class="choices">
+              <legend>Overlap: how long the old secret keeps signing</legend>
+              {props.options.map(({ choice, times, checked }) => {
+                const id = `overlap-${choice.value}`;
+                return (
+                  <div class="choice">
+                    <input
+                      type="radio"
+                      id={id}
+                      name="overlap"
+                      value={choice.value}
+                      checked={checked}
+                      aria-describedby={`${id}-effect`}
+                    />
+                    <div>
+                      <label for={id}>
+                        {choice.label}
+                        {checked ? " (default)" : ""}
+                      </label>
+                      <p id={`${id}-effect`} class="muted">
+                        <RotationEffect times={times} hadSecret />
+                      </p>
+                    </div>
+                  </div>
+                );
+              })}
+            </fieldset>
+          )
+          : (
+            <p id="rotation-effect">
+              This webhook is unsigned. <RotationEffect times={{}} hadSecret={false} />
+            </p>
+          )}
+        <p class="actions">
+          <button
+            type="submit"
+            class="primary"
+            aria-label={`Confirm rotating the secret of ${w.url}`}
+          >
+            Confirm
+          </button>
+          <a href={`${UI}/webhooks`}>Cancel</a>
+        </p>
+      </form>
+    </Layout>
+  );
 }
 
 /** The flash of a replay. */
