@@ -202,6 +202,9 @@ Deno.test({
     // Overview with the calls counted, and at a phone's width without sideways scrolling.
     await page.getByRole("link", { name: "Overview" }).click();
     await page.getByText(/\d+ calls in the last hour/).first().waitFor();
+    // The chart says what it counts, with its scales.
+    await page.getByText(/other instances on the same database are not included/).waitFor();
+    await page.getByText("60 min ago").waitFor();
     await shot(page, "overview", true);
     await page.setViewportSize({ width: 390, height: 800 });
     // The same page again: measured once the new document has loaded, not while it replaces the old.
@@ -214,6 +217,27 @@ Deno.test({
     );
     assertEquals(overflow, 0, "the page fits a phone's width");
     await shot(page, "overview-phone");
+    // At that width tables stack their rows: every column shows (no sideways scroll inside a
+    // table), each cell beside its column's name, and a date stays on one line.
+    for (const link of ["Webhooks", "Audit log"]) {
+      await Promise.all([
+        page.waitForEvent("load"),
+        page.getByRole("link", { name: link }).click(),
+      ]);
+      const hidden = await page.evaluate<number>(
+        "[...document.querySelectorAll('.table')].filter((t) => t.scrollWidth > t.clientWidth + 1).length",
+      );
+      assertEquals(hidden, 0, `${link}: a table scrolls sideways at 390 px`);
+      const labelled = await page.evaluate<number>(
+        "document.querySelectorAll('.table td[data-label]').length",
+      );
+      assert(labelled > 0, `${link}: no cell names its column`);
+      const wrapped = await page.evaluate<number>(
+        "[...document.querySelectorAll('.table time')].filter((t) => t.getClientRects().length > 1).length",
+      );
+      assertEquals(wrapped, 0, `${link}: a date wraps`);
+    }
+    await shot(page, "webhooks-phone");
 
     // Keyboard: the first Tab reaches the skip link.
     await page.keyboard.press("Tab");

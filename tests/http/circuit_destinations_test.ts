@@ -85,5 +85,5 @@ Deno.test("an open http_request destination shows in CIRCUIT_OPEN, /health, /met
 
   const page = await (await t.app.request("/ui")).text();
   assertStringIncludes(page, '<th scope="col">Destination</th>');
-  assertStringIncludes(page, `<td>${dead}</td>`);
+  assertStringIncludes(page, `<td data-label="Destination">${dead}</td>`);
 });

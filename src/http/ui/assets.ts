@@ -53,13 +53,22 @@ legend{font-weight:600;padding:0 .3rem}
 .notice{border-left:4px solid var(--accent);background:var(--card);padding:.6rem .8rem;margin:.8rem 0}
 .notice.bad{border-color:var(--bad)}.notice.ok{border-color:var(--ok)}
 .chart{width:100%;height:120px;display:block}
+.plot{display:grid;grid-template-columns:auto 1fr;gap:0 .4rem;font-size:.8rem;color:var(--muted)}
+.plot .y{display:flex;flex-direction:column;justify-content:space-between;text-align:right;height:120px}
+.plot .x{grid-column:2;display:flex;justify-content:space-between}
+time{white-space:nowrap}
 .chart .ok{fill:var(--ok)}.chart .bad{fill:var(--bad)}.chart .lat{stroke:var(--accent);fill:none;stroke-width:1.5}
 #live-feed{list-style:none;padding:0;margin:0;max-height:16rem;overflow:auto;font-size:.9rem}
 #live-feed li{padding:.2rem 0;border-bottom:1px solid var(--line)}
 .signin{max-width:24rem;margin:4rem auto}
 progress{width:100%;height:1.2rem}
 .sr-only{position:absolute;width:1px;height:1px;overflow:hidden;clip:rect(0 0 0 0);white-space:nowrap}
-@media (max-width:640px){main{padding:.6rem}header form{margin-left:0}th,td{padding:.3rem}}
+@media (max-width:640px){main{padding:.6rem}header form{margin-left:0}th,td{padding:.3rem}
+.table table,.table tbody,.table tr,.table td{display:block;width:100%}
+.table thead{position:absolute;width:1px;height:1px;overflow:hidden;clip:rect(0 0 0 0)}
+.table tr{border-bottom:1px solid var(--line);padding:.4rem 0}
+.table td{border:0;padding:.1rem 0;display:grid;grid-template-columns:6.5rem minmax(0,1fr);gap:.5rem;word-break:break-word}
+.table td[data-label]::before{content:attr(data-label);color:var(--muted);font-weight:600}}
 `;
 
 /**

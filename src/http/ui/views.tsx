@@ -69,9 +69,51 @@ function Action(
 }
 
 /** A table in its scrolling wrapper: column headers, then the rows given. */
+/** A JSX node as Hono builds one (only what {@linkcode labelCells} reads). */
+interface JsxNode {
+  tag: unknown;
+  props: Record<string, unknown>;
+  children: unknown[];
+}
+
+function isNode(value: unknown): value is JsxNode {
+  return typeof value === "object" && value !== null && "tag" in value && "children" in value;
+}
+
+/**
+ * Gives each cell of the rows the name of its column (`data-label`): on a
+ * narrow screen rows are stacked, each cell shown beside its column's name.
+ */
+function labelCells(rows: unknown, head: readonly string[]): void {
+  if (Array.isArray(rows)) {
+    for (const row of rows) labelCells(row, head);
+    return;
+  }
+  if (!isNode(rows)) return;
+  if (rows.tag !== "tr") {
+    labelCells(rows.children, head);
+    return;
+  }
+  let column = 0;
+  const visit = (cells: unknown[]) => {
+    for (const cell of cells) {
+      if (Array.isArray(cell)) visit(cell);
+      else if (isNode(cell) && (cell.tag === "td" || cell.tag === "th")) {
+        const span = Number(cell.props.colspan ?? 1);
+        if (span === 1 && head[column] && cell.props["data-label"] === undefined) {
+          cell.props["data-label"] = head[column];
+        }
+        column += span;
+      }
+    }
+  };
+  visit(rows.children);
+}
+
 function DataTable(
   props: { head: string[]; label?: string; children?: unknown },
 ) {
+  labelCells(props.children, props.head);
   return (
     <div class="table">
       <table aria-label={props.label}>
@@ -207,32 +249,46 @@ function CallChart({ minutes }: { minutes: MinuteStats[] }) {
     `busiest minute ${top === 1 && total === 0 ? 0 : top} calls, slowest mean ${slowest} ms`;
   return (
     <figure>
-      <svg
-        class="chart"
-        viewBox={`0 0 ${width} ${height}`}
-        preserveAspectRatio="none"
-        role="img"
-        aria-label={summary}
-      >
-        {minutes.map((m, i) => {
-          const okH = (m.ok / top) * height, badH = (m.failed / top) * height;
-          return (
-            <g>
-              <rect class="ok" x={i * step + 1} width={step - 2} y={height - okH} height={okH} />
-              <rect
-                class="bad"
-                x={i * step + 1}
-                width={step - 2}
-                y={height - okH - badH}
-                height={badH}
-              />
-            </g>
-          );
-        })}
-        <polyline class="lat" points={line} />
-      </svg>
+      <div class="plot">
+        <div class="y" aria-hidden="true">
+          <span>{top === 1 && total === 0 ? 0 : top}/min</span>
+          <span>0</span>
+        </div>
+        <svg
+          class="chart"
+          viewBox={`0 0 ${width} ${height}`}
+          preserveAspectRatio="none"
+          role="img"
+          aria-label={summary}
+        >
+          {minutes.map((m, i) => {
+            const okH = (m.ok / top) * height, badH = (m.failed / top) * height;
+            return (
+              <g>
+                <rect class="ok" x={i * step + 1} width={step - 2} y={height - okH} height={okH} />
+                <rect
+                  class="bad"
+                  x={i * step + 1}
+                  width={step - 2}
+                  y={height - okH - badH}
+                  height={badH}
+                />
+              </g>
+            );
+          })}
+          <polyline class="lat" points={line} />
+        </svg>
+        <div class="x" aria-hidden="true">
+          <span>60 min ago</span>
+          <span>30 min ago</span>
+          <span>now</span>
+        </div>
+      </div>
       <figcaption class="muted">
-        {summary}. Bars: calls per minute (red: failed); line: mean latency.
+        {summary}. Bars: calls per minute (red: failed), from 0 to the busiest minute; line: mean
+        latency, from 0 to {slowest} ms. Counts the calls this instance served (pid {Deno.pid} on
+        {" "}
+        {Deno.hostname()}); other instances on the same database are not included.
       </figcaption>
     </figure>
   );
@@ -439,7 +495,7 @@ export function WebhooksPage(
     <Layout title="Outgoing webhooks" page="webhooks" frame={props.frame} flash={props.flash}>
       {props.rows.length === 0 && (
         <p>
-          No outgoing webhooks. Add one with <code>toolgate webhooks add &lt;url&gt;</code> or{" "}
+          No outgoing webhooks. Add one with <code>toolgate webhooks add --url &lt;url&gt;</code> or{" "}
           <code>POST /webhooks</code>.
         </p>
       )}
