@@ -495,7 +495,8 @@ export function WebhooksPage(
     <Layout title="Outgoing webhooks" page="webhooks" frame={props.frame} flash={props.flash}>
       {props.rows.length === 0 && (
         <p>
-          No outgoing webhooks. Add one with <code>toolgate webhooks add --url &lt;url&gt;</code> or{" "}
+          No outgoing webhooks. Add one with <code>toolgate webhooks add --url &lt;url&gt;</code> or
+          {" "}
           <code>POST /webhooks</code>.
         </p>
       )}
