@@ -253,3 +253,20 @@ Deno.test({
     assert(!(await modes(tmp.home))[KV_FILE], "no database created");
   },
 });
+
+Deno.test({
+  name: "doctor names a data dir of another user as a failed check, with the fix",
+  ignore: !canDropPrivileges,
+  fn: async () => {
+    await using tmp = await tempHome();
+    await Deno.chmod(tmp.home, 0o755);
+    const output = await asNobody(["doctor", "--json"], tmp.home);
+    assertEquals(output.code, 1);
+    const report = JSON.parse(new TextDecoder().decode(output.stdout));
+    const check = report.checks.find((c: { name: string }) => c.name === "data_dir");
+    assertEquals(check.status, "fail", JSON.stringify(check));
+    assertMatch(check.message, /belongs to uid 0, not to this user \(uid 65534\)/);
+    assertMatch(check.fix, /chown -R 65534/);
+    assertEquals((await modes(tmp.home))["."], "0755", "nothing changed");
+  },
+});

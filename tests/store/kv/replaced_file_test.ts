@@ -124,3 +124,72 @@ Deno.test("random bytes over the KV file's pages: STORE_CORRUPT or an unreadable
     /STORE_CORRUPT|unreadable|cannot be read|does not match/i,
   );
 });
+
+/** Overwrites the middle of the live copy of `marker` in the KV file (after folding the WAL in). */
+async function damage(home: string, marker: string): Promise<void> {
+  const kv = await Deno.openKv(`${home}/${KV_FILE}`);
+  kv.close();
+  await removeWal(home);
+  const path = `${home}/${KV_FILE}`;
+  const data = await Deno.readFile(path);
+  const needle = new TextEncoder().encode(marker);
+  const hits: number[] = [];
+  outer: for (let i = 0; i + needle.length <= data.length; i++) {
+    for (let j = 0; j < needle.length; j++) if (data[i + j] !== needle[j]) continue outer;
+    hits.push(i);
+  }
+  assert(hits.length > 0, `${marker} not found in the file`);
+  const at = hits[Math.floor(hits.length / 2)];
+  // Control characters: no longer JSON, as a damaged page would leave it.
+  data.set(new Uint8Array(64).fill(0x01), at);
+  await Deno.writeFile(path, data);
+}
+
+Deno.test("a damaged record: start-up goes on, the record is STORE_CORRUPT naming its key, the rest reads", async () => {
+  await using tmp = await tempHome();
+  const store = await openStore({ dataDir: tmp.home });
+  for (let i = 0; i < 20; i++) await store.memory.set(`note${i}`, "filler".repeat(50));
+  await store.memory.set("victim", "MARKERMARKER".repeat(800));
+  await store.close();
+  await damage(tmp.home, "MARKERMARKER");
+  await using server = await startHttpServer({ home: tmp.home });
+  const ready = await fetch(`${server.url}/health/ready`);
+  assertEquals(ready.status, 200, await ready.text());
+  const call = (key: string) =>
+    fetch(`${server.url}/tools/memory_get`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ key }),
+    }).then(async (r) => ({ status: r.status, body: await r.json() }));
+  const victim = await call("victim");
+  assertEquals([victim.status, victim.body.error.code], [500, "STORE_CORRUPT"]);
+  assertStringIncludes(victim.body.error.message, '"victim"');
+  const other = await call("note3");
+  assertEquals([other.status, other.body.structuredContent.found], [200, true]);
+});
+
+Deno.test("a damaged audit entry: audit verify names its seq, the server still starts", async () => {
+  await using tmp = await tempHome();
+  const first = await startHttpServer({ home: tmp.home });
+  const post = (url: string, body: unknown) =>
+    fetch(url, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify(body),
+    }).then((r) => r.body?.cancel());
+  for (let i = 0; i < 5; i++) await post(`${first.url}/tools/memory_get`, { key: `k${i}` });
+  // A call whose arguments only the audit entry keeps (the request is refused, and audited).
+  await post(`${first.url}/tools/http_request`, {
+    url: `http://127.0.0.1:9/${"AUDITMARK".repeat(300)}`,
+  });
+  for (let i = 5; i < 8; i++) await post(`${first.url}/tools/memory_get`, { key: `k${i}` });
+  await first.stop();
+  await damage(tmp.home, "AUDITMARK");
+  const verify = await runCli(["audit", "verify"], { home: tmp.home });
+  assertEquals(verify.code, 1, verify.stdout + verify.stderr);
+  assertMatch(verify.stdout + verify.stderr, /seq 6\b|[Ee]ntry 6\b/);
+  assertEquals(verify.stderr.includes("internal error"), false, verify.stderr);
+  await using again = await startHttpServer({ home: tmp.home });
+  const ready = await fetch(`${again.url}/health/ready`);
+  assertEquals(ready.status, 200, await ready.text());
+});
