@@ -79,6 +79,15 @@ export function inclusionProof(index: number, leaves: readonly Uint8Array[]): Ui
   return path(index, leaves);
 }
 
+/** Right-shifts both while `fn` is even and not 0: the climb past a left edge (§2.1.3.2, §2.1.4.2). */
+function shiftWhileEven(fn: number, sn: number): [number, number] {
+  while (fn % 2 === 0 && fn !== 0) {
+    fn = Math.floor(fn / 2);
+    sn = Math.floor(sn / 2);
+  }
+  return [fn, sn];
+}
+
 function equal(a: Uint8Array, b: Uint8Array): boolean {
   if (a.length !== b.length) return false;
   let diff = 0;
@@ -110,12 +119,7 @@ export function verifyInclusion(
     if (sn === 0) return false;
     if (fn % 2 === 1 || fn === sn) {
       r = nodeHash(p, r);
-      if (fn % 2 === 0) {
-        while (fn % 2 === 0 && fn !== 0) {
-          fn = Math.floor(fn / 2);
-          sn = Math.floor(sn / 2);
-        }
-      }
+      if (fn % 2 === 0) [fn, sn] = shiftWhileEven(fn, sn);
     } else {
       r = nodeHash(r, p);
     }
@@ -179,12 +183,7 @@ export function verifyConsistency(
     if (fn % 2 === 1 || fn === sn) {
       fr = nodeHash(c, fr);
       sr = nodeHash(c, sr);
-      if (fn % 2 === 0) {
-        while (fn % 2 === 0 && fn !== 0) {
-          fn = Math.floor(fn / 2);
-          sn = Math.floor(sn / 2);
-        }
-      }
+      if (fn % 2 === 0) [fn, sn] = shiftWhileEven(fn, sn);
     } else {
       sr = nodeHash(sr, c);
     }

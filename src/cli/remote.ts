@@ -84,25 +84,19 @@ export async function findServer(
   return undefined;
 }
 
-/** `undefined` when the server lists its tools to this caller, else why not. */
+/** `undefined` when the server lists its tools to this caller (`HEAD /tools`), else why not. */
 async function probe(url: string, headers: Record<string, string>): Promise<string | undefined> {
   try {
-    const response = await fetch(`${url}/health/live`, {
-      headers,
-      signal: AbortSignal.timeout(PROBE_TIMEOUT_MS),
-    });
-    await response.body?.cancel();
-    if (!response.ok) return `/health/live answered ${response.status}`;
-    const tools = await fetch(`${url}/tools`, {
+    const response = await fetch(`${url}/tools`, {
       method: "HEAD",
       headers,
       signal: AbortSignal.timeout(PROBE_TIMEOUT_MS),
     });
-    await tools.body?.cancel();
-    if (tools.status === 401 || tools.status === 403) {
-      return `it needs its API token (set TOOLGATE_API_TOKEN), answered ${tools.status}`;
+    await response.body?.cancel();
+    if (response.status === 401 || response.status === 403) {
+      return `it needs its API token (set TOOLGATE_API_TOKEN), answered ${response.status}`;
     }
-    return undefined;
+    return response.ok ? undefined : `GET /tools answered ${response.status}`;
   } catch (error) {
     return (error as Error).name === "TimeoutError"
       ? `no answer in ${PROBE_TIMEOUT_MS} ms`
@@ -132,7 +126,7 @@ export async function remoteTools(server: RemoteServer): Promise<RemoteTool[]> {
 
 /**
  * Calls a tool on the server (`POST /tools/{name}`), with the result shaped
- * as an in-process call gives it.
+ * as an in-process call gives it (`plugin` filled in only with `options.plugin`).
  *
  * @throws {GatewayError} the server's error, code and message as it answered them.
  */
@@ -140,6 +134,7 @@ export async function remoteCall(
   server: RemoteServer,
   name: string,
   args: Record<string, unknown>,
+  options: { plugin?: boolean } = {},
 ): Promise<RemoteCallResult> {
   const started = performance.now();
   const response = await fetch(`${server.url}/tools/${encodeURIComponent(name)}`, {
@@ -158,7 +153,10 @@ export async function remoteCall(
   const first = body.content?.[0];
   const plain = body.structuredContent !== undefined && body.content?.length === 1 &&
     first?.type === "text" && first.text === JSON.stringify(body.structuredContent);
-  const plugin = (await remoteTools(server)).find((tool) => tool.name === name)?.plugin ?? "";
+  // The REST answer does not name the plugin: looked up only when it is shown (`--json`).
+  const plugin = options.plugin
+    ? (await remoteTools(server)).find((tool) => tool.name === name)?.plugin ?? ""
+    : "";
   return {
     tool: name,
     plugin,

@@ -123,7 +123,7 @@ export function registerTools(program: Command, context: CliContext): void {
       const server = await findServer(context, options.url, note);
       if (server) {
         try {
-          printResult(await remoteCall(server, name, args));
+          printResult(await remoteCall(server, name, args, { plugin: options.json }));
         } catch (error) {
           throw callError(error);
         }

@@ -1,21 +1,13 @@
 /**
  * Config errors people can act on: each problem says where (the key path),
  * what is wrong, what is accepted and, where it helps, an example, never
- * the validator's own text; at most {@linkcode MAX_LISTED} problems and
+ * the validator's own text; at most {@linkcode MAX_NAMED} problems and
  * names, then "and N more". Private to `src/config`.
  *
  * @module
  */
 import type { z } from "zod";
-
-/** Most problems (and most names within one) a message lists. */
-export const MAX_LISTED = 20;
-
-/** `a, b, c (and 4 more)`: at most {@linkcode MAX_LISTED} of `items`. */
-export function listBounded(items: readonly string[], max = MAX_LISTED): string {
-  const shown = items.slice(0, max).join(", ");
-  return items.length > max ? `${shown} and ${items.length - max} more` : shown;
-}
+import { boundedList, MAX_NAMED } from "../errors/bounded.ts";
 
 /** The schema inside wrappers (default, prefault, optional, nullable, pipes). */
 function unwrap(schema: z.ZodType): z.ZodType {
@@ -77,8 +69,8 @@ function describeIssue(root: z.ZodType, issue: z.core.$ZodIssue): string {
     case "unrecognized_keys": {
       const names = issue.keys.map((key) => JSON.stringify(key));
       const known = keysOf(schemaAt(root, issue.path));
-      return `${where}: unknown key${issue.keys.length === 1 ? "" : "s"} ${listBounded(names)}` +
-        (known.length ? `; accepted keys: ${listBounded(known)}` : "");
+      return `${where}: unknown key${issue.keys.length === 1 ? "" : "s"} ${boundedList(names)}` +
+        (known.length ? `; accepted keys: ${boundedList(known)}` : "");
     }
     case "invalid_type": {
       const expected = EXPECTED[issue.expected] ?? issue.expected;
@@ -89,7 +81,7 @@ function describeIssue(root: z.ZodType, issue: z.core.$ZodIssue): string {
     }
     case "invalid_value":
       return `${where}: expected one of ${
-        listBounded(issue.values.map((value) => JSON.stringify(value)))
+        boundedList(issue.values.map((value) => JSON.stringify(value)))
       }`;
     case "invalid_union":
       return `${where}: not one of the accepted forms`;
@@ -121,10 +113,10 @@ function receivedOf(message: string): string {
 
 /**
  * One message for all the issues of a failed parse: each problem with its
- * path, at most {@linkcode MAX_LISTED} of them.
+ * path, at most {@linkcode MAX_NAMED} of them.
  */
 export function describeIssues(root: z.ZodType, issues: readonly z.core.$ZodIssue[]): string {
-  const shown = issues.slice(0, MAX_LISTED).map((issue) => describeIssue(root, issue)).join("; ");
-  const more = issues.length - MAX_LISTED;
+  const shown = issues.slice(0, MAX_NAMED).map((issue) => describeIssue(root, issue)).join("; ");
+  const more = issues.length - MAX_NAMED;
   return more > 0 ? `${shown}; and ${more} more problem${more === 1 ? "" : "s"}` : shown;
 }

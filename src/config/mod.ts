@@ -6,7 +6,8 @@
  *
  * @module
  */
-import { describeIssues, MAX_LISTED } from "./_issues.ts";
+import { describeIssues } from "./_issues.ts";
+import { MAX_NAMED } from "../errors/bounded.ts";
 import { z } from "zod";
 import { GatewayError } from "../errors/mod.ts";
 // Not the folder's mod.ts: parsing the config needs only the entry check.
@@ -434,7 +435,7 @@ export function parseConfigFile(raw: unknown, source = "config.json"): ConfigFil
       "CONFIG_INVALID",
       `Invalid ${source}: ${formatIssues(parsed.error)}`,
       {
-        details: parsed.error.issues.slice(0, MAX_LISTED).map((i) => ({
+        details: parsed.error.issues.slice(0, MAX_NAMED).map((i) => ({
           path: i.path.join("."),
           message: i.message.slice(0, 200),
         })),

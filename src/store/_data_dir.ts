@@ -91,6 +91,29 @@ export async function createPrivateFile(path: string): Promise<void> {
   if (Deno.build.os !== "windows") await Deno.chmod(path, 0o600);
 }
 
+/**
+ * Writes `data` to `path` (mode 0600) unless a file is there, never
+ * replacing one, not even of a process writing at the same moment: the
+ * bytes go to a temporary file first, and `link()` fails on an existing
+ * path. Readers never see a half-written file.
+ *
+ * @returns Whether this call wrote it (`false`: another file was there).
+ */
+export async function writeFileOnce(path: string, data: Uint8Array): Promise<boolean> {
+  const temp = `${path}.${crypto.randomUUID()}.tmp`;
+  try {
+    await Deno.writeFile(temp, data, { mode: 0o600, createNew: true });
+    if (Deno.build.os !== "windows") await Deno.chmod(temp, 0o600);
+    await Deno.link(temp, path);
+    return true;
+  } catch (error) {
+    if (error instanceof Deno.errors.AlreadyExists) return false;
+    throw error;
+  } finally {
+    await Deno.remove(temp).catch(() => {});
+  }
+}
+
 /** Removes group and other permissions from `path`, whose mode should become `mode`. */
 async function makePrivate(
   path: string,

@@ -9,6 +9,7 @@
  */
 import { Buffer } from "node:buffer";
 import { GatewayError } from "../errors/mod.ts";
+import { writeFileOnce } from "./_data_dir.ts";
 
 /** File name of the key inside the data directory. */
 export const KEY_FILE = "keychain.key";
@@ -256,28 +257,21 @@ export class DataKey {
 
   async #create(): Promise<Uint8Array<ArrayBuffer>> {
     const { dataDir } = this.#options;
-    await Deno.mkdir(dataDir, { recursive: true, mode: 0o700 });
     const key = crypto.getRandomValues(new Uint8Array(DATA_KEY_BYTES));
-    const temp = `${this.path}.${crypto.randomUUID()}.tmp`;
     try {
-      await Deno.writeFile(temp, key, { mode: 0o600, createNew: true });
-      if (Deno.build.os !== "windows") await Deno.chmod(temp, 0o600);
-      // link() never replaces an existing file: a concurrent creator wins, we read its key.
-      await Deno.link(temp, this.path);
-      return key;
+      await Deno.mkdir(dataDir, { recursive: true, mode: 0o700 });
+      // A concurrent creator wins: we read its key.
+      if (await writeFileOnce(this.path, key)) return key;
     } catch (error) {
-      if (error instanceof Deno.errors.AlreadyExists) {
-        const existing = await this.#read();
-        if (existing) return existing;
-      }
       throw new GatewayError(
         "STORE_CORRUPT",
         `Cannot create ${this.path}: ${(error as Error).message}`,
         { cause: error },
       );
-    } finally {
-      await Deno.remove(temp).catch(() => {});
     }
+    const existing = await this.#read();
+    if (existing) return existing;
+    throw new GatewayError("STORE_CORRUPT", `Cannot create ${this.path}: it vanished meanwhile`);
   }
 }
 

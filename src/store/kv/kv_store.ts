@@ -124,7 +124,7 @@ import { DataKey } from "../data_key.ts";
 import { keySealGuard } from "../key_check.ts";
 import { ReadBatcher } from "./_reads.ts";
 import { KV_CHANGE_FEED } from "./changes.ts";
-import { createPrivateFile, ensureDataDir } from "../_data_dir.ts";
+import { createPrivateFile, ensureDataDir, writeFileOnce } from "../_data_dir.ts";
 
 /**
  * The schema version this release writes and reads. 2: pending deliveries
@@ -581,16 +581,8 @@ async function claimStoreId(store: KvStore, dataDir: string, path: string): Prom
     found = await store.retry(() => store.kv.get<string>(key));
   }
   const id = String(found.value);
-  // Written beside the file; link() never replaces a marker another process wrote first.
-  const temp = `${dataDir}/${STORE_MARKER_FILE}.${crypto.randomUUID()}.tmp`;
-  try {
-    await Deno.writeTextFile(temp, `${id}\n`, { mode: 0o600, createNew: true });
-    await Deno.link(temp, `${dataDir}/${STORE_MARKER_FILE}`).catch((error) => {
-      if (!(error instanceof Deno.errors.AlreadyExists)) throw error;
-    });
-  } finally {
-    await Deno.remove(temp).catch(() => {});
-  }
+  // Never replaces a marker another process wrote first (then compared below).
+  await writeFileOnce(`${dataDir}/${STORE_MARKER_FILE}`, new TextEncoder().encode(`${id}\n`));
   const written = await readMarker(dataDir);
   if (written !== id) throw replacedError(path, written ?? "?", `it is another store (${id})`);
 }
