@@ -16,7 +16,7 @@ import {
   type EventType,
 } from "../events/mod.ts";
 import type { DeliveryOp, StagedWrites, Store } from "../store/mod.ts";
-import type { AuditBytesFilter, AuditRecord } from "../store/mod.ts";
+import type { AuditBytesFilter, AuditRecord, AuditTileWrite } from "../store/mod.ts";
 import {
   CANONICAL_START,
   decodeEntry,
@@ -29,6 +29,8 @@ import {
   UnreadableEntryError,
 } from "./_codec.ts";
 import { type AuditAppendInput, type AuditEntry, GENESIS_HASH } from "./entry.ts";
+import { edgeOfChain, treeCost, treeCostBound } from "./_tree_state.ts";
+import { entryLeafHash, TreeEdge } from "./tiles.ts";
 import {
   type AuditVerifyResult,
   verifyAuditChain,
@@ -207,6 +209,8 @@ interface ChainState {
   tailVersionstamps: string[];
   /** Whether the stored entry at `seq` still matches the head and its own hash. */
   intact: boolean;
+  /** The right edge of the Merkle tree over the chain (`seq` leaves). */
+  edge: TreeEdge;
 }
 
 const EMPTY_CHAIN: ChainState = {
@@ -216,6 +220,7 @@ const EMPTY_CHAIN: ChainState = {
   timestampMs: 0,
   tailVersionstamps: [],
   intact: true,
+  edge: TreeEdge.empty(),
 };
 
 function sleep(ms: number): Promise<void> {
@@ -652,9 +657,13 @@ export class AuditLog {
       const extra = pending.writes?.cost;
       const addedMutations = cost.mutations + (extra?.mutations ?? 0);
       const addedBytes = cost.bytes + (extra?.bytes ?? 0);
+      // The tree's tiles of the batch, at most, beside the entries.
+      const tree = treeCostBound(this.#store, count + 1);
       if (
-        count > 0 && (mutations + addedMutations > this.#store.audit.limits.commitMaxMutations ||
-          bytes + addedBytes > this.#store.audit.limits.commitMaxBytes)
+        count > 0 &&
+        (mutations + addedMutations + tree.mutations >
+            this.#store.audit.limits.commitMaxMutations ||
+          bytes + addedBytes + tree.bytes > this.#store.audit.limits.commitMaxBytes)
       ) break;
       mutations += addedMutations;
       bytes += addedBytes;
@@ -780,8 +789,10 @@ export class AuditLog {
       let envelopes = sealed.map(({ entry }, index) =>
         this.#envelopes(batch[index], entry, index === 0 ? chain.intact : true, eventTime)
       );
+      const leaves = sealed.map(({ entry }) => entryLeafHash(entry.entry_hash));
+      let tree = chain.edge.extend(leaves);
       let staged = this.#outbox?.stage(envelopes.flat());
-      while (staged && !this.#fits(sealed, staged.ops, batch)) {
+      while (staged && !this.#fits(sealed, staged.ops, batch, tree.tiles)) {
         if (sealed.length === 1) {
           staged = undefined; // Too many deliveries for one commit: the bus's subscribers write them.
           break;
@@ -789,6 +800,7 @@ export class AuditLog {
         const keep = Math.ceil(sealed.length / 2);
         sealed = sealed.slice(0, keep);
         envelopes = envelopes.slice(0, keep);
+        tree = chain.edge.extend(leaves.slice(0, keep));
         staged = this.#outbox?.stage(envelopes.flat());
       }
       const last = sealed[sealed.length - 1].entry;
@@ -799,9 +811,10 @@ export class AuditLog {
           tailVersionstamps: chain.tailVersionstamps,
         },
         sealed.map(({ entry, bytes }) => ({ seq: entry.seq, bytes })),
-        { seq: last.seq, hash: last.entry_hash, timestamp },
+        { seq: last.seq, hash: last.entry_hash, timestamp, tree: last.seq },
         staged && { ops: staged.ops, bumpVersion: staged.bumpVersion },
         batch.slice(0, sealed.length).flatMap((pending) => pending.writes ?? []),
+        tree.tiles,
       );
       if (versionstamp !== null) {
         const lastParts =
@@ -813,6 +826,7 @@ export class AuditLog {
           timestampMs,
           tailVersionstamps: new Array<string>(lastParts).fill(versionstamp),
           intact: true,
+          edge: tree.edge,
         };
         this.#lastSeq = last.seq;
         const done = staged;
@@ -838,13 +852,19 @@ export class AuditLog {
    * Whether the entries, their staged writes (`batch`, in the same order) and
    * the delivery ops fit one commit of the store.
    */
-  #fits(sealed: readonly SealedEntry[], ops: readonly DeliveryOp[], batch: Pending[]): boolean {
+  #fits(
+    sealed: readonly SealedEntry[],
+    ops: readonly DeliveryOp[],
+    batch: Pending[],
+    tiles: readonly AuditTileWrite[],
+  ): boolean {
     const extra = this.#store.deliveries.opsCost(ops);
-    let mutations = 1 + extra.mutations;
-    let bytes = HEAD_BYTES + extra.bytes;
+    const tree = treeCost(this.#store, tiles);
+    let mutations = 1 + extra.mutations + tree.mutations;
+    let bytes = HEAD_BYTES + extra.bytes + tree.bytes;
     const { commitMaxMutations, commitMaxBytes, commitMaxKeyBytes, keyBytesPerMutation } =
       this.#store.audit.limits;
-    let keyBytes = keyBytesPerMutation + extra.keyBytes;
+    let keyBytes = keyBytesPerMutation + extra.keyBytes + tree.keyBytes;
     for (const [index, { bytes: entryBytes }] of sealed.entries()) {
       const cost = this.#store.audit.entryCost(entryBytes.length);
       const writes = batch[index].writes?.cost;
@@ -857,8 +877,25 @@ export class AuditLog {
   }
 
   async #readChain(): Promise<ChainState> {
-    const { head, headVersionstamp, tail } = await this.#store.audit.readChainState(this.#lastSeq);
+    for (;;) {
+      const chain = await this.#readChainOnce();
+      if (chain) return chain;
+    }
+  }
+
+  /** The stored chain, or `null` when it moved while its tree was being built. */
+  async #readChainOnce(): Promise<ChainState | null> {
+    const state = await this.#store.audit.readChainState(this.#lastSeq);
+    const { head, tail } = state;
     if (!head) return EMPTY_CHAIN;
+    const tailVersionstamps = tail?.versionstamps ?? [];
+    const built = await edgeOfChain(this.#store, {
+      head,
+      headVersionstamp: state.headVersionstamp,
+      tailVersionstamps,
+    });
+    if (!built.edge) return null;
+    const headVersionstamp = built.headVersionstamp;
     this.#lastSeq = head.seq;
     let intact = false;
     if (tail?.bytes) {
@@ -876,8 +913,9 @@ export class AuditLog {
       seq: head.seq,
       hash: head.hash,
       timestampMs: Number.isFinite(timestampMs) ? timestampMs : 0,
-      tailVersionstamps: tail?.versionstamps ?? [],
+      tailVersionstamps,
       intact,
+      edge: built.edge,
     };
   }
 }

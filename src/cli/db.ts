@@ -38,6 +38,7 @@ const COPY_LABELS: Readonly<Record<CopyKind, string>> = {
   dlq: "dead letters",
   delivery_log: "delivery log entries",
   audit_entries: "audit entries",
+  audit_tiles: "audit tree tiles",
   incoming_jobs: "incoming jobs",
 };
 

@@ -40,9 +40,12 @@ export function checkAuditBatch(
   entries: readonly AuditEntryWrite[],
   limits: { maxEntryBytes: number; maxMutations: number },
   mutationsOf: (byteLength: number) => number,
+  tiles = 0,
 ): void {
-  if (!entries.length) throw new GatewayError("INTERNAL", "Cannot commit an empty audit batch");
-  let mutations = 1;
+  if (!entries.length && !tiles) {
+    throw new GatewayError("INTERNAL", "Cannot commit an empty audit batch");
+  }
+  let mutations = 1 + tiles;
   for (const entry of entries) {
     if (entry.bytes.length > limits.maxEntryBytes) {
       throw new GatewayError(

@@ -282,5 +282,26 @@ async function copyAudit(source: Store, importer: PostgresImporter): Promise<voi
       await importer.auditEntry({ seq: record.seq, bytes: record.bytes });
     }
   }
+  // The tree's tiles up to the head's tree size (a longer partial tile is cut to it).
+  const size = head.tree ?? 0;
+  for (let level = 0, nodes = size; nodes > 0; level++, nodes = Math.floor(nodes / 32)) {
+    const refs = Array.from({ length: Math.ceil(nodes / 32) }, (_, index) => ({ level, index }));
+    for (let i = 0; i < refs.length; i += AUDIT_PAGE_SIZE) {
+      const some = refs.slice(i, i + AUDIT_PAGE_SIZE);
+      const tiles = await source.audit.readTiles(some);
+      for (const [j, ref] of some.entries()) {
+        const want = Math.min(32, nodes - ref.index * 32) * 32;
+        const tile = tiles[j];
+        if (!tile || tile.length < want) {
+          throw new GatewayError(
+            "STORE_CORRUPT",
+            `Cannot copy audit tree tile ${level}/${ref.index}: it is missing or short in the source; run toolgate audit verify`,
+          );
+        }
+        await importer.auditTile({ ...ref, hashes: tile.subarray(0, want) });
+      }
+    }
+  }
   importer.auditHead(head);
+  importer.auditSigning(await source.audit.readKeys(), await source.audit.readCheckpoint());
 }

@@ -801,9 +801,15 @@ export const AuditHeadSchema = z.strictObject({
   seq: z.number().int().min(1),
   hash: z.string().regex(/^sha256:[0-9a-f]{64}$/),
   timestamp: z.string(),
+  /**
+   * Leaves of the Merkle tree the stored tiles hold: `seq` once the tree is
+   * built (absent in a log written before the tree, which is built from
+   * the entries on the next append).
+   */
+  tree: z.number().int().min(0).optional(),
 });
 
-/** The stored head: seq, hash and timestamp of the last entry. */
+/** The stored head: seq, hash and timestamp of the last entry, and the tree's size. */
 export type AuditHead = z.infer<typeof AuditHeadSchema>;
 
 /** The stored bytes of one entry. */
@@ -843,6 +849,48 @@ export interface AuditCommitOutbox {
   /** Whether to bump the deliveries version (a recording process signals the server). */
   bumpVersion: boolean;
 }
+
+/** Where a tile of the audit log's Merkle tree sits (see `src/audit/tiles.ts`). */
+export interface AuditTileRef {
+  /** Level: the tile holds node hashes of height `level × 5`. */
+  level: number;
+  /** Index along the level. */
+  index: number;
+}
+
+/** A tile to write: its hashes one after another, 32 bytes each (at most 32). */
+export interface AuditTileWrite extends AuditTileRef {
+  hashes: Uint8Array;
+}
+
+/** The audit log's signing key, as stored (the seed sealed with the data key). */
+export const AuditLogKeySchema = z.strictObject({
+  /** Key id: 8 hex digits (the signed-note key hash). */
+  id: z.string().regex(/^[0-9a-f]{8}$/),
+  /** Key name: the log's origin when it was made. */
+  name: z.string().min(1),
+  /** The Ed25519 public key, base64. */
+  public_key: z.string().min(1),
+  /** The 32-byte seed, base64, sealed with the data key. */
+  sealed_seed: z.string().min(1),
+  created_at: z.string(),
+  /** When a newer key took over (it then only verifies). */
+  retired_at: z.string().optional(),
+});
+
+/** The audit log's signing key, as stored. */
+export type AuditLogKey = z.infer<typeof AuditLogKeySchema>;
+
+/** The latest signed checkpoint, as stored. */
+export const AuditCheckpointSchema = z.strictObject({
+  /** Tree size it commits to. */
+  size: z.number().int().min(0),
+  /** The signed note, as published. */
+  note: z.string().min(1),
+});
+
+/** The latest signed checkpoint, as stored. */
+export type AuditCheckpoint = z.infer<typeof AuditCheckpointSchema>;
 
 /** One entry to write. */
 export interface AuditEntryWrite {

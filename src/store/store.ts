@@ -13,11 +13,15 @@
 import type {
   ApiKeyRecord,
   AuditChainState,
+  AuditCheckpoint,
   AuditCommitGuard,
   AuditCommitOutbox,
   AuditEntryWrite,
   AuditHead,
+  AuditLogKey,
   AuditRecord,
+  AuditTileRef,
+  AuditTileWrite,
   ClaimDueOptions,
   ClaimIncomingOptions,
   ClaimLeaseOptions,
@@ -269,8 +273,10 @@ export interface AuditStore {
    */
   readChainState(hintSeq?: number): Promise<AuditChainState>;
   /**
-   * Writes `entries` and the new `head` atomically, provided the chain is as
-   * `guard` says; `outbox` deliveries and staged `writes` ride in the same commit.
+   * Writes `entries`, the tree's `tiles` and the new `head` atomically,
+   * provided the chain is as `guard` says; `outbox` deliveries and staged
+   * `writes` ride in the same commit. `entries` may be empty when `tiles`
+   * are not (the tree of an older log being built).
    *
    * @returns The commit's version stamp, or `null` when another writer appended first.
    */
@@ -280,9 +286,31 @@ export interface AuditStore {
     head: AuditHead,
     outbox?: AuditCommitOutbox,
     writes?: readonly StagedWrites[],
+    tiles?: readonly AuditTileWrite[],
   ): Promise<string | null>;
+  /** What writing `tiles` tiles of `bytes` hash bytes in all costs in a commit. */
+  tileCost(tiles: number, bytes: number): { mutations: number; bytes: number; keyBytes: number };
+  /** The stored tiles of `refs`, in order; `null` for one not stored. */
+  readTiles(refs: readonly AuditTileRef[]): Promise<(Uint8Array | null)[]>;
   /** Streams stored entries in seq order, a page at a time. */
   pages(options?: ReadAuditRecordPagesOptions): AsyncGenerator<AuditRecord[]>;
+  /** The log's signing keys, the current one (not retired) first. */
+  readKeys(): Promise<AuditLogKey[]>;
+  /**
+   * Stores a new signing key and retires the current one (`retiring`, as
+   * read: its id), in one commit, provided the current key is still
+   * `retiring` (`null`: no key yet).
+   *
+   * @returns Whether it was stored (false: another instance changed the keys first).
+   */
+  addKey(key: AuditLogKey, retiring: { id: string; retired_at: string } | null): Promise<boolean>;
+  /** The latest stored checkpoint, or `null`. */
+  readCheckpoint(): Promise<AuditCheckpoint | null>;
+  /**
+   * Stores `checkpoint` as the latest, unless one of the same or a larger
+   * size is stored. @returns Whether it was stored.
+   */
+  putCheckpoint(checkpoint: AuditCheckpoint): Promise<boolean>;
 }
 
 /**

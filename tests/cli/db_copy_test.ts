@@ -426,6 +426,7 @@ Deno.test("copyStore() writes in batches, all or nothing, and of two copies at o
     dlq: 1,
     delivery_log: 3,
     audit_entries: 40,
+    audit_tiles: 3,
     incoming_jobs: 4,
   });
   const error = lost[0].reason;

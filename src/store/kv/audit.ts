@@ -12,20 +12,37 @@
  * @module
  */
 import { GatewayError } from "../../errors/mod.ts";
-import { auditEntriesPrefix, auditEntryKey, auditEntryPartKey, auditHeadKey } from "./keys.ts";
+import {
+  auditCheckpointKey,
+  auditCurrentKeyKey,
+  auditEntriesPrefix,
+  auditEntryKey,
+  auditEntryPartKey,
+  auditHeadKey,
+  auditLogKeyKey,
+  auditLogKeysPrefix,
+  auditTileKey,
+} from "./keys.ts";
 import { applyDeliveryOps } from "./deliveries.ts";
 import { applyStagedWrites } from "./_staged.ts";
 import { checkAuditBatch } from "../_rules.ts";
 import type { StagedWrites } from "../store.ts";
 import type { KvStore } from "./kv_store.ts";
+import { parseRecord } from "../_records.ts";
 import {
   type AuditChainState,
+  type AuditCheckpoint,
+  AuditCheckpointSchema,
   type AuditCommitGuard,
   type AuditCommitOutbox,
   type AuditEntryWrite,
   type AuditHead,
   AuditHeadSchema,
+  type AuditLogKey,
+  AuditLogKeySchema,
   type AuditRecord,
+  type AuditTileRef,
+  type AuditTileWrite,
   type ReadAuditRecordPagesOptions,
 } from "../records.ts";
 
@@ -46,6 +63,21 @@ export const AUDIT_COMMIT_MAX_BYTES = 700_000;
 
 /** Bytes counted per stored part for its key. */
 const KEY_OVERHEAD_BYTES = 40;
+
+/** Key bytes counted per tile (`["audit", "tile", level, index]`). */
+const TILE_KEY_BYTES = 32;
+
+/** KV cost of writing `tiles` tiles holding `bytes` bytes of hashes. */
+export function auditTileCost(
+  tiles: number,
+  bytes: number,
+): { mutations: number; bytes: number; keyBytes: number } {
+  return {
+    mutations: tiles,
+    bytes: bytes + tiles * TILE_KEY_BYTES,
+    keyBytes: tiles * TILE_KEY_BYTES,
+  };
+}
 
 /** KV cost of storing one entry of `byteLength` bytes. */
 export function auditEntryCost(byteLength: number): { mutations: number; bytes: number } {
@@ -182,11 +214,13 @@ export async function commitAuditEntries(
   head: AuditHead,
   outbox?: AuditCommitOutbox,
   writes: readonly StagedWrites[] = [],
+  tiles: readonly AuditTileWrite[] = [],
 ): Promise<string | null> {
   checkAuditBatch(
     entries,
     { maxEntryBytes: AUDIT_MAX_ENTRY_BYTES, maxMutations: AUDIT_COMMIT_MAX_MUTATIONS },
     (bytes) => auditEntryCost(bytes).mutations,
+    tiles.length,
   );
   return await store.retry(async () => {
     let op = store.kv.atomic().check({ key: auditHeadKey(), versionstamp: guard.headVersionstamp });
@@ -198,7 +232,8 @@ export async function commitAuditEntries(
         op = op.check({ key: auditEntryPartKey(guard.tailSeq, part), versionstamp });
       }
     }
-    op = op.check({ key: auditEntryPartKey(entries[0].seq, 0), versionstamp: null });
+    const first = entries[0]?.seq ?? head.seq + 1;
+    op = op.check({ key: auditEntryPartKey(first, 0), versionstamp: null });
     for (const entry of entries) {
       for (let part = 0, offset = 0; offset < entry.bytes.length; part++) {
         const end = offset + AUDIT_PART_BYTES;
@@ -206,11 +241,110 @@ export async function commitAuditEntries(
         offset = end;
       }
     }
+    for (const tile of tiles) op = op.set(auditTileKey(tile.level, tile.index), tile.hashes);
     op = op.set(auditHeadKey(), head);
     if (outbox) applyDeliveryOps(op, outbox.ops, outbox.bumpVersion);
     applyStagedWrites(op, writes);
     const result = await op.commit();
     return result.ok ? result.versionstamp : null;
+  });
+}
+
+/** Most keys in one `getMany` (the Deno KV limit). */
+const GET_MANY_MAX = 10;
+
+/** Reads tiles (on the read handle), ten keys per read, the reads in parallel. */
+export async function readAuditTiles(
+  store: KvStore,
+  refs: readonly AuditTileRef[],
+): Promise<(Uint8Array | null)[]> {
+  const reads: Promise<Deno.KvEntryMaybe<unknown>[]>[] = [];
+  for (let i = 0; i < refs.length; i += GET_MANY_MAX) {
+    const keys = refs.slice(i, i + GET_MANY_MAX).map(({ level, index }) =>
+      auditTileKey(level, index)
+    );
+    reads.push(store.retry(() => store.reader.getMany(keys)));
+  }
+  const entries = (await Promise.all(reads)).flat();
+  return entries.map((entry, i) => {
+    if (entry.value === null) return null;
+    if (!(entry.value instanceof Uint8Array) || entry.value.length % 32) {
+      const { level, index } = refs[i];
+      throw new GatewayError(
+        "STORE_CORRUPT",
+        `Stored audit tree tile ${level}/${index} is unreadable; run toolgate audit verify`,
+      );
+    }
+    return entry.value;
+  });
+}
+
+/** The log's signing keys, the current one first. */
+export async function readAuditLogKeys(store: KvStore): Promise<AuditLogKey[]> {
+  const keys = await store.retry(async () => {
+    const out: AuditLogKey[] = [];
+    for await (const entry of store.reader.list({ prefix: auditLogKeysPrefix() })) {
+      out.push(
+        parseRecord(AuditLogKeySchema, entry.value, `audit log key ${String(entry.key[2])}`),
+      );
+    }
+    return out;
+  });
+  // Current first, then the retired ones, newest first.
+  return keys.sort((a, b) =>
+    Number(a.retired_at !== undefined) - Number(b.retired_at !== undefined) ||
+    (b.retired_at ?? b.created_at).localeCompare(a.retired_at ?? a.created_at)
+  );
+}
+
+/** Adds a signing key, retiring the current one, if the current one is still `retiring`. */
+export async function addAuditLogKey(
+  store: KvStore,
+  key: AuditLogKey,
+  retiring: { id: string; retired_at: string } | null,
+): Promise<boolean> {
+  return await store.retry(async () => {
+    const current = await store.kv.get<string>(auditCurrentKeyKey());
+    if ((current.value ?? null) !== (retiring?.id ?? null)) return false;
+    let op = store.kv.atomic().check(current).set(auditCurrentKeyKey(), key.id)
+      .set(auditLogKeyKey(key.id), key);
+    if (retiring) {
+      const old = await store.kv.get(auditLogKeyKey(retiring.id));
+      if (old.value === null) return false;
+      const record = parseRecord(AuditLogKeySchema, old.value, `audit log key ${retiring.id}`);
+      op = op.check(old).set(auditLogKeyKey(retiring.id), {
+        ...record,
+        retired_at: retiring.retired_at,
+      });
+    }
+    return (await op.commit()).ok;
+  });
+}
+
+/** The latest stored checkpoint. */
+export async function readAuditCheckpoint(store: KvStore): Promise<AuditCheckpoint | null> {
+  const entry = await store.get(auditCheckpointKey());
+  return entry.value === null
+    ? null
+    : parseRecord(AuditCheckpointSchema, entry.value, "audit checkpoint");
+}
+
+/** Stores a checkpoint unless one of the same or a larger size is stored. */
+export async function putAuditCheckpoint(
+  store: KvStore,
+  checkpoint: AuditCheckpoint,
+): Promise<boolean> {
+  return await store.retry(async () => {
+    for (;;) {
+      const stored = await store.kv.get(auditCheckpointKey());
+      if (stored.value !== null) {
+        const latest = parseRecord(AuditCheckpointSchema, stored.value, "audit checkpoint");
+        if (latest.size >= checkpoint.size) return false;
+      }
+      const result = await store.kv.atomic().check(stored).set(auditCheckpointKey(), checkpoint)
+        .commit();
+      if (result.ok) return true;
+    }
   });
 }
 

@@ -247,6 +247,31 @@ export function auditEntryPartKey(seq: number, part: number): Deno.KvKey {
   return ["audit", "entry", seq, part];
 }
 
+/** One tile of the audit log's Merkle tree. */
+export function auditTileKey(level: number, index: number): Deno.KvKey {
+  return ["audit", "tile", level, index];
+}
+
+/** One signing key of the audit log, by key id. */
+export function auditLogKeyKey(id: string): Deno.KvKey {
+  return ["audit", "key", id];
+}
+
+/** Prefix of the audit log's signing keys. */
+export function auditLogKeysPrefix(): Deno.KvKey {
+  return ["audit", "key"];
+}
+
+/** Which signing key is current (its id): checked by an instance adding a key. */
+export function auditCurrentKeyKey(): Deno.KvKey {
+  return ["audit", "current_key"];
+}
+
+/** The latest signed checkpoint of the audit log. */
+export function auditCheckpointKey(): Deno.KvKey {
+  return ["audit", "checkpoint"];
+}
+
 /** A pending handler call of an accepted incoming payload. */
 export function incomingJobKey(jobId: string): Deno.KvKey {
   return ["incoming", "job", jobId];

@@ -24,16 +24,22 @@ import type {
   WebhookStore,
 } from "../store.ts";
 import {
+  addAuditLogKey,
   AUDIT_COMMIT_MAX_BYTES,
   AUDIT_COMMIT_MAX_MUTATIONS,
   AUDIT_MAX_ENTRY_BYTES,
   auditEntryCost,
+  auditTileCost,
   commitAuditEntries,
+  putAuditCheckpoint,
   readAuditChainState,
+  readAuditCheckpoint,
   readAuditHead,
   readAuditHeadAndNext,
+  readAuditLogKeys,
   readAuditRecord,
   readAuditRecordPages,
+  readAuditTiles,
 } from "./audit.ts";
 import {
   appendDeliveryLog,
@@ -290,12 +296,12 @@ export class KvStore implements Store {
     readHeadAndNext: (seq) => readAuditHeadAndNext(this, seq),
     readRecord: (seq) => readAuditRecord(this, seq),
     readChainState: (hintSeq) => readAuditChainState(this, hintSeq),
-    commit: async (guard, entries, head, outbox, writes) => {
+    commit: async (guard, entries, head, outbox, writes, tiles) => {
       // The claims of the deliveries riding in the commit land with it.
       const effects = outbox && this.claims.stage(outbox.ops);
       let versionstamp: string | null;
       try {
-        versionstamp = await commitAuditEntries(this, guard, entries, head, outbox, writes);
+        versionstamp = await commitAuditEntries(this, guard, entries, head, outbox, writes, tiles);
       } catch (error) {
         effects?.failed();
         throw error;
@@ -304,7 +310,13 @@ export class KvStore implements Store {
       else effects?.committed();
       return versionstamp;
     },
+    tileCost: (tiles, bytes) => auditTileCost(tiles, bytes),
+    readTiles: (refs) => readAuditTiles(this, refs),
     pages: (options) => readAuditRecordPages(this, options),
+    readKeys: () => readAuditLogKeys(this),
+    addKey: (key, retiring) => addAuditLogKey(this, key, retiring),
+    readCheckpoint: () => readAuditCheckpoint(this),
+    putCheckpoint: (checkpoint) => putAuditCheckpoint(this, checkpoint),
   };
 
   /** Incoming jobs. */

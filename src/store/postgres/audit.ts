@@ -26,12 +26,18 @@ import { parseRecord } from "../_records.ts";
 import type { AuditLimits, AuditStore, StagedWrites } from "../store.ts";
 import {
   type AuditChainState,
+  type AuditCheckpoint,
+  AuditCheckpointSchema,
   type AuditCommitGuard,
   type AuditCommitOutbox,
   type AuditEntryWrite,
   type AuditHead,
   AuditHeadSchema,
+  type AuditLogKey,
+  AuditLogKeySchema,
   type AuditRecord,
+  type AuditTileRef,
+  type AuditTileWrite,
   type DeliveryOp,
   type ReadAuditRecordPagesOptions,
 } from "../records.ts";
@@ -131,6 +137,121 @@ export const AUDIT_SCHEMA = `
 `;
 
 /**
+ * Migration 2: the Merkle tree's tiles (written in the entries' commit), the
+ * head's tree size (`null`: a log written before the tree, built on the
+ * next append), the signing keys and the latest checkpoint; the commit
+ * function takes the tiles.
+ */
+export const AUDIT_TREE_SCHEMA = `
+  alter table toolgate_audit_head add column tree bigint;
+  create table toolgate_audit_tiles (
+    level smallint not null check (level >= 0),
+    idx bigint not null check (idx >= 0),
+    hashes bytea not null,
+    primary key (level, idx)
+  );
+  create table toolgate_audit_keys (
+    id text primary key,
+    record jsonb not null
+  );
+  create table toolgate_audit_checkpoint (
+    id boolean primary key default true check (id),
+    size bigint not null,
+    note text not null
+  );
+  drop function toolgate_audit_commit(
+    text, bigint, text[], bigint[], integer[], bytea, bigint, text, text, boolean
+  );
+  create function toolgate_audit_commit(
+    p_guard_version text,
+    p_tail_seq bigint,
+    p_tail_versions text[],
+    p_seqs bigint[],
+    p_lengths integer[],
+    p_bytes bytea,
+    p_head_seq bigint,
+    p_head_hash text,
+    p_head_timestamp text,
+    p_head_tree bigint,
+    p_tile_levels smallint[],
+    p_tile_indexes bigint[],
+    p_tile_lengths integer[],
+    p_tile_bytes bytea,
+    p_bump_deliveries boolean
+  ) returns text
+  language plpgsql
+  as $$
+  declare
+    v_locked text;
+    v_tail text;
+    v_stamp text;
+  begin
+    -- Every check comes before the first write: a lost race writes nothing.
+    if p_guard_version is not null then
+      -- Waits for a commit that holds the head; READ COMMITTED then reads the row it left.
+      select version into v_locked from toolgate_audit_head where id for update;
+      if v_locked is distinct from p_guard_version then
+        return null;
+      end if;
+    end if;
+    -- Entries are written only by the holder of the head: under its lock they stand still.
+    -- (A first commit holds no lock yet: one racing it makes its head insert below conflict.)
+    if p_tail_seq > 0 then
+      select version into v_tail from toolgate_audit_entries where seq = p_tail_seq;
+      if cardinality(p_tail_versions) = 0 then
+        if found then
+          return null;
+        end if;
+      elsif not found or not (v_tail = all (p_tail_versions)) then
+        return null;
+      end if;
+    end if;
+    if exists (select from toolgate_audit_entries where seq = coalesce(p_seqs[1], p_head_seq + 1)) then
+      return null;
+    end if;
+    v_stamp := lpad(nextval('toolgate_stamp_seq')::text, 20, '0');
+    if p_guard_version is null then
+      -- The first commit: of two, the primary key lets one in (the other waits, then does nothing).
+      insert into toolgate_audit_head (id, seq, hash, timestamp, tree, version)
+      values (true, p_head_seq, p_head_hash, p_head_timestamp, p_head_tree, v_stamp)
+      on conflict (id) do nothing;
+      if not found then
+        return null;
+      end if;
+    else
+      update toolgate_audit_head
+      set seq = p_head_seq, hash = p_head_hash, timestamp = p_head_timestamp, tree = p_head_tree,
+        version = v_stamp
+      where id;
+    end if;
+    -- p_bytes holds the entries one after another, p_lengths says where each ends.
+    insert into toolgate_audit_entries (seq, bytes, version)
+    select batch.seq, substring(p_bytes from batch.start::integer for batch.length), v_stamp
+    from (
+      select u.seq, u.length, sum(u.length) over (order by u.ord) - u.length + 1 as start
+      from unnest(p_seqs, p_lengths) with ordinality as u (seq, length, ord)
+    ) as batch
+    on conflict (seq) do update set bytes = excluded.bytes, version = excluded.version;
+    -- The tiles likewise, in p_tile_bytes.
+    insert into toolgate_audit_tiles (level, idx, hashes)
+    select batch.level, batch.idx, substring(p_tile_bytes from batch.start::integer for batch.length)
+    from (
+      select u.level, u.idx, u.length, sum(u.length) over (order by u.ord) - u.length + 1 as start
+      from unnest(p_tile_levels, p_tile_indexes, p_tile_lengths) with ordinality
+        as u (level, idx, length, ord)
+    ) as batch
+    on conflict (level, idx) do update set hashes = excluded.hashes;
+    if p_bump_deliveries then
+      -- As bumpCounter() in _context.ts: the listening instances hear of it on commit.
+      update toolgate_counters set value = value + 1 where name = 'deliveries';
+      perform pg_notify('toolgate_changes', 'deliveries');
+    end if;
+    return v_stamp;
+  end
+  $$;
+`;
+
+/**
  * Largest entry, in bytes of canonical JSON: the Deno KV adapter's limit,
  * so that both adapters keep (and summarize) the same entries.
  */
@@ -152,6 +273,7 @@ interface HeadRow {
   seq: number | null;
   hash: string | null;
   timestamp: string | null;
+  tree: number | null;
   version: string | null;
 }
 
@@ -159,20 +281,28 @@ function toHead(row: HeadRow | undefined): AuditHead | null {
   if (!row || row.seq === null) return null;
   return parseRecord(
     AuditHeadSchema,
-    { seq: row.seq, hash: row.hash, timestamp: row.timestamp },
+    {
+      seq: row.seq,
+      hash: row.hash,
+      timestamp: row.timestamp,
+      ...(row.tree === null ? {} : { tree: row.tree }),
+    },
     "audit head",
   );
 }
+
+/** Bytes counted per tile row beside its hashes. */
+const TILE_ROW_OVERHEAD_BYTES = 40;
 
 function toRecord(row: { seq: number; bytes: Uint8Array; version: string }): AuditRecord {
   return { seq: row.seq, bytes: plainBytes(row.bytes), versionstamps: [row.version] };
 }
 
-/** The bytes of `entries`, one after another. */
-function concat(entries: readonly AuditEntryWrite[]): Uint8Array {
-  const all = new Uint8Array(entries.reduce((total, { bytes }) => total + bytes.byteLength, 0));
+/** The bytes of `parts`, one after another. */
+function concat(parts: readonly Uint8Array[]): Uint8Array {
+  const all = new Uint8Array(parts.reduce((total, bytes) => total + bytes.byteLength, 0));
   let offset = 0;
-  for (const { bytes } of entries) {
+  for (const bytes of parts) {
     all.set(bytes, offset);
     offset += bytes.byteLength;
   }
@@ -211,7 +341,7 @@ class PgAuditStore implements AuditStore {
   async readHead(): Promise<{ head: AuditHead | null; versionstamp: string | null }> {
     const [row] = await this.#ctx.run((sql) =>
       sql<HeadRow[]>`
-        select seq::float8 as seq, hash, timestamp, version
+        select seq::float8 as seq, hash, timestamp, tree::float8 as tree, version
         from toolgate_audit_head where id`
     );
     return { head: toHead(row), versionstamp: row?.version ?? null };
@@ -221,7 +351,7 @@ class PgAuditStore implements AuditStore {
     // One statement: the head and the next entry are read from one snapshot.
     const [row] = await this.#ctx.run((sql) =>
       sql<(HeadRow & { next_exists: boolean })[]>`
-        select h.seq::float8 as seq, h.hash, h.timestamp, h.version,
+        select h.seq::float8 as seq, h.hash, h.timestamp, h.tree::float8 as tree, h.version,
           exists (select 1 from toolgate_audit_entries where seq = ${seq + 1}) as next_exists
         from (select 1) as one left join toolgate_audit_head h on h.id`
     );
@@ -246,7 +376,7 @@ class PgAuditStore implements AuditStore {
           tail_version: string | null;
         })[]
       >`
-        select h.seq::float8 as seq, h.hash, h.timestamp, h.version,
+        select h.seq::float8 as seq, h.hash, h.timestamp, h.tree::float8 as tree, h.version,
           exists (
             select 1 from toolgate_audit_entries where seq = coalesce(h.seq, 0) + 1
           ) as next_exists,
@@ -276,11 +406,13 @@ class PgAuditStore implements AuditStore {
     head: AuditHead,
     outbox?: AuditCommitOutbox,
     writes: readonly StagedWrites[] = [],
+    tiles: readonly AuditTileWrite[] = [],
   ): Promise<string | null> {
     checkAuditBatch(
       entries,
       { maxEntryBytes: AUDIT_MAX_ENTRY_BYTES, maxMutations: AUDIT_COMMIT_MAX_MUTATIONS },
       (bytes) => entryCost(bytes).mutations,
+      tiles.length,
     );
     const ops = outbox?.ops ?? [];
     const call = (sql: Sql) =>
@@ -291,8 +423,14 @@ class PgAuditStore implements AuditStore {
           ${guard.headVersionstamp}::text, ${guard.tailSeq}::bigint,
           ${[...guard.tailVersionstamps]}::text[],
           ${entries.map(({ seq }) => seq)}::bigint[],
-          ${entries.map(({ bytes }) => bytes.byteLength)}::integer[], ${concat(entries)}::bytea,
+          ${entries.map(({ bytes }) => bytes.byteLength)}::integer[],
+          ${concat(entries.map(({ bytes }) => bytes))}::bytea,
           ${head.seq}::bigint, ${head.hash}::text, ${head.timestamp}::text,
+          ${head.tree ?? null}::bigint,
+          ${tiles.map(({ level }) => level)}::smallint[],
+          ${tiles.map(({ index }) => index)}::bigint[],
+          ${tiles.map(({ hashes }) => hashes.byteLength)}::integer[],
+          ${concat(tiles.map(({ hashes }) => hashes))}::bytea,
           ${outbox?.bumpVersion ?? false}::boolean
         ) as stamp`;
     if (!ops.length && !writes.length) {
@@ -308,6 +446,93 @@ class PgAuditStore implements AuditStore {
         reserved.release();
       }
     });
+  }
+
+  tileCost(tiles: number, bytes: number): { mutations: number; bytes: number; keyBytes: number } {
+    return { mutations: tiles, bytes: bytes + tiles * TILE_ROW_OVERHEAD_BYTES, keyBytes: 0 };
+  }
+
+  async readTiles(refs: readonly AuditTileRef[]): Promise<(Uint8Array | null)[]> {
+    if (!refs.length) return [];
+    const rows = await this.#ctx.run((sql) =>
+      sql<{ ord: number; hashes: Uint8Array | null }[]>`
+        select u.ord::float8 as ord, t.hashes
+        from unnest(${refs.map(({ level }) => level)}::smallint[],
+          ${refs.map(({ index }) => index)}::bigint[]) with ordinality as u (level, idx, ord)
+        left join toolgate_audit_tiles t on t.level = u.level and t.idx = u.idx
+        order by u.ord`
+    );
+    return rows.map((row, i) => {
+      if (row.hashes === null) return null;
+      if (row.hashes.byteLength % 32) {
+        throw new GatewayError(
+          "STORE_CORRUPT",
+          `Stored audit tree tile ${refs[i].level}/${
+            refs[i].index
+          } is unreadable; run toolgate audit verify`,
+        );
+      }
+      return plainBytes(row.hashes);
+    });
+  }
+
+  async readKeys(): Promise<AuditLogKey[]> {
+    const rows = await this.#ctx.run((sql) =>
+      sql<{ id: string; record: unknown }[]>`select id, record from toolgate_audit_keys`
+    );
+    const keys = rows.map((row) =>
+      parseRecord(AuditLogKeySchema, row.record, `audit log key ${row.id}`)
+    );
+    return keys.sort((a, b) =>
+      Number(a.retired_at !== undefined) - Number(b.retired_at !== undefined) ||
+      (b.retired_at ?? b.created_at).localeCompare(a.retired_at ?? a.created_at)
+    );
+  }
+
+  async addKey(
+    key: AuditLogKey,
+    retiring: { id: string; retired_at: string } | null,
+  ): Promise<boolean> {
+    return await this.#ctx.transaction(async (tx) => {
+      // The current key's id, in toolgate_meta: locked, so two instances cannot both add one.
+      await tx`
+        insert into toolgate_meta (key, value) values ('audit_current_key', 'null'::jsonb)
+        on conflict (key) do nothing`;
+      const [current] = await tx<{ value: string | null }[]>`
+        select value #>> '{}' as value from toolgate_meta where key = 'audit_current_key' for update`;
+      if ((current?.value ?? null) !== (retiring?.id ?? null)) return false;
+      if (retiring) {
+        const updated = await tx`
+          update toolgate_audit_keys
+          set record = record || jsonb_build_object('retired_at', ${retiring.retired_at}::text)
+          where id = ${retiring.id}`;
+        if (updated.count !== 1) return false;
+      }
+      await tx`insert into toolgate_audit_keys (id, record) values (${key.id}, ${tx.json(key)})`;
+      await tx`
+        update toolgate_meta set value = to_jsonb(${key.id}::text) where key = 'audit_current_key'`;
+      return true;
+    });
+  }
+
+  async readCheckpoint(): Promise<AuditCheckpoint | null> {
+    const [row] = await this.#ctx.run((sql) =>
+      sql<{ size: number; note: string }[]>`
+        select size::float8 as size, note from toolgate_audit_checkpoint where id`
+    );
+    return row ? parseRecord(AuditCheckpointSchema, row, "audit checkpoint") : null;
+  }
+
+  async putCheckpoint(checkpoint: AuditCheckpoint): Promise<boolean> {
+    const rows = await this.#ctx.run((sql) =>
+      sql`
+        insert into toolgate_audit_checkpoint (id, size, note)
+        values (true, ${checkpoint.size}, ${checkpoint.note})
+        on conflict (id) do update set size = excluded.size, note = excluded.note
+        where toolgate_audit_checkpoint.size < excluded.size
+        returning size`
+    );
+    return rows.length === 1;
   }
 
   async *pages(options: ReadAuditRecordPagesOptions = {}): AsyncGenerator<AuditRecord[]> {

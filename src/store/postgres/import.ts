@@ -24,9 +24,14 @@ import {
 import {
   type ApiKeyRecord,
   ApiKeyRecordSchema,
+  type AuditCheckpoint,
+  AuditCheckpointSchema,
   type AuditEntryWrite,
   type AuditHead,
   AuditHeadSchema,
+  type AuditLogKey,
+  AuditLogKeySchema,
+  type AuditTileWrite,
   BytesSchema,
   type DeliveryLogEntry,
   DeliveryLogEntrySchema,
@@ -82,6 +87,8 @@ export interface ImportCounts {
   delivery_log: number;
   /** Audit entries. */
   audit_entries: number;
+  /** Tiles of the audit log's Merkle tree. */
+  audit_tiles: number;
   /** Incoming jobs with their bodies. */
   incoming_jobs: number;
 }
@@ -104,6 +111,7 @@ export const IMPORT_KINDS: readonly ImportKind[] = Object.freeze([
   "dlq",
   "delivery_log",
   "audit_entries",
+  "audit_tiles",
   "incoming_jobs",
 ]);
 
@@ -213,6 +221,8 @@ export class PostgresImporter {
   #onBatch?: (kind: ImportKind, count: number) => void;
   #pending = new Map<ImportKind, Pending>();
   #head: AuditHead | null = null;
+  #keys: AuditLogKey[] = [];
+  #checkpoint: AuditCheckpoint | null = null;
 
   /** @internal Made by {@linkcode importIntoPostgres}. */
   constructor(tx: Tx, stamp: string, options: ImportOptions) {
@@ -370,6 +380,24 @@ export class PostgresImporter {
     this.#head = parseRecord(AuditHeadSchema, head, "audit head");
   }
 
+  /** Queues a tile of the audit log's tree. */
+  auditTile(tile: AuditTileWrite): Promise<void> {
+    if (!(tile.hashes instanceof Uint8Array) || tile.hashes.byteLength % 32) {
+      throw new GatewayError(
+        "STORE_CORRUPT",
+        `Stored audit tree tile ${tile.level}/${tile.index} is unreadable`,
+      );
+    }
+    return this.#add("audit_tiles", tile, tile.hashes.byteLength);
+  }
+
+  /** Sets the audit log's signing keys and latest checkpoint (written when the import ends). */
+  auditSigning(keys: readonly AuditLogKey[], checkpoint: AuditCheckpoint | null): void {
+    this.#keys = keys.map((key) => parseRecord(AuditLogKeySchema, key, `audit log key ${key.id}`));
+    this.#checkpoint = checkpoint &&
+      parseRecord(AuditCheckpointSchema, checkpoint, "audit checkpoint");
+  }
+
   /** Queues an incoming job with its exact body. */
   incomingJob(job: IncomingJob, body: Uint8Array): Promise<void> {
     const value = parseRecord(IncomingJobSchema, job, `incoming job ${job?.id}`);
@@ -389,8 +417,24 @@ export class PostgresImporter {
     if (this.#head) {
       const head = this.#head;
       await this.#tx`
-        insert into toolgate_audit_head (id, seq, hash, timestamp, version)
-        values (true, ${head.seq}, ${head.hash}, ${head.timestamp}, ${this.#stamp})`;
+        insert into toolgate_audit_head (id, seq, hash, timestamp, tree, version)
+        values (true, ${head.seq}, ${head.hash}, ${head.timestamp}, ${head.tree ?? null},
+          ${this.#stamp})`;
+    }
+    for (const key of this.#keys) {
+      await this.#tx`insert into toolgate_audit_keys (id, record) values (${key.id}, ${
+        this.#tx.json(key)
+      })`;
+    }
+    const current = this.#keys.find((key) => key.retired_at === undefined);
+    if (current) {
+      await this.#tx`
+        insert into toolgate_meta (key, value) values ('audit_current_key', to_jsonb(${current.id}::text))`;
+    }
+    if (this.#checkpoint) {
+      await this.#tx`
+        insert into toolgate_audit_checkpoint (id, size, note)
+        values (true, ${this.#checkpoint.size}, ${this.#checkpoint.note})`;
     }
   }
 
@@ -556,6 +600,13 @@ const WRITERS: { [K in ImportKind]: (tx: Tx, rows: never[], stamp: string) => Pr
       select u.seq, u.bytes, ${stamp}
       from unnest(${rows.map((r) => r.seq)}::bigint[],
         ${tx.array(rows.map((r) => r.bytes), BYTEA_OID)}::bytea[]) as u(seq, bytes)`;
+  },
+  async audit_tiles(tx, rows: AuditTileWrite[]) {
+    await tx`
+      insert into toolgate_audit_tiles (level, idx, hashes)
+      select u.level, u.idx, u.hashes
+      from unnest(${rows.map((r) => r.level)}::smallint[], ${rows.map((r) => r.index)}::bigint[],
+        ${tx.array(rows.map((r) => r.hashes), BYTEA_OID)}::bytea[]) as u(level, idx, hashes)`;
   },
   async incoming_jobs(tx, rows: { job: IncomingJob; body: Uint8Array }[]) {
     await tx`

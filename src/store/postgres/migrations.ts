@@ -14,6 +14,7 @@
 import { GatewayError } from "../../errors/mod.ts";
 import { describeDatabase, isConnectionError, type Sql, withStore } from "./connection.ts";
 import { INITIAL_SCHEMA } from "./schema.ts";
+import { AUDIT_TREE_SCHEMA } from "./audit.ts";
 
 /** One step of the schema: SQL run once, in its own transaction. */
 export interface Migration {
@@ -34,7 +35,7 @@ export const MIGRATIONS_TABLE = "toolgate_schema_migrations";
  */
 export const MIGRATION_LOCK_KEY = 0x746f6f6c67617465n;
 
-/** The schema, oldest first. Until the PostgreSQL store ships, migration 1 may still grow. */
+/** The schema, oldest first. */
 export const MIGRATIONS: readonly Migration[] = Object.freeze([
   {
     version: 1,
@@ -47,6 +48,7 @@ export const MIGRATIONS: readonly Migration[] = Object.freeze([
       ${INITIAL_SCHEMA}
     `,
   },
+  { version: 2, name: "audit_tree", sql: AUDIT_TREE_SCHEMA },
 ]);
 
 /** An applied migration, as recorded. */

@@ -560,4 +560,101 @@ export const AUDIT_CONTRACT: readonly ContractCase[] = [
       assertEquals((await log.list({ tool: "none", maxScan: 500 })).next_after, null);
     },
   },
+  {
+    name:
+      "audit: tiles ride in the entries' commit, read back in order, and a lost race writes none",
+    async run({ store, another: open }) {
+      const another = await open();
+      const tile = (n: number, fill: number) => new Uint8Array(32 * n).fill(fill);
+      const stamp = await store.audit.commit(
+        EMPTY_GUARD,
+        entriesFrom(1, 2),
+        { ...headAt(2), tree: 2 },
+        undefined,
+        [],
+        [{ level: 0, index: 0, hashes: tile(2, 1) }],
+      );
+      assert(stamp !== null);
+      assertEquals((await another.audit.readHead()).head, { ...headAt(2), tree: 2 });
+      // A stale guard: neither the entry nor the tile lands.
+      assertEquals(
+        await store.audit.commit(
+          EMPTY_GUARD,
+          entriesFrom(3, 3),
+          { ...headAt(3), tree: 3 },
+          undefined,
+          [],
+          [
+            { level: 0, index: 0, hashes: tile(3, 9) },
+          ],
+        ),
+        null,
+      );
+      // Tiles alone (a tree being built for entries already stored): no entry is needed.
+      const guard = await guardOf(store);
+      const built = await store.audit.commit(guard, [], { ...headAt(2), tree: 2 }, undefined, [], [
+        { level: 0, index: 0, hashes: tile(2, 2) },
+        { level: 0, index: 7, hashes: tile(32, 3) },
+      ]);
+      assert(built !== null);
+      const tiles = await another.audit.readTiles([
+        { level: 0, index: 7 },
+        { level: 1, index: 0 },
+        { level: 0, index: 0 },
+        ...Array.from({ length: 12 }, (_, index) => ({ level: 2, index })),
+      ]);
+      assertEquals(tiles.length, 15);
+      assertEquals(tiles[0], tile(32, 3));
+      assertEquals(tiles[1], null);
+      assertEquals(tiles[2], tile(2, 2));
+      assertEquals(await store.audit.readTiles([]), []);
+      assertEquals(await store.audit.readRecord(3), null);
+    },
+  },
+  {
+    name:
+      "audit: signing keys: the first is added once, a rotation retires the current one, a stale one loses",
+    async run({ store, another: open }) {
+      const another = await open();
+      const key = (id: string, at: string) => ({
+        id,
+        name: "toolgate/test",
+        public_key: "cHVi",
+        sealed_seed: "c2VhbGVk",
+        created_at: at,
+      });
+      assertEquals(await store.audit.readKeys(), []);
+      assertEquals(await store.audit.addKey(key("0000000a", "2026-01-01T00:00:00Z"), null), true);
+      // A second instance that also saw no key loses.
+      assertEquals(
+        await another.audit.addKey(key("0000000b", "2026-01-01T00:00:01Z"), null),
+        false,
+      );
+      const retiring = { id: "0000000a", retired_at: "2026-02-01T00:00:00Z" };
+      assertEquals(
+        await store.audit.addKey(key("0000000c", "2026-02-01T00:00:00Z"), retiring),
+        true,
+      );
+      assertEquals(
+        await store.audit.addKey(key("0000000d", "2026-02-01T00:00:00Z"), retiring),
+        false,
+      );
+      assertEquals(await another.audit.readKeys(), [
+        key("0000000c", "2026-02-01T00:00:00Z"),
+        { ...key("0000000a", "2026-01-01T00:00:00Z"), retired_at: "2026-02-01T00:00:00Z" },
+      ]);
+    },
+  },
+  {
+    name: "audit: putCheckpoint() keeps the largest tree's checkpoint",
+    async run({ store, another: open }) {
+      const another = await open();
+      assertEquals(await store.audit.readCheckpoint(), null);
+      assertEquals(await store.audit.putCheckpoint({ size: 5, note: "five" }), true);
+      assertEquals(await another.audit.putCheckpoint({ size: 5, note: "again" }), false);
+      assertEquals(await store.audit.putCheckpoint({ size: 3, note: "three" }), false);
+      assertEquals(await store.audit.putCheckpoint({ size: 9, note: "nine" }), true);
+      assertEquals(await another.audit.readCheckpoint(), { size: 9, note: "nine" });
+    },
+  },
 ];

@@ -1,0 +1,450 @@
+/**
+ * The audit log's Merkle tree as the store keeps it: in tiles, as C2SP
+ * tlog-tiles does. A tile at level `L` holds up to {@linkcode TILE_WIDTH}
+ * consecutive node hashes of height `L × TILE_HEIGHT` (level 0: the leaf
+ * hashes; level 1: the roots of complete runs of 32 leaves; …). A tile is
+ * rewritten as it grows and never changes once full. Every complete node of
+ * the tree is one tile read and at most 15 hashes away, so the root at any
+ * size and every proof take O(log n) tile reads, fetched together.
+ *
+ * {@linkcode TreeEdge} is what an appender holds: the partial tile of each
+ * level, from which it makes the tiles a commit writes and the root.
+ * {@linkcode TiledTree} reads tiles from the store to make roots and the
+ * RFC 9162 proofs of {@link ./merkle.ts} without reading every leaf.
+ *
+ * @module
+ */
+import { createHash } from "node:crypto";
+import { HASH_BYTES, leafHash, nodeHash } from "./merkle.ts";
+
+/** Height of the subtree a tile covers: a tile holds 2^5 hashes. */
+export const TILE_HEIGHT = 5;
+
+/** Hashes in a full tile. */
+export const TILE_WIDTH = 2 ** TILE_HEIGHT;
+
+/** Bytes of a full tile. */
+export const TILE_BYTES = TILE_WIDTH * HASH_BYTES;
+
+/** Where a tile sits: its level and its index along that level. */
+export interface TileRef {
+  level: number;
+  index: number;
+}
+
+/** A tile's contents: the hashes one after another (32 bytes each). */
+export interface Tile extends TileRef {
+  hashes: Uint8Array;
+}
+
+/** Reads tiles by ref; `null` for a tile not stored. */
+export type TileSource = (refs: readonly TileRef[]) => Promise<(Uint8Array | null)[]>;
+
+/** A stored tree that does not agree with itself or with the size asked for. */
+export class TreeError extends Error {
+  /** @param message What is wrong, naming the tile. */
+  constructor(message: string) {
+    super(message);
+    this.name = "TreeError";
+  }
+}
+
+/** The hash of the empty tree: `SHA-256()`. */
+export const EMPTY_ROOT: Uint8Array = new Uint8Array(createHash("sha256").digest());
+
+/** The leaf hash of an entry: its `entry_hash` digest (`sha256:<hex>`) as leaf data. */
+export function entryLeafHash(entryHash: string): Uint8Array {
+  const hex = entryHash.startsWith("sha256:") ? entryHash.slice(7) : "";
+  if (!/^[0-9a-f]{64}$/.test(hex)) throw new TreeError(`Invalid entry hash "${entryHash}"`);
+  const digest = new Uint8Array(HASH_BYTES);
+  for (let i = 0; i < HASH_BYTES; i++) digest[i] = parseInt(hex.slice(2 * i, 2 * i + 2), 16);
+  return leafHash(digest);
+}
+
+/** Nodes of height `level × TILE_HEIGHT` in a tree of `size` leaves. */
+function nodesAt(size: number, level: number): number {
+  return Math.floor(size / 2 ** (level * TILE_HEIGHT));
+}
+
+/** The root of a perfect subtree over `hashes` (a power of two of them). */
+function perfectRoot(hashes: readonly Uint8Array[]): Uint8Array {
+  let row = hashes;
+  while (row.length > 1) {
+    const next: Uint8Array[] = [];
+    for (let i = 0; i < row.length; i += 2) next.push(nodeHash(row[i], row[i + 1]));
+    row = next;
+  }
+  return row[0];
+}
+
+function split(bytes: Uint8Array, count: number): Uint8Array[] {
+  const out: Uint8Array[] = [];
+  for (let i = 0; i < count; i++) out.push(bytes.subarray(i * HASH_BYTES, (i + 1) * HASH_BYTES));
+  return out;
+}
+
+function join(hashes: readonly Uint8Array[]): Uint8Array {
+  const out = new Uint8Array(hashes.length * HASH_BYTES);
+  for (const [i, hash] of hashes.entries()) out.set(hash, i * HASH_BYTES);
+  return out;
+}
+
+function tileName({ level, index }: TileRef): string {
+  return `${level}/${index}`;
+}
+
+/**
+ * The right edge of a tree: the partial tile of each level. Immutable:
+ * {@linkcode TreeEdge.extend} returns a new edge, so a commit that loses a
+ * race leaves the old one as it was.
+ */
+export class TreeEdge {
+  /** Leaves in the tree. */
+  readonly size: number;
+  /** Per level, the hashes of its partial tile (fewer than TILE_WIDTH). */
+  #levels: readonly (readonly Uint8Array[])[];
+
+  /**
+   * Use {@linkcode TreeEdge.empty} or {@linkcode TreeEdge.fromTiles}.
+   *
+   * @param size Leaves in the tree.
+   * @param levels Per level, the hashes of its partial tile.
+   */
+  constructor(size: number, levels: readonly (readonly Uint8Array[])[]) {
+    this.size = size;
+    this.#levels = levels;
+  }
+
+  /** The edge of the empty tree. */
+  static empty(): TreeEdge {
+    return new TreeEdge(0, []);
+  }
+
+  /** The partial tiles to read for the edge of a tree of `size` leaves. */
+  static refs(size: number): TileRef[] {
+    const refs: TileRef[] = [];
+    for (let level = 0; nodesAt(size, level) > 0; level++) {
+      const nodes = nodesAt(size, level);
+      if (nodes % TILE_WIDTH) refs.push({ level, index: Math.floor(nodes / TILE_WIDTH) });
+    }
+    return refs;
+  }
+
+  /**
+   * The edge of a tree of `size` leaves from its partial tiles, as read for
+   * {@linkcode TreeEdge.refs} (in that order).
+   *
+   * A tile holding more hashes than the size needs is a later state of it
+   * (another writer appended since): its first hashes are used.
+   *
+   * @throws {TreeError} when a tile is missing or holds too few hashes.
+   */
+  static fromTiles(size: number, tiles: readonly (Uint8Array | null)[]): TreeEdge {
+    const refs = TreeEdge.refs(size);
+    const levels: Uint8Array[][] = [];
+    for (let level = 0; nodesAt(size, level) > 0; level++) levels.push([]);
+    for (const [i, ref] of refs.entries()) {
+      const count = nodesAt(size, ref.level) % TILE_WIDTH;
+      const tile = tiles[i];
+      // A longer tile is a later state (another writer appended since the head was read).
+      if (!tile || tile.length < count * HASH_BYTES) {
+        throw new TreeError(
+          `Audit tree tile ${tileName(ref)} ${
+            tile ? `holds ${tile.length / HASH_BYTES} hashes` : "is missing"
+          }, a tree of ${size} leaves needs ${count}`,
+        );
+      }
+      levels[ref.level] = split(tile.slice(), count);
+    }
+    return new TreeEdge(size, levels);
+  }
+
+  /**
+   * The edge with `leaves` (leaf hashes) appended, and the tiles that
+   * changed: the ones that filled, and each level's partial tile if it grew.
+   */
+  extend(leaves: readonly Uint8Array[]): { edge: TreeEdge; tiles: Tile[] } {
+    const levels = this.#levels.map((level) => [...level]);
+    const counts = levels.map((_, level) => nodesAt(this.size, level));
+    const grew = new Set<number>();
+    const tiles: Tile[] = [];
+    const push = (level: number, hash: Uint8Array) => {
+      if (level === levels.length) {
+        levels.push([]);
+        counts.push(0);
+      }
+      const tile = levels[level];
+      tile.push(hash);
+      counts[level]++;
+      if (tile.length < TILE_WIDTH) {
+        grew.add(level);
+        return;
+      }
+      tiles.push({ level, index: counts[level] / TILE_WIDTH - 1, hashes: join(tile) });
+      levels[level] = [];
+      push(level + 1, perfectRoot(tile));
+    };
+    for (const leaf of leaves) push(0, leaf);
+    for (const level of grew) {
+      if (levels[level].length) {
+        const index = Math.floor(counts[level] / TILE_WIDTH);
+        tiles.push({ level, index, hashes: join(levels[level]) });
+      }
+    }
+    return { edge: new TreeEdge(this.size + leaves.length, levels), tiles };
+  }
+
+  /** The root hash of the tree (RFC 9162 §2.1.1). */
+  root(): Uint8Array {
+    // The complete subtrees of the right edge, largest first, folded from the right.
+    const subtrees: Uint8Array[] = [];
+    for (let level = this.#levels.length - 1; level >= 0; level--) {
+      const tile = this.#levels[level];
+      let offset = 0;
+      for (let width = TILE_WIDTH / 2; width >= 1; width /= 2) {
+        if (tile.length & width) {
+          subtrees.push(perfectRoot(tile.slice(offset, offset + width)));
+          offset += width;
+        }
+      }
+    }
+    if (!subtrees.length) return EMPTY_ROOT;
+    let root = subtrees[subtrees.length - 1];
+    for (let i = subtrees.length - 2; i >= 0; i--) root = nodeHash(subtrees[i], root);
+    return root;
+  }
+}
+
+/** A range of leaves `[start, end)` whose tree hash is one proof element. */
+type Range = readonly [start: number, end: number];
+
+/** The largest power of two smaller than `n` (n ≥ 2). */
+function splitPoint(n: number): number {
+  let k = 1;
+  while (k * 2 < n) k *= 2;
+  return k;
+}
+
+/** A complete node: height and index along that height. */
+type Node = readonly [height: number, index: number];
+
+/** The complete nodes whose hashes make the tree hash of `[start, end)` (RFC 9162 §2.1.1). */
+function nodesOf([start, end]: Range, out: Node[]): void {
+  const n = end - start;
+  if (Number.isInteger(Math.log2(n))) {
+    out.push([Math.log2(n), start / n]);
+    return;
+  }
+  const k = splitPoint(n);
+  nodesOf([start, start + k], out);
+  nodesOf([start + k, end], out);
+}
+
+/** The ranges of an inclusion proof of leaf `m` of `[start, end)` (§2.1.3.1), leaf up. */
+function inclusionRanges(m: number, start: number, end: number, out: Range[]): void {
+  const n = end - start;
+  if (n === 1) return;
+  const k = splitPoint(n);
+  if (m < k) {
+    inclusionRanges(m, start, start + k, out);
+    out.push([start + k, end]);
+  } else {
+    inclusionRanges(m - k, start + k, end, out);
+    out.push([start, start + k]);
+  }
+}
+
+/** The ranges of a consistency subproof (§2.1.4.1). */
+function consistencyRanges(m: number, start: number, end: number, whole: boolean, out: Range[]) {
+  const n = end - start;
+  if (m === n) {
+    if (!whole) out.push([start, end]);
+    return;
+  }
+  const k = splitPoint(n);
+  if (m <= k) {
+    consistencyRanges(m, start, start + k, whole, out);
+    out.push([start + k, end]);
+  } else {
+    consistencyRanges(m - k, start + k, end, false, out);
+    out.push([start, start + k]);
+  }
+}
+
+/** Options of {@linkcode TiledTree}. */
+export interface TiledTreeOptions {
+  /** Full tiles kept in memory (they never change). @default 4096 */
+  cacheTiles?: number;
+}
+
+/**
+ * Roots and proofs of the tree over the stored tiles. Full tiles are cached;
+ * partial ones are read each time (the tree grows).
+ */
+export class TiledTree {
+  #source: TileSource;
+  #cache = new Map<string, Uint8Array>();
+  #cacheTiles: number;
+
+  /**
+   * @param source Reads tiles from the store.
+   * @param options Cache size.
+   */
+  constructor(source: TileSource, options: TiledTreeOptions = {}) {
+    const { cacheTiles = 4096 } = options;
+    this.#source = source;
+    this.#cacheTiles = cacheTiles;
+  }
+
+  /**
+   * The root hash of the tree of its first `size` leaves.
+   *
+   * @throws {TreeError} when a tile it needs is missing or short.
+   */
+  async root(size: number): Promise<Uint8Array> {
+    checkSize(size, "size");
+    if (size === 0) return EMPTY_ROOT;
+    const [root] = await this.#hashes([[0, size]], size);
+    return root;
+  }
+
+  /**
+   * The inclusion proof of leaf `index` in the tree of `size` leaves
+   * (RFC 9162 §2.1.3.1), leaf up.
+   *
+   * @throws {RangeError} when `index` is not below `size`.
+   * @throws {TreeError} when a tile it needs is missing or short.
+   */
+  async inclusionProof(index: number, size: number): Promise<Uint8Array[]> {
+    checkSize(size, "size");
+    if (!Number.isSafeInteger(index) || index < 0 || index >= size) {
+      throw new RangeError(`Invalid leaf index ${index}: the tree has ${size} leaves`);
+    }
+    const ranges: Range[] = [];
+    inclusionRanges(index, 0, size, ranges);
+    return await this.#hashes(ranges, size);
+  }
+
+  /**
+   * The consistency proof from the tree of `first` leaves to the tree of
+   * `second` (RFC 9162 §2.1.4.1); empty when they are equal or `first` is 0.
+   *
+   * @throws {RangeError} when `first` is past `second`.
+   * @throws {TreeError} when a tile it needs is missing or short.
+   */
+  async consistencyProof(first: number, second: number): Promise<Uint8Array[]> {
+    checkSize(first, "first");
+    checkSize(second, "second");
+    if (first > second) {
+      throw new RangeError(`Invalid size ${first}: past the second tree's ${second} leaves`);
+    }
+    if (first === 0 || first === second) return [];
+    const ranges: Range[] = [];
+    consistencyRanges(first, 0, second, true, ranges);
+    return await this.#hashes(ranges, second);
+  }
+
+  /**
+   * The leaf hashes `[start, end)`, read a level-0 tile at a time.
+   *
+   * @throws {TreeError} when a tile is missing or short.
+   */
+  async leaves(start: number, end: number): Promise<Uint8Array[]> {
+    const refs: TileRef[] = [];
+    for (let index = Math.floor(start / TILE_WIDTH); index * TILE_WIDTH < end; index++) {
+      refs.push({ level: 0, index });
+    }
+    const tiles = await this.#tiles(refs);
+    const out: Uint8Array[] = [];
+    for (let leaf = start; leaf < end; leaf++) {
+      const tile = tiles.get(tileName({ level: 0, index: Math.floor(leaf / TILE_WIDTH) }));
+      const offset = (leaf % TILE_WIDTH) * HASH_BYTES;
+      if (!tile || tile.length < offset + HASH_BYTES) {
+        throw new TreeError(
+          `Audit tree tile 0/${Math.floor(leaf / TILE_WIDTH)} lacks leaf ${leaf}`,
+        );
+      }
+      out.push(tile.subarray(offset, offset + HASH_BYTES));
+    }
+    return out;
+  }
+
+  /** The tree hash of each range, all tiles read in one go. */
+  async #hashes(ranges: readonly Range[], size: number): Promise<Uint8Array[]> {
+    const nodes = ranges.map((range) => {
+      const out: Node[] = [];
+      nodesOf(range, out);
+      return out;
+    });
+    const refs = new Map<string, TileRef>();
+    for (const [height, index] of nodes.flat()) {
+      const ref = nodeTile(height, index);
+      refs.set(tileName(ref), ref);
+    }
+    const tiles = await this.#tiles([...refs.values()]);
+    return nodes.map((parts) => {
+      const hashes = parts.map(([height, index]) => nodeFromTiles(height, index, tiles, size));
+      let hash = hashes[hashes.length - 1];
+      for (let i = hashes.length - 2; i >= 0; i--) hash = nodeHash(hashes[i], hash);
+      return hash;
+    });
+  }
+
+  /** The tiles of `refs`, by name, from the cache or the store. */
+  async #tiles(refs: readonly TileRef[]): Promise<Map<string, Uint8Array>> {
+    const out = new Map<string, Uint8Array>();
+    const missing: TileRef[] = [];
+    for (const ref of refs) {
+      const cached = this.#cache.get(tileName(ref));
+      if (cached) out.set(tileName(ref), cached);
+      else missing.push(ref);
+    }
+    if (!missing.length) return out;
+    const read = await this.#source(missing);
+    for (const [i, ref] of missing.entries()) {
+      const tile = read[i];
+      if (!tile) continue;
+      out.set(tileName(ref), tile);
+      if (tile.length === TILE_BYTES) {
+        if (this.#cache.size >= this.#cacheTiles) {
+          this.#cache.delete(this.#cache.keys().next().value as string);
+        }
+        this.#cache.set(tileName(ref), tile);
+      }
+    }
+    return out;
+  }
+}
+
+function checkSize(size: number, name: string): void {
+  if (!Number.isSafeInteger(size) || size < 0) {
+    throw new RangeError(`Invalid ${name} ${size}: use a whole number of 0 or more`);
+  }
+}
+
+/** The tile holding the hashes a complete node is made of. */
+function nodeTile(height: number, index: number): TileRef {
+  const level = Math.floor(height / TILE_HEIGHT);
+  const first = index * 2 ** (height - level * TILE_HEIGHT);
+  return { level, index: Math.floor(first / TILE_WIDTH) };
+}
+
+function nodeFromTiles(
+  height: number,
+  index: number,
+  tiles: ReadonlyMap<string, Uint8Array>,
+  size: number,
+): Uint8Array {
+  const ref = nodeTile(height, index);
+  const width = 2 ** (height - ref.level * TILE_HEIGHT);
+  const offset = index * width - ref.index * TILE_WIDTH;
+  const tile = tiles.get(tileName(ref));
+  if (!tile || tile.length < (offset + width) * HASH_BYTES) {
+    throw new TreeError(
+      `Audit tree tile ${tileName(ref)} ${
+        tile ? `holds ${tile.length / HASH_BYTES} hashes` : "is missing"
+      }, a tree of ${size} leaves needs ${offset + width}`,
+    );
+  }
+  return perfectRoot(split(tile.subarray(offset * HASH_BYTES), width));
+}
