@@ -14,6 +14,7 @@
  * @module
  */
 import { createHash } from "node:crypto";
+import { SHA256_IV, sha256Compress, sha256StateBytes } from "../sha256.ts";
 
 /** Bytes of a hash. */
 export const HASH_BYTES = 32;
@@ -25,16 +26,45 @@ function sha256(...parts: Uint8Array[]): Uint8Array {
 }
 
 const LEAF_PREFIX = new Uint8Array([0]);
-const NODE_PREFIX = new Uint8Array([1]);
+
+/**
+ * The padded message of a leaf over 32 bytes: `0x00 || data || 0x80 ||
+ * zeros || 264` (bits) fits one block; of a node: `0x01 || left || right
+ * || 0x80 || zeros || 520` two. Filled in place, hashed with the
+ * compression function: no allocation but the result.
+ */
+const leafBlock = new Uint8Array(64);
+leafBlock[33] = 0x80;
+leafBlock[62] = (33 * 8) >>> 8;
+leafBlock[63] = (33 * 8) & 0xff;
+const nodeBlocks = new Uint8Array(128);
+nodeBlocks[0] = 1;
+nodeBlocks[65] = 0x80;
+nodeBlocks[126] = (65 * 8) >>> 8;
+nodeBlocks[127] = (65 * 8) & 0xff;
+const state = new Int32Array(8);
 
 /** The hash of a leaf: `SHA-256(0x00 || data)`. */
 export function leafHash(data: Uint8Array): Uint8Array {
-  return sha256(LEAF_PREFIX, data);
+  if (data.length !== HASH_BYTES) return sha256(LEAF_PREFIX, data);
+  leafBlock.set(data, 1);
+  state.set(SHA256_IV);
+  sha256Compress(state, leafBlock, 0);
+  const out = new Uint8Array(HASH_BYTES);
+  sha256StateBytes(state, out);
+  return out;
 }
 
 /** The hash of an interior node: `SHA-256(0x01 || left || right)`. */
 export function nodeHash(left: Uint8Array, right: Uint8Array): Uint8Array {
-  return sha256(NODE_PREFIX, left, right);
+  nodeBlocks.set(left, 1);
+  nodeBlocks.set(right, 33);
+  state.set(SHA256_IV);
+  sha256Compress(state, nodeBlocks, 0);
+  sha256Compress(state, nodeBlocks, 64);
+  const out = new Uint8Array(HASH_BYTES);
+  sha256StateBytes(state, out);
+  return out;
 }
 
 /** The largest power of two smaller than `n` (n ≥ 2). */

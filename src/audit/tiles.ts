@@ -54,12 +54,26 @@ export const EMPTY_ROOT: Uint8Array = new Uint8Array(createHash("sha256").digest
 
 /** The leaf hash of an entry: its `entry_hash` digest (`sha256:<hex>`) as leaf data. */
 export function entryLeafHash(entryHash: string): Uint8Array {
-  const hex = entryHash.startsWith("sha256:") ? entryHash.slice(7) : "";
-  if (!/^[0-9a-f]{64}$/.test(hex)) throw new TreeError(`Invalid entry hash "${entryHash}"`);
-  const digest = new Uint8Array(HASH_BYTES);
-  for (let i = 0; i < HASH_BYTES; i++) digest[i] = parseInt(hex.slice(2 * i, 2 * i + 2), 16);
+  if (entryHash.length !== 71 || !entryHash.startsWith("sha256:")) {
+    throw new TreeError(`Invalid entry hash "${entryHash}"`);
+  }
+  for (let i = 0; i < HASH_BYTES; i++) {
+    const high = HEX_VALUE[entryHash.charCodeAt(7 + 2 * i)];
+    const low = HEX_VALUE[entryHash.charCodeAt(8 + 2 * i)];
+    if (high === undefined || low === undefined || high > 15 || low > 15) {
+      throw new TreeError(`Invalid entry hash "${entryHash}"`);
+    }
+    digest[i] = (high << 4) | low;
+  }
   return leafHash(digest);
 }
+
+/** Scratch of {@linkcode entryLeafHash} (hashed before it returns). */
+const digest = new Uint8Array(HASH_BYTES);
+
+/** Value of each lowercase hex digit by char code; 255 for anything else. */
+const HEX_VALUE = new Uint8Array(128).fill(255);
+for (let i = 0; i < 16; i++) HEX_VALUE["0123456789abcdef".charCodeAt(i)] = i;
 
 /** Nodes of height `level × TILE_HEIGHT` in a tree of `size` leaves. */
 function nodesAt(size: number, level: number): number {
