@@ -30,7 +30,7 @@ import {
 } from "./_codec.ts";
 import { type AuditAppendInput, type AuditEntry, GENESIS_HASH } from "./entry.ts";
 import { edgeOfChain, treeCost, treeCostBound } from "./_tree_state.ts";
-import { entryLeafHash, TreeEdge } from "./tiles.ts";
+import { TreeEdge } from "./tiles.ts";
 import {
   type AuditVerifyResult,
   verifyAuditChain,
@@ -789,8 +789,8 @@ export class AuditLog {
       let envelopes = sealed.map(({ entry }, index) =>
         this.#envelopes(batch[index], entry, index === 0 ? chain.intact : true, eventTime)
       );
-      const leaves = sealed.map(({ entry }) => entryLeafHash(entry.entry_hash));
-      let tree = chain.edge.extend(leaves);
+      const hashes = sealed.map(({ entry }) => entry.entry_hash);
+      let tree = chain.edge.extendEntries(hashes);
       let staged = this.#outbox?.stage(envelopes.flat());
       while (staged && !this.#fits(sealed, staged.ops, batch, tree.tiles)) {
         if (sealed.length === 1) {
@@ -800,7 +800,7 @@ export class AuditLog {
         const keep = Math.ceil(sealed.length / 2);
         sealed = sealed.slice(0, keep);
         envelopes = envelopes.slice(0, keep);
-        tree = chain.edge.extend(leaves.slice(0, keep));
+        tree = chain.edge.extendEntries(hashes.slice(0, keep));
         staged = this.#outbox?.stage(envelopes.flat());
       }
       const last = sealed[sealed.length - 1].entry;

@@ -47,24 +47,49 @@ const state = new Int32Array(8);
 /** The hash of a leaf: `SHA-256(0x00 || data)`. */
 export function leafHash(data: Uint8Array): Uint8Array {
   if (data.length !== HASH_BYTES) return sha256(LEAF_PREFIX, data);
-  leafBlock.set(data, 1);
+  const out = new Uint8Array(HASH_BYTES);
+  leafHashInto(data, 0, out, 0);
+  return out;
+}
+
+/**
+ * Writes the leaf hash of the 32 bytes `data[from, from + 32)` to
+ * `out[at, at + 32)`, allocating nothing (the tree's appends).
+ */
+export function leafHashInto(data: Uint8Array, from: number, out: Uint8Array, at: number): void {
+  for (let i = 0; i < HASH_BYTES; i++) leafBlock[1 + i] = data[from + i];
   state.set(SHA256_IV);
   sha256Compress(state, leafBlock, 0);
-  const out = new Uint8Array(HASH_BYTES);
-  sha256StateBytes(state, out);
-  return out;
+  sha256StateBytes(state, out, at);
 }
 
 /** The hash of an interior node: `SHA-256(0x01 || left || right)`. */
 export function nodeHash(left: Uint8Array, right: Uint8Array): Uint8Array {
-  nodeBlocks.set(left, 1);
-  nodeBlocks.set(right, 33);
+  const out = new Uint8Array(HASH_BYTES);
+  nodeHashInto(left, 0, right, 0, out, 0);
+  return out;
+}
+
+/**
+ * Writes the node hash of `left[l, l + 32)` and `right[r, r + 32)` to
+ * `out[at, at + 32)`, allocating nothing; `out` may overlap the inputs.
+ */
+export function nodeHashInto(
+  left: Uint8Array,
+  l: number,
+  right: Uint8Array,
+  r: number,
+  out: Uint8Array,
+  at: number,
+): void {
+  for (let i = 0; i < HASH_BYTES; i++) {
+    nodeBlocks[1 + i] = left[l + i];
+    nodeBlocks[33 + i] = right[r + i];
+  }
   state.set(SHA256_IV);
   sha256Compress(state, nodeBlocks, 0);
   sha256Compress(state, nodeBlocks, 64);
-  const out = new Uint8Array(HASH_BYTES);
-  sha256StateBytes(state, out);
-  return out;
+  sha256StateBytes(state, out, at);
 }
 
 /** The largest power of two smaller than `n` (n ≥ 2). */

@@ -15,7 +15,7 @@
  * @module
  */
 import { createHash } from "node:crypto";
-import { HASH_BYTES, leafHash, nodeHash } from "./merkle.ts";
+import { HASH_BYTES, leafHash, leafHashInto, nodeHash, nodeHashInto } from "./merkle.ts";
 
 /** Height of the subtree a tile covers: a tile holds 2^5 hashes. */
 export const TILE_HEIGHT = 5;
@@ -54,6 +54,13 @@ export const EMPTY_ROOT: Uint8Array = new Uint8Array(createHash("sha256").digest
 
 /** The leaf hash of an entry: its `entry_hash` digest (`sha256:<hex>`) as leaf data. */
 export function entryLeafHash(entryHash: string): Uint8Array {
+  const out = new Uint8Array(HASH_BYTES);
+  entryLeafHashInto(entryHash, out, 0);
+  return out;
+}
+
+/** Writes {@linkcode entryLeafHash} to `out[at, at + 32)`, allocating nothing. */
+function entryLeafHashInto(entryHash: string, out: Uint8Array, at: number): void {
   if (entryHash.length !== 71 || !entryHash.startsWith("sha256:")) {
     throw new TreeError(`Invalid entry hash "${entryHash}"`);
   }
@@ -65,15 +72,31 @@ export function entryLeafHash(entryHash: string): Uint8Array {
     }
     digest[i] = (high << 4) | low;
   }
-  return leafHash(digest);
+  leafHashInto(digest, 0, out, at);
 }
 
-/** Scratch of {@linkcode entryLeafHash} (hashed before it returns). */
+/** Scratch of {@linkcode entryLeafHashInto} (hashed before it returns). */
 const digest = new Uint8Array(HASH_BYTES);
 
 /** Value of each lowercase hex digit by char code; 255 for anything else. */
 const HEX_VALUE = new Uint8Array(128).fill(255);
 for (let i = 0; i < 16; i++) HEX_VALUE["0123456789abcdef".charCodeAt(i)] = i;
+
+/** Scratch of {@linkcode tileRootInto}: the rows of a full tile's subtree. */
+const rows = new Uint8Array(TILE_BYTES / 2);
+
+/** Writes the root of the full tile `tile` (a perfect subtree of 32 hashes) to `out[at, at + 32)`. */
+function tileRootInto(tile: Uint8Array, out: Uint8Array, at: number): void {
+  for (let i = 0; i < TILE_WIDTH / 2; i++) {
+    nodeHashInto(tile, 2 * i * HASH_BYTES, tile, (2 * i + 1) * HASH_BYTES, rows, i * HASH_BYTES);
+  }
+  for (let width = TILE_WIDTH / 4; width >= 1; width /= 2) {
+    for (let i = 0; i < width; i++) {
+      nodeHashInto(rows, 2 * i * HASH_BYTES, rows, (2 * i + 1) * HASH_BYTES, rows, i * HASH_BYTES);
+    }
+  }
+  out.set(rows.subarray(0, HASH_BYTES), at);
+}
 
 /** Nodes of height `level × TILE_HEIGHT` in a tree of `size` leaves. */
 function nodesAt(size: number, level: number): number {
@@ -97,12 +120,6 @@ function split(bytes: Uint8Array, count: number): Uint8Array[] {
   return out;
 }
 
-function join(hashes: readonly Uint8Array[]): Uint8Array {
-  const out = new Uint8Array(hashes.length * HASH_BYTES);
-  for (const [i, hash] of hashes.entries()) out.set(hash, i * HASH_BYTES);
-  return out;
-}
-
 function tileName({ level, index }: TileRef): string {
   return `${level}/${index}`;
 }
@@ -115,16 +132,16 @@ function tileName({ level, index }: TileRef): string {
 export class TreeEdge {
   /** Leaves in the tree. */
   readonly size: number;
-  /** Per level, the hashes of its partial tile (fewer than TILE_WIDTH). */
-  #levels: readonly (readonly Uint8Array[])[];
+  /** Per level, a full tile's room holding the level's partial tile at its start. */
+  #levels: readonly Uint8Array[];
 
   /**
    * Use {@linkcode TreeEdge.empty} or {@linkcode TreeEdge.fromTiles}.
    *
    * @param size Leaves in the tree.
-   * @param levels Per level, the hashes of its partial tile.
+   * @param levels Per level, TILE_BYTES holding its partial tile's hashes first.
    */
-  constructor(size: number, levels: readonly (readonly Uint8Array[])[]) {
+  constructor(size: number, levels: readonly Uint8Array[]) {
     this.size = size;
     this.#levels = levels;
   }
@@ -155,8 +172,8 @@ export class TreeEdge {
    */
   static fromTiles(size: number, tiles: readonly (Uint8Array | null)[]): TreeEdge {
     const refs = TreeEdge.refs(size);
-    const levels: Uint8Array[][] = [];
-    for (let level = 0; nodesAt(size, level) > 0; level++) levels.push([]);
+    const levels: Uint8Array[] = [];
+    for (let level = 0; nodesAt(size, level) > 0; level++) levels.push(new Uint8Array(TILE_BYTES));
     for (const [i, ref] of refs.entries()) {
       const count = nodesAt(size, ref.level) % TILE_WIDTH;
       const tile = tiles[i];
@@ -168,7 +185,7 @@ export class TreeEdge {
           }, a tree of ${size} leaves needs ${count}`,
         );
       }
-      levels[ref.level] = split(tile.slice(), count);
+      levels[ref.level].set(tile.subarray(0, count * HASH_BYTES));
     }
     return new TreeEdge(size, levels);
   }
@@ -178,34 +195,58 @@ export class TreeEdge {
    * changed: the ones that filled, and each level's partial tile if it grew.
    */
   extend(leaves: readonly Uint8Array[]): { edge: TreeEdge; tiles: Tile[] } {
-    const levels = this.#levels.map((level) => [...level]);
+    return this.#grow(leaves.length, (i, out, at) => out.set(leaves[i], at));
+  }
+
+  /** As {@linkcode TreeEdge.extend}, for entries by their `entry_hash` (`sha256:<hex>`). */
+  extendEntries(entryHashes: readonly string[]): { edge: TreeEdge; tiles: Tile[] } {
+    return this.#grow(
+      entryHashes.length,
+      (i, out, at) => entryLeafHashInto(entryHashes[i], out, at),
+    );
+  }
+
+  #grow(
+    count: number,
+    leaf: (i: number, out: Uint8Array, at: number) => void,
+  ): { edge: TreeEdge; tiles: Tile[] } {
+    const levels = this.#levels.map((level) => level.slice());
     const counts = levels.map((_, level) => nodesAt(this.size, level));
-    const grew = new Set<number>();
+    const grew: boolean[] = [];
     const tiles: Tile[] = [];
-    const push = (level: number, hash: Uint8Array) => {
+    const room = (level: number): Uint8Array => {
       if (level === levels.length) {
-        levels.push([]);
+        levels.push(new Uint8Array(TILE_BYTES));
         counts.push(0);
       }
-      const tile = levels[level];
-      tile.push(hash);
-      counts[level]++;
-      if (tile.length < TILE_WIDTH) {
-        grew.add(level);
-        return;
-      }
-      tiles.push({ level, index: counts[level] / TILE_WIDTH - 1, hashes: join(tile) });
-      levels[level] = [];
-      push(level + 1, perfectRoot(tile));
+      return levels[level];
     };
-    for (const leaf of leaves) push(0, leaf);
-    for (const level of grew) {
-      if (levels[level].length) {
-        const index = Math.floor(counts[level] / TILE_WIDTH);
-        tiles.push({ level, index, hashes: join(levels[level]) });
+    for (let i = 0; i < count; i++) {
+      let level = 0;
+      let tile = room(0);
+      leaf(i, tile, (counts[0] % TILE_WIDTH) * HASH_BYTES);
+      // Each full tile is written, and its root goes up a level.
+      while (++counts[level] % TILE_WIDTH === 0) {
+        tiles.push({ level, index: counts[level] / TILE_WIDTH - 1, hashes: tile.slice() });
+        grew[level] = false;
+        const above = room(level + 1);
+        tileRootInto(tile, above, (counts[level + 1] % TILE_WIDTH) * HASH_BYTES);
+        level++;
+        tile = above;
+      }
+      grew[level] = true;
+    }
+    for (const [level, did] of grew.entries()) {
+      const filled = counts[level] % TILE_WIDTH;
+      if (did && filled) {
+        tiles.push({
+          level,
+          index: Math.floor(counts[level] / TILE_WIDTH),
+          hashes: levels[level].slice(0, filled * HASH_BYTES),
+        });
       }
     }
-    return { edge: new TreeEdge(this.size + leaves.length, levels), tiles };
+    return { edge: new TreeEdge(this.size + count, levels), tiles };
   }
 
   /** The root hash of the tree (RFC 9162 §2.1.1). */
@@ -213,10 +254,11 @@ export class TreeEdge {
     // The complete subtrees of the right edge, largest first, folded from the right.
     const subtrees: Uint8Array[] = [];
     for (let level = this.#levels.length - 1; level >= 0; level--) {
-      const tile = this.#levels[level];
+      const filled = nodesAt(this.size, level) % TILE_WIDTH;
+      const tile = split(this.#levels[level], filled);
       let offset = 0;
       for (let width = TILE_WIDTH / 2; width >= 1; width /= 2) {
-        if (tile.length & width) {
+        if (filled & width) {
           subtrees.push(perfectRoot(tile.slice(offset, offset + width)));
           offset += width;
         }

@@ -10,6 +10,7 @@ import { describeIssues } from "./_issues.ts";
 import { MAX_NAMED } from "../errors/bounded.ts";
 import { z } from "zod";
 import { GatewayError } from "../errors/mod.ts";
+import { parseDuration } from "../duration.ts";
 // Not the folder's mod.ts: parsing the config needs only the entry check.
 import { allowEntryProblem } from "../egress/allow_list.ts";
 import { EventTypeSchema } from "../events/schemas.ts";
@@ -208,8 +209,60 @@ function checkCorsOrigins(origins: string[], ctx: z.RefinementCtx): void {
   });
 }
 
+/** A duration as people type it (`1s`, `500ms`, `90d`), or a number of ms; parsed to ms. */
+function durationMs(example: string) {
+  return z.union([z.string(), z.number().int().min(0)]).transform((raw, context) => {
+    if (typeof raw === "number") return raw;
+    try {
+      return parseDuration(raw);
+    } catch {
+      context.addIssue({
+        code: "custom",
+        message: `"${raw}" is not a duration: use a number and a unit (ms, s, m, h, d), e.g. "${example}"`,
+      });
+      return z.NEVER;
+    }
+  });
+}
+
+/** The audit log's verifiability: checkpoints, where they go, receipts, retention (docs/audit.md). */
+const AuditConfigSchema = z.strictObject({
+  /**
+   * The log's name: the origin line of its checkpoints and its key's name.
+   * @default toolgate/<deployment id>
+   */
+  origin: z.string().min(1).regex(/^[^\s+]+$/, {
+    message: "use a name without spaces or +, e.g. toolgate.example.com/audit",
+  }).refine((origin) => !/^\d+$/.test(origin), {
+    message: "use a name, not a bare number, e.g. toolgate.example.com/audit",
+  }).optional(),
+  /** Shortest time between two checkpoints while entries arrive. */
+  checkpoint_interval: durationMs("1s").default(1000),
+  checkpoints: z.strictObject({
+    /** The history file every new checkpoint is appended to. @default <data_dir>/checkpoints.log */
+    file: z.string().min(1).optional(),
+    /** Where each new checkpoint is POSTed (text/plain), through the egress policy. */
+    sinks: z.array(z.strictObject({
+      url: z.url({ protocol: /^https?$/ }),
+      headers: z.record(z.string(), z.string()).default({}),
+    })).default([]),
+  }).prefault({}),
+  /** Return a signed receipt with each audited call (REST header, MCP `_meta`). */
+  receipts: z.boolean().default(true),
+  /** Prune old entries' bodies on a schedule (see `toolgate audit prune`). */
+  retention: z.strictObject({
+    /** Entries older than this lose their bodies. */
+    max_age: durationMs("90d"),
+    /** How often to prune. */
+    every: durationMs("1h").default(3_600_000),
+    /** Export pruned entries as JSON lines to a file in this directory first. */
+    export_dir: z.string().min(1).optional(),
+  }).optional(),
+}).prefault({});
+
 /** Schema of `config.json`. Unknown keys are rejected. */
 export const ConfigFileSchema = z.strictObject({
+  audit: AuditConfigSchema,
   server: z.strictObject({
     host: z.string().min(1).default("127.0.0.1"),
     port: z.number().int().min(0).max(65535).default(7821),

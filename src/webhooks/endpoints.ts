@@ -14,7 +14,7 @@ import { EVENT_TYPES, isEventType } from "../events/mod.ts";
 import type { DisabledReason, OutgoingWebhook, OutgoingWebhookPatch, Store } from "../store/mod.ts";
 import { MAX_SCHEDULE_DELAY_MS, MAX_SCHEDULE_RETRIES } from "./retry_policy.ts";
 import { STANDARD_SECRET_PREFIX, standardKeyBytes } from "./signer.ts";
-import { parseDuration } from "./_duration.ts";
+import { parseDuration } from "../duration.ts";
 
 export { parseDuration };
 

@@ -7,7 +7,7 @@
  * @module
  */
 import { GatewayError } from "../errors/mod.ts";
-import { formatDuration, parseDuration } from "./_duration.ts";
+import { formatDuration, parseDuration } from "../duration.ts";
 
 /** Retries of the default schedule; the attempt after the last retry goes to the DLQ. */
 export const MAX_RETRIES = 5;

@@ -1,10 +1,10 @@
 /**
  * Durations as people type them (`24h`, `5m`, `1500ms`): rotation overlaps
- * and retry schedules. Private to `src/webhooks`.
+ * retry schedules, audit checkpoint intervals and retention.
  *
  * @module
  */
-import { GatewayError } from "../errors/mod.ts";
+import { GatewayError } from "./errors/mod.ts";
 
 /** Milliseconds per unit. */
 const UNIT_MS: Record<string, number> = {
