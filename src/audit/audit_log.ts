@@ -133,6 +133,8 @@ export interface AuditLogOptions {
    * `append()` to then in ms (metrics). @default none
    */
   onAppend?: (append: { ok: boolean; durationMs: number }) => void;
+  /** Told after each commit of entries (the checkpointer). @default none */
+  onCommit?: () => void;
 }
 
 /** The head of the chain. */
@@ -293,6 +295,7 @@ export class AuditLog {
   #announcements = new DeadlineQueue(ANNOUNCE_WINDOW_MS, { ref: false });
   #onExpectedDone: (() => void) | undefined;
   #onAppend: AuditLogOptions["onAppend"];
+  #onCommit: (() => void) | undefined;
 
   /** @param options Store, bus and clock. */
   constructor(options: AuditLogOptions) {
@@ -303,6 +306,7 @@ export class AuditLog {
     this.#now = now;
     this.#redact = redact;
     this.#onAppend = options.onAppend;
+    this.#onCommit = options.onCommit;
   }
 
   /**
@@ -701,6 +705,7 @@ export class AuditLog {
     // Entries that did not fit this commit go first in the next one.
     if (sealed.length < batch.length) this.#queue.unshift(...batch.slice(sealed.length));
     committed?.();
+    this.#onCommit?.();
     this.#observe(batch.slice(0, sealed.length), true);
     for (const [index, { entry }] of sealed.entries()) {
       const pending = batch[index];

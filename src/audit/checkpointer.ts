@@ -103,6 +103,16 @@ export class Checkpointer {
     return this.#keys;
   }
 
+  /** The log's name (each checkpoint's origin line). */
+  get origin(): string {
+    return this.#options.origin;
+  }
+
+  /** The latest stored checkpoint (whichever instance made it), or `null`. */
+  latest(): Promise<AuditCheckpoint | null> {
+    return this.#store.audit.readCheckpoint();
+  }
+
   /**
    * Tells of new entries: a checkpoint follows within the interval (at
    * once when the last one is older).

@@ -13,6 +13,7 @@
  * @module
  */
 import { Buffer } from "node:buffer";
+import { createPrivateKey, type KeyObject, sign } from "node:crypto";
 import { GatewayError } from "../errors/mod.ts";
 import type { AuditLogKey, Store } from "../store/mod.ts";
 import {
@@ -24,11 +25,14 @@ import {
   parseVerifierKey,
 } from "./signed_note.ts";
 
+/** PKCS #8 prefix of an Ed25519 private key around its 32-byte seed. */
+const PKCS8_PREFIX = Buffer.from("302e020100300506032b657004220420", "hex");
+
 /** Associated data of a sealed seed: binds it to its key id. */
 const AAD_PREFIX = "toolgate-audit-log-key-v1:";
 
 /** What a receipt holds (`_meta["io.toolgate/receipt"]`, header `Toolgate-Receipt`). */
-export interface Receipt {
+export type Receipt = {
   /** The log's name (its checkpoints' origin). */
   log: string;
   seq: number;
@@ -36,7 +40,7 @@ export interface Receipt {
   timestamp: string;
   /** Base64 of the key ID (4 bytes) and the Ed25519 signature of {@linkcode receiptMessage}. */
   signature: string;
-}
+};
 
 /** The bytes a receipt's signature covers. */
 export function receiptMessage(receipt: Omit<Receipt, "signature">): Uint8Array {
@@ -88,14 +92,31 @@ export class LogKeys {
   /** The key retired last, when it retired after `since` (it co-signs the next checkpoint). */
   readonly previous: NoteSigner | undefined;
 
+  /** The current key for receipts: `node:crypto` signs synchronously, 4× faster than Web Crypto. */
+  #privateKey: KeyObject;
+  #keyId: Buffer;
+
   /**
    * @param signer The current key.
+   * @param seed Its seed.
    * @param records Every stored key, the current first.
    * @param previous The last retired key's signer, if any.
    */
-  constructor(signer: NoteSigner, records: readonly AuditLogKey[], previous?: NoteSigner) {
+  constructor(
+    signer: NoteSigner,
+    seed: Uint8Array,
+    records: readonly AuditLogKey[],
+    previous?: NoteSigner,
+  ) {
     this.signer = signer;
     this.previous = previous;
+    this.#privateKey = createPrivateKey({
+      key: Buffer.concat([PKCS8_PREFIX, seed]),
+      format: "der",
+      type: "pkcs8",
+    });
+    this.#keyId = Buffer.alloc(4);
+    this.#keyId.writeUInt32BE(signer.id);
     this.listed = records.map((record) => ({
       id: record.id,
       verifier_key: formatVerifierKey(
@@ -109,12 +130,15 @@ export class LogKeys {
   }
 
   /** Signs a receipt of an entry. */
-  async receipt(entry: Omit<Receipt, "signature" | "log">): Promise<Receipt> {
-    const fields = { log: this.signer.name, ...entry };
-    const id = Buffer.alloc(4);
-    id.writeUInt32BE(this.signer.id);
-    const signature = await this.signer.sign(receiptMessage(fields));
-    return { ...fields, signature: Buffer.concat([id, signature]).toString("base64") };
+  receipt(entry: Omit<Receipt, "signature" | "log">): Receipt {
+    const fields = {
+      log: this.signer.name,
+      seq: entry.seq,
+      entry_hash: entry.entry_hash,
+      timestamp: entry.timestamp,
+    };
+    const signature = sign(null, receiptMessage(fields), this.#privateKey);
+    return { ...fields, signature: Buffer.concat([this.#keyId, signature]).toString("base64") };
   }
 }
 
@@ -130,7 +154,10 @@ export interface LoadLogKeysOptions {
   now?: () => number;
 }
 
-async function openSeed(store: Store, record: AuditLogKey): Promise<NoteSigner> {
+async function openSeed(
+  store: Store,
+  record: AuditLogKey,
+): Promise<{ signer: NoteSigner; seed: Uint8Array }> {
   const seed = new Uint8Array(
     Buffer.from(await store.dataKey.open(AAD_PREFIX + record.id, record.sealed_seed), "base64"),
   );
@@ -144,13 +171,14 @@ async function openSeed(store: Store, record: AuditLogKey): Promise<NoteSigner> 
       `Stored audit log key ${record.id} is unreadable: ${error.message}`,
     );
   }
-  if (hexId(signer.id) !== record.id || !signer.verifierKey.endsWith(record.public_key)) {
+  const publicKey = Buffer.from(parseVerifierKey(signer.verifierKey).publicKey).toString("base64");
+  if (hexId(signer.id) !== record.id || publicKey !== record.public_key) {
     throw new GatewayError(
       "STORE_CORRUPT",
       `Stored audit log key ${record.id} does not match its seed`,
     );
   }
-  return signer;
+  return { signer, seed };
 }
 
 async function storeNew(
@@ -180,10 +208,10 @@ export async function loadLogKeys(options: LoadLogKeysOptions): Promise<LogKeys>
     const records = await store.audit.readKeys();
     const current = records[0];
     if (current && current.retired_at === undefined) {
-      const signer = await openSeed(store, current);
+      const { signer, seed } = await openSeed(store, current);
       const last = records[1];
-      const previous = last ? await openSeed(store, last) : undefined;
-      return new LogKeys(signer, records, previous);
+      const previous = last ? (await openSeed(store, last)).signer : undefined;
+      return new LogKeys(signer, seed, records, previous);
     }
     if (!create) {
       throw new GatewayError(

@@ -88,3 +88,13 @@ export type {
 } from "./verify.ts";
 export { compileRedactPatterns, createRedactor, isSecretKey, redact, REDACTED } from "../redact.ts";
 export type { Redactor, RedactorOptions } from "../redact.ts";
+export { AuditProofs } from "./proofs.ts";
+export type { ConsistencyProof, InclusionProof } from "./proofs.ts";
+export { Checkpointer, startCheckpointer } from "./checkpointer.ts";
+export type { CheckpointerOptions, CheckpointHistoryLine, CheckpointSink } from "./checkpointer.ts";
+export { loadLogKeys, LogKeys, receiptMessage, rotateLogKey } from "./log_key.ts";
+export type { ListedLogKey, LoadLogKeysOptions, Receipt } from "./log_key.ts";
+export { CheckpointError, formatCheckpoint, parseCheckpoint } from "./checkpoint.ts";
+export type { Checkpoint } from "./checkpoint.ts";
+export { NoteError, openNote, parseVerifierKey } from "./signed_note.ts";
+export { TiledTree, TreeError } from "./tiles.ts";

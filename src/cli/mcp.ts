@@ -10,6 +10,7 @@ import type { HttpServer } from "../http/mod.ts";
 import { serveStdio } from "../mcp/stdio.ts";
 import { IncomingRouter } from "../webhooks/mod.ts";
 import { VERSION } from "../version.ts";
+import { AuditProofs } from "../audit/mod.ts";
 import { type CliContext, usage } from "./context.ts";
 import { parseServerName, requireServer } from "./servers.ts";
 import { createRuntime, type Runtime } from "./runtime.ts";
@@ -202,7 +203,10 @@ async function startHttp(context: CliContext): Promise<void> {
       gateway: runtime.gateway,
       config: runtime.config,
       routes: [
-        auditRoutes(runtime.audit),
+        auditRoutes(runtime.audit, {
+          proofs: new AuditProofs(runtime.store),
+          checkpointer: runtime.checkpointer,
+        }),
         eventsRoutes(),
         webhookRoutes(runtime.store, { egress: runtime.egress }),
         dlqRoutes(runtime.store),

@@ -6,9 +6,16 @@
  */
 import { getLog, lineSink, type LogLevel } from "../log/mod.ts";
 import { redactLogsWith } from "./logging.ts";
-import { type AuditLog, createAuditLog, createRedactor } from "../audit/mod.ts";
+import { join } from "node:path";
+import {
+  type AuditLog,
+  type Checkpointer,
+  createAuditLog,
+  createRedactor,
+  startCheckpointer,
+} from "../audit/mod.ts";
 import type { Config } from "../config/mod.ts";
-import { type EgressPolicy, egressPolicyFromConfig } from "../egress/mod.ts";
+import { egressFetch, type EgressPolicy, egressPolicyFromConfig } from "../egress/mod.ts";
 import { EventBus, relayEvents } from "../events/mod.ts";
 import { followVirtualServers, Gateway, VirtualServers } from "../gateway/mod.ts";
 import { createKeychain, secretReaderFor } from "../keychain/mod.ts";
@@ -34,6 +41,8 @@ export interface Runtime {
   bus: EventBus;
   gateway: Gateway;
   audit: AuditLog;
+  /** A server's checkpointer: the log's keys and signed checkpoints (none for one-shot commands). */
+  checkpointer?: Checkpointer;
   dispatcher: Dispatcher;
   /**
    * The egress policy of `http_request`, webhook deliveries and HTTP
@@ -135,13 +144,30 @@ export async function createRuntime(
   // The deliveries of `tool.called` and `audit.written` ride in the entry's commit.
   // One redactor (built-in rules and config redact.patterns) for entries and events.
   const redact = createRedactor({ patterns: config.redact.patterns });
+  // A server checkpoints the tree as it grows and signs receipts; its key is made at first start.
+  const checkpointer = role === "server"
+    ? await startCheckpointer({
+      store,
+      origin: config.audit.origin ?? `toolgate/${await store.deploymentId()}`,
+      intervalMs: config.audit.checkpoint_interval,
+      historyFile: config.audit.checkpoints.file ?? join(config.dataDir, "checkpoints.log"),
+      sinks: config.audit.checkpoints.sinks,
+      fetch: config.audit.checkpoints.sinks.length
+        ? egressFetch({ policy: egress, profile: "operator" })
+        : undefined,
+      log: getLog("audit"),
+    })
+    : undefined;
   const audit = createAuditLog({
     store,
     bus,
     outbox: dispatcher,
     redact,
     onAppend: observers.onAppend,
+    onCommit: checkpointer && (() => checkpointer.notify()),
   });
+  // Entries appended while no server ran (one-shot commands) get their checkpoint now.
+  checkpointer?.notify();
   const keychain = createKeychain({ store, dataDir: config.dataDir, env: config.env });
   // MCP upstreams: config.json, then `toolgate plugins add` registrations.
   const builtins = builtinPlugins({ egress });
@@ -175,6 +201,9 @@ export async function createRuntime(
     bus,
     plugins: [...builtins, ...upstreams.map(upstreamPlugin)],
     audit,
+    receipts: checkpointer && config.audit.receipts
+      ? (entry) => checkpointer.keys.receipt(entry)
+      : undefined,
     log: given ?? getLog("gateway"),
     secrets: (plugin) => secretReaderFor(keychain, plugin),
     redact,
@@ -241,6 +270,7 @@ export async function createRuntime(
     bus,
     gateway,
     audit,
+    checkpointer,
     dispatcher,
     egress,
     announceUrl: async (url) => {
@@ -256,6 +286,7 @@ export async function createRuntime(
       await publisher?.stop();
       await gateway.stop();
       await audit.close();
+      await checkpointer?.close();
       await dispatcher.stop();
       await relay.stop();
     },

@@ -218,7 +218,8 @@ function durationMs(example: string) {
     } catch {
       context.addIssue({
         code: "custom",
-        message: `"${raw}" is not a duration: use a number and a unit (ms, s, m, h, d), e.g. "${example}"`,
+        message:
+          `"${raw}" is not a duration: use a number and a unit (ms, s, m, h, d), e.g. "${example}"`,
       });
       return z.NEVER;
     }

@@ -25,6 +25,7 @@ import { KeyedBreakers } from "./keyed_breakers.ts";
 import { RateLimiter } from "./rate_limit.ts";
 import { coversPlugin, notOnServer, VirtualServers } from "./virtual_servers.ts";
 import type {
+  AuditedEntry,
   AuditSink,
   CallOptions,
   CallResult,
@@ -32,6 +33,7 @@ import type {
   PluginContext,
   PluginDefinition,
   PluginStatus,
+  ReceiptSigner,
   SecretReader,
   ToolDefinition,
   ToolInfo,
@@ -50,6 +52,8 @@ export interface GatewayOptions {
   plugins: PluginDefinition[];
   /** The audit log; calls are recorded durably before they are answered. */
   audit?: AuditSink;
+  /** Signs a receipt of each answered call's audit entry (`audit.receipts`). @default none */
+  receipts?: ReceiptSigner;
   /** Credentials of a plugin. @default none */
   secrets?: (plugin: string) => SecretReader;
   /** Where it logs (plugin states, circuits). @default the `gateway` logger */
@@ -138,6 +142,7 @@ export class Gateway {
   /** The virtual servers (named tool subsets) callers may be bound to. */
   readonly servers: VirtualServers;
   #audit: AuditSink | undefined;
+  #receipts: ReceiptSigner | undefined;
   #secrets: (plugin: string) => SecretReader;
   #log: Log;
   #now: () => number;
@@ -176,6 +181,7 @@ export class Gateway {
     this.bus = bus;
     this.#definitions = plugins;
     this.#audit = audit;
+    this.#receipts = audit ? options.receipts : undefined;
     this.#redact = redact;
     this.catalog = new Catalog({ audit, timeoutMs: config.tools.timeout_ms, now, redact });
     this.#secrets = secrets;
@@ -921,20 +927,21 @@ export class Gateway {
           latency_ms,
           session_id: sessionId,
         };
+        let stored: unknown;
         if (this.#audit?.publishesEvents) {
           // One commit holds the entry and the webhook deliveries of both events.
           const appending = this.#audit.append(entry, {
             events: [{ type: "tool.called", data: called }],
           });
           appended();
-          await appending;
+          stored = await appending;
         } else {
           const appending = Promise.all([
             this.#audit?.append(entry),
             this.bus.emit("tool.called", called),
           ]);
           appended();
-          await appending;
+          [stored] = await appending;
         }
         this.#onCall?.({
           tool: name,
@@ -942,9 +949,11 @@ export class Gateway {
           source: options.source ?? "api",
           durationMs: this.#now() - started,
         });
-        return tool.definition.rawResult
+        const result: CallResult = tool.definition.rawResult
           ? { tool: name, plugin, output, latency_ms, rawResult: true }
           : { tool: name, plugin, output, latency_ms };
+        if (this.#receipts && stored) result.receipt = this.#receipts(stored as AuditedEntry);
+        return result;
       } catch (thrown) {
         // A caller that leaves (or cancels) aborts the tool; that is not the tool failing.
         const error = options.signal?.aborted ? cancelled(name, thrown) : asToolError(name, thrown);

@@ -315,7 +315,22 @@ export interface CallResult {
   latency_ms: number;
   /** The output is a client-facing tool result (see {@linkcode ToolDefinition.rawResult}). */
   rawResult?: boolean;
+  /**
+   * The signed receipt of the call's audit entry (`{log, seq, entry_hash,
+   * timestamp, signature}`), when receipts are on.
+   */
+  receipt?: Readonly<Record<string, unknown>>;
 }
+
+/** The audit entry of a call, as a receipt covers it. */
+export interface AuditedEntry {
+  seq: number;
+  entry_hash: string;
+  timestamp: string;
+}
+
+/** Signs the receipt of an audit entry (the audit log's key). */
+export type ReceiptSigner = (entry: AuditedEntry) => Readonly<Record<string, unknown>>;
 
 /** Where the pipeline records calls: the audit log. */
 export interface AuditSink {

@@ -4,6 +4,7 @@
  *
  * @module
  */
+import { Buffer } from "node:buffer";
 import { createRoute, z } from "@hono/zod-openapi";
 import type { Context } from "hono";
 import type { Gateway } from "../gateway/mod.ts";
@@ -119,6 +120,14 @@ function sessionIdOf(c: Context): string | undefined {
   return value;
 }
 
+/** Header of a call's signed audit receipt (base64 of its JSON; docs/audit.md). */
+export const RECEIPT_HEADER = "Toolgate-Receipt";
+
+/** A receipt as the header carries it: base64 of its JSON. */
+function receiptHeader(receipt: Readonly<Record<string, unknown>>): string {
+  return Buffer.from(JSON.stringify(receipt), "utf8").toString("base64");
+}
+
 /** Registers `GET /tools` and `POST /tools/{name}`. */
 export function registerToolRoutes(app: ToolgateApp, gateway: Gateway): void {
   app.openapi(
@@ -145,6 +154,7 @@ export function registerToolRoutes(app: ToolgateApp, gateway: Gateway): void {
       caller: c.get("caller"),
     });
     c.header("X-Session-Id", sessionId);
+    if (result.receipt) c.header(RECEIPT_HEADER, receiptHeader(result.receipt));
     return c.json(toToolResult(result) as z.infer<typeof ToolResultSchema>, 200);
   });
 }

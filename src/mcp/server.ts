@@ -42,6 +42,9 @@ import { VERSION } from "../version.ts";
 import { traceCarrierOf } from "../tracing/mod.ts";
 import { InputRelay, type RelayState, type Step } from "./input_relay.ts";
 
+/** Key of a call's signed audit receipt in a tool result's `_meta` (docs/audit.md). */
+export const RECEIPT_META = "io.toolgate/receipt";
+
 /** The `authInfo.extra` key under which HTTP hands a request's caller to the handlers. */
 export const CALLER_AUTH_KEY = "toolgate_caller";
 
@@ -245,7 +248,11 @@ export function createMcpServer(
           }),
       );
       if (step.kind === "input") return await asInputRequired(step);
-      return toToolResult(step.value) as CallToolResult;
+      const result = toToolResult(step.value) as CallToolResult;
+      if (step.value.receipt) {
+        result._meta = { ...result._meta, [RECEIPT_META]: step.value.receipt };
+      }
+      return result;
     } catch (error) {
       throwIfCapabilityMissing(error);
       if (error instanceof GatewayError) return toErrorResult(error) as CallToolResult;
