@@ -98,3 +98,10 @@ export { CheckpointError, formatCheckpoint, parseCheckpoint } from "./checkpoint
 export type { Checkpoint } from "./checkpoint.ts";
 export { NoteError, openNote, parseVerifierKey } from "./signed_note.ts";
 export { TiledTree, TreeError } from "./tiles.ts";
+export { checkpointsFromText, verifyAuditTree } from "./verify_tree.ts";
+export type {
+  AuditTreeFailureReason,
+  AuditTreeVerifyResult,
+  CheckpointSource,
+  VerifyAuditTreeOptions,
+} from "./verify_tree.ts";

@@ -15,7 +15,7 @@
  * @module
  */
 import { createHash } from "node:crypto";
-import { HASH_BYTES, leafHash, leafHashInto, nodeHash, nodeHashInto } from "./merkle.ts";
+import { HASH_BYTES, leafHashInto, nodeHash, nodeHashInto } from "./merkle.ts";
 
 /** Height of the subtree a tile covers: a tile holds 2^5 hashes. */
 export const TILE_HEIGHT = 5;

@@ -4,7 +4,19 @@
  * @module
  */
 import type { Command } from "commander";
-import { AUDIT_KINDS, type AuditLog, createAuditLog, MAX_LIST_LIMIT } from "../audit/mod.ts";
+import { join } from "node:path";
+import {
+  AUDIT_KINDS,
+  type AuditLog,
+  AuditProofs,
+  checkpointsFromText,
+  type CheckpointSource,
+  createAuditLog,
+  loadLogKeys,
+  MAX_LIST_LIMIT,
+  rotateLogKey,
+  verifyAuditTree,
+} from "../audit/mod.ts";
 import { GatewayError } from "../errors/mod.ts";
 import { type CliContext, table, usage } from "./context.ts";
 
@@ -126,27 +138,113 @@ export function registerAudit(program: Command, context: CliContext): void {
     });
 
   audit.command("verify")
-    .description("walk the whole chain; exit 1 naming the first bad seq")
+    .description(
+      "walk the whole chain and rebuild the tree; check earlier checkpoints; exit 1 naming what is wrong",
+    )
+    .option(
+      "--checkpoint <file|url>",
+      "a checkpoint published earlier (a signed note, or a history file of JSON lines); " +
+        "default: the history file and the latest stored checkpoint",
+    )
+    .option("--key <verifier-key>", "trust this verifier key beside the store's own")
     .option("--json", "print the result as JSON")
-    .action(async (options: { json?: boolean }) => {
+    .action(async (options: { checkpoint?: string; key?: string; json?: boolean }) => {
       const progress = context.io.stderrIsTty && !context.io.env.NO_COLOR
-        ? ({ checked, total }: { checked: number; total: number }) =>
-          context.io.stderr(`\rverifying ${checked}/${total}`)
+        ? (what: string) => ({ checked, total }: { checked: number; total: number }) =>
+          context.io.stderr(`\r${what} ${checked}/${total}`)
         : undefined;
-      const result = await withLog(context, (log) => log.verify({ onProgress: progress }));
+      const result = await withLog(
+        context,
+        (log) => log.verify({ onProgress: progress?.("verifying chain") }),
+      );
       if (progress) context.io.stderr("\n");
-      if (options.json) context.printJson(result);
-      if (result.ok) {
-        if (!options.json) {
-          context.print(`Audit chain intact: ${result.count} entries, head ${result.head_hash}`);
-        }
+      if (!result.ok) {
+        if (options.json) context.printJson(result);
+        throw new GatewayError(
+          "STORE_CORRUPT",
+          `Audit chain broken at seq ${result.seq} (${result.reason}): ${result.message}`,
+          { details: result },
+        );
+      }
+      const store = await context.store();
+      const checkpoints = await checkpointSources(context, options.checkpoint);
+      const tree = await verifyAuditTree(store, {
+        checkpoints,
+        keys: options.key ? [options.key] : [],
+        onProgress: progress?.("verifying tree"),
+      });
+      if (progress) context.io.stderr("\n");
+      if (options.json) context.printJson({ ...result, tree });
+      if (!tree.ok) {
+        throw new GatewayError(
+          "STORE_CORRUPT",
+          `Audit tree check failed (${tree.reason}): ${tree.message}`,
+          {
+            details: tree,
+          },
+        );
+      }
+      if (!options.json) {
+        context.print(`Audit chain intact: ${result.count} entries, head ${result.head_hash}`);
+        context.print(
+          `Audit tree intact: ${tree.tree_size} entries, root ${tree.root}; ` +
+            `consistent with ${tree.checkpoints} checkpoint${tree.checkpoints === 1 ? "" : "s"}`,
+        );
+      }
+    });
+
+  audit.command("key")
+    .description("print the log's verifier key (signed-note format) and its older keys")
+    .option(
+      "--rotate",
+      "make a new signing key; the old one stays listed so what it signed verifies",
+    )
+    .option("--json", "print the keys as JSON")
+    .action(async (options: { rotate?: boolean; json?: boolean }) => {
+      const store = await context.store();
+      const config = await context.config();
+      const name = config.audit.origin ?? `toolgate/${await store.deploymentId()}`;
+      const keys = options.rotate
+        ? await rotateLogKey({ store, name })
+        : await loadLogKeys({ store, name, create: false });
+      if (options.json) {
+        context.printJson({ verifier_key: keys.signer.verifierKey, keys: keys.listed });
         return;
       }
-      throw new GatewayError(
-        "STORE_CORRUPT",
-        `Audit chain broken at seq ${result.seq} (${result.reason}): ${result.message}`,
-        { details: result },
-      );
+      context.print(keys.signer.verifierKey);
+      for (const old of keys.listed.slice(1)) {
+        context.print(`# retired ${old.retired_at ?? "?"}: ${old.verifier_key}`);
+      }
+    });
+
+  audit.command("checkpoint")
+    .description("print the latest signed checkpoint (C2SP tlog-checkpoint)")
+    .action(async () => {
+      const latest = await (await context.store()).audit.readCheckpoint();
+      if (!latest) {
+        throw new GatewayError(
+          "NOT_FOUND",
+          "No checkpoint yet: a running server makes one after each entry",
+        );
+      }
+      context.io.stdout(latest.note);
+    });
+
+  audit.command("prove")
+    .description("print the inclusion proof of entry <seq> in the latest checkpoint's tree")
+    .argument("<seq>", "the entry's seq")
+    .option("--size <n>", "a tree size of an earlier checkpoint instead")
+    .action(async (rawSeq: string, options: { size?: string }) => {
+      if (!/^[1-9]\d*$/.test(rawSeq)) throw usage(`Invalid seq "${rawSeq}": expected a seq number`);
+      if (options.size !== undefined && !/^[1-9]\d*$/.test(options.size)) {
+        throw usage(`Invalid --size "${options.size}": expected a tree size`);
+      }
+      const store = await context.store();
+      const proofs = new AuditProofs(store);
+      const size = options.size !== undefined
+        ? Number(options.size)
+        : (await store.audit.readCheckpoint())?.size ?? await proofs.treeSize();
+      context.printJson(await proofs.inclusion(Number(rawSeq), size));
     });
 
   audit.command("export")
@@ -192,6 +290,53 @@ export function registerAudit(program: Command, context: CliContext): void {
         if (showProgress) context.io.stderr(`\rexported ${count}\n`);
       });
     });
+}
+
+/** The checkpoints `audit verify` checks: `--checkpoint`, else the history file and the latest stored. */
+async function checkpointSources(
+  context: CliContext,
+  given: string | undefined,
+): Promise<CheckpointSource[]> {
+  if (given !== undefined) {
+    let text: string;
+    if (/^https?:\/\//.test(given)) {
+      const response = await fetch(given);
+      text = await response.text();
+      if (!response.ok) {
+        throw new GatewayError(
+          "NOT_FOUND",
+          `Cannot read the checkpoint at ${given}: HTTP ${response.status}`,
+        );
+      }
+    } else {
+      try {
+        text = await Deno.readTextFile(given);
+      } catch (error) {
+        throw usage(`Cannot read --checkpoint ${given}: ${(error as Error).message}`);
+      }
+    }
+    try {
+      return checkpointsFromText(text, given);
+    } catch (error) {
+      throw usage(`Invalid --checkpoint ${given}: ${(error as Error).message}`);
+    }
+  }
+  const config = await context.config();
+  const file = config.audit.checkpoints.file ?? join(config.dataDir, "checkpoints.log");
+  const sources: CheckpointSource[] = [];
+  try {
+    sources.push(...checkpointsFromText(await Deno.readTextFile(file), file));
+  } catch (error) {
+    if (!(error instanceof Deno.errors.NotFound)) {
+      throw new GatewayError(
+        "STORE_CORRUPT",
+        `Cannot read the checkpoint history ${file}: ${(error as Error).message}`,
+      );
+    }
+  }
+  const latest = await (await context.store()).audit.readCheckpoint();
+  if (latest) sources.push({ note: latest.note, source: "the store's latest checkpoint" });
+  return sources;
 }
 
 /** `--caller`: a non-empty name, id or kind. */

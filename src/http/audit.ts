@@ -9,7 +9,7 @@ import {
   AUDIT_KINDS,
   type AuditEntry,
   type AuditLog,
-  AuditProofs,
+  type AuditProofs,
   type Checkpointer,
   computeEntryHash,
   DEFAULT_LIST_LIMIT,
