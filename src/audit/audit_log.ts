@@ -429,6 +429,11 @@ export class AuditLog {
     return { head_seq: head?.seq ?? 0, head_hash: head?.hash ?? GENESIS_HASH };
   }
 
+  /** How far entries were pruned (`toolgate audit prune`), or `null` when never. */
+  pruned(): Promise<{ through: number; hash: string } | null> {
+    return this.#store.audit.readPruned();
+  }
+
   /**
    * One entry by seq, or `null` when none is stored there.
    *

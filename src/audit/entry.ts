@@ -47,6 +47,8 @@ export const AUDIT_OUTCOME_SCHEMAS: Readonly<Record<string, z.ZodType>> = {
   // A proxied prompts/get (tool: the prompt's name) and resources/read (tool: the URI).
   "prompt.get": ToolCallOutcomeSchema,
   "resource.read": ToolCallOutcomeSchema,
+  // Old entries' bodies dropped by `toolgate audit prune` (tool: "audit"); input says which.
+  "audit.pruned": z.looseObject({ ok: z.literal(true), entries: z.number().int().min(0) }),
 };
 
 /** The kinds toolgate writes, for filters: `tool.call`, `webhook.incoming`, `prompt.get`, `resource.read`. */

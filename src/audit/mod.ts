@@ -105,3 +105,5 @@ export type {
   CheckpointSource,
   VerifyAuditTreeOptions,
 } from "./verify_tree.ts";
+export { pruneAuditLog, scheduleRetention } from "./prune.ts";
+export type { PruneAuditOptions, PruneAuditResult, RetentionOptions } from "./prune.ts";

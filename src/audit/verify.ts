@@ -50,6 +50,8 @@ export interface AuditVerifyOk {
   head_seq: number;
   /** Head hash verified up to. */
   head_hash: string;
+  /** Entries up to this seq were pruned (not verified: the tree keeps their leaves). */
+  pruned_through?: number;
 }
 
 /** The chain is broken; `seq` is the first bad seq. */
@@ -95,16 +97,26 @@ export async function verifyAuditChain(
   signal?.throwIfAborted();
   const { head } = await store.audit.readHead();
   const headSeq = head?.seq ?? 0;
-  let expected = 1;
-  let previous = GENESIS_HASH;
+  // Pruned entries are gone: the chain is checked from the first kept one, linked to the mark.
+  const pruned = await store.audit.readPruned();
+  let expected = (pruned?.through ?? 0) + 1;
+  let previous = pruned?.hash ?? GENESIS_HASH;
   const fail = (
     seq: number,
     reason: AuditChainFailureReason,
     message: string,
-  ): AuditVerifyFailure => ({ ok: false, seq, reason, message, count: expected - 1 });
+  ): AuditVerifyFailure => ({
+    ok: false,
+    seq,
+    reason,
+    message,
+    count: expected - 1 - (pruned?.through ?? 0),
+  });
 
   if (headSeq > 0) {
-    const pages = store.audit.pages({ before: headSeq + 1 })[Symbol.asyncIterator]();
+    const pages = store.audit.pages({ after: expected - 1, before: headSeq + 1 })[
+      Symbol.asyncIterator
+    ]();
     for (;;) {
       let next: IteratorResult<AuditRecord[]>;
       try {
@@ -158,6 +170,8 @@ export async function verifyAuditChain(
             "link_broken",
             expected === 1
               ? "Entry 1 does not start from the genesis hash"
+              : pruned && expected === pruned.through + 1
+              ? `Entry ${expected} does not link to the last pruned entry ${pruned.through}`
               : `Entry ${expected} does not link to entry ${
                 expected - 1
               }: its previous_hash differs`,
@@ -192,5 +206,11 @@ export async function verifyAuditChain(
     );
   }
   onProgress?.({ checked: headSeq, total: headSeq });
-  return { ok: true, count: headSeq, head_seq: headSeq, head_hash: head?.hash ?? GENESIS_HASH };
+  return {
+    ok: true,
+    count: headSeq - (pruned?.through ?? 0),
+    head_seq: headSeq,
+    head_hash: head?.hash ?? GENESIS_HASH,
+    ...(pruned ? { pruned_through: pruned.through } : {}),
+  };
 }

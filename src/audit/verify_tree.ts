@@ -14,7 +14,7 @@ import { parseCheckpoint } from "./checkpoint.ts";
 import { verifyConsistency } from "./merkle.ts";
 import { openNote, parseVerifierKey } from "./signed_note.ts";
 import { decodeEntry, UnreadableEntryError } from "./_codec.ts";
-import { type Tile, TiledTree, TreeEdge, TreeError } from "./tiles.ts";
+import { entryLeafHash, type Tile, TiledTree, TreeEdge, TreeError } from "./tiles.ts";
 import { formatVerifierKey } from "./signed_note.ts";
 
 /** A checkpoint to check the store against, and where it came from (for messages). */
@@ -126,10 +126,33 @@ export async function verifyAuditTree(
   }
   // The tree rebuilt from the entries: every stored tile compared, the root at each checkpoint's size kept.
   const sizes = new Set(wanted.map((c) => c.size));
+  const tree = new TiledTree((refs) => store.audit.readTiles(refs));
   const roots = new Map<number, Uint8Array>();
   if (sizes.has(0)) roots.set(0, TreeEdge.empty().root());
   let edge = TreeEdge.empty();
-  for await (const page of store.audit.pages({ before: count + 1 })) {
+  // Pruned entries: their leaves as the tree keeps them, the last one checked against the mark.
+  const pruned = await store.audit.readPruned();
+  if (pruned) {
+    const leaves = await tree.leaves(0, pruned.through);
+    if (Buffer.compare(leaves[pruned.through - 1], entryLeafHash(pruned.hash)) !== 0) {
+      return {
+        ok: false,
+        reason: "tree_mismatch",
+        message: `The tree's leaf ${pruned.through - 1} is not the last pruned entry's hash`,
+      };
+    }
+    for (let i = 0; i < leaves.length; i += 1024) {
+      const grown = edge.extend(leaves.slice(i, i + 1024));
+      const bad = await compareTiles(store, grown.tiles);
+      if (bad) return bad;
+      edge = grown.edge;
+    }
+    // A checkpoint's size inside the pruned range: its root from the tiles just checked.
+    for (const size of sizes) {
+      if (size > 0 && size <= pruned.through) roots.set(size, await tree.root(size));
+    }
+  }
+  for await (const page of store.audit.pages({ after: edge.size, before: count + 1 })) {
     const hashes: string[] = [];
     for (const record of page) {
       if (record.seq !== edge.size + hashes.length + 1 || !record.bytes) {
@@ -170,7 +193,6 @@ export async function verifyAuditTree(
     };
   }
   const root = edge.root();
-  const tree = new TiledTree((refs) => store.audit.readTiles(refs));
   for (const checkpoint of wanted) {
     const at = roots.get(checkpoint.size)!;
     let consistent = Buffer.compare(at, checkpoint.root) === 0;

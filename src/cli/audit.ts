@@ -14,6 +14,7 @@ import {
   createAuditLog,
   loadLogKeys,
   MAX_LIST_LIMIT,
+  pruneAuditLog,
   rotateLogKey,
   verifyAuditTree,
 } from "../audit/mod.ts";
@@ -191,6 +192,52 @@ export function registerAudit(program: Command, context: CliContext): void {
             `consistent with ${tree.checkpoints} checkpoint${tree.checkpoints === 1 ? "" : "s"}`,
         );
       }
+    });
+
+  audit.command("prune")
+    .description(
+      "drop the bodies of entries before a seq or time, exporting them first; proofs and checkpoints still verify",
+    )
+    .requiredOption("--before <time|seq>", "a seq, an ISO time, or a duration ago (90d, 12h)")
+    .option("--export <file>", "write the pruned entries to this file as JSON lines first")
+    .option("--json", "print {through, pruned, entry} as JSON")
+    .action(async (options: { before: string; export?: string; json?: boolean }) => {
+      const before = /^[1-9]\d*$/.test(options.before)
+        ? Number(options.before)
+        : parseSince(options.before)!;
+      const store = await context.store();
+      let file: Deno.FsFile | undefined;
+      if (options.export) {
+        try {
+          file = await Deno.open(options.export, { write: true, createNew: true, mode: 0o600 });
+        } catch (error) {
+          throw usage(`Cannot create --export ${options.export}: ${(error as Error).message}`);
+        }
+      }
+      const encoder = new TextEncoder();
+      let result;
+      try {
+        result = await withLog(context, (log) =>
+          pruneAuditLog(log, store, {
+            before,
+            exportLine: file && (async (line) => {
+              await file!.write(encoder.encode(line));
+            }),
+          }));
+        await file?.sync();
+      } finally {
+        file?.close();
+      }
+      if (options.json) {
+        context.printJson(result);
+        return;
+      }
+      context.print(
+        result.pruned
+          ? `Pruned ${result.pruned} entries (through seq ${result.through})` +
+            (options.export ? `, exported to ${options.export}` : "")
+          : `Nothing to prune${result.through ? ` (pruned through seq ${result.through})` : ""}`,
+      );
     });
 
   audit.command("key")

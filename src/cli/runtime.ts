@@ -12,6 +12,7 @@ import {
   type Checkpointer,
   createAuditLog,
   createRedactor,
+  scheduleRetention,
   startCheckpointer,
 } from "../audit/mod.ts";
 import type { Config } from "../config/mod.ts";
@@ -168,6 +169,25 @@ export async function createRuntime(
   });
   // Entries appended while no server ran (one-shot commands) get their checkpoint now.
   checkpointer?.notify();
+  const retention = config.audit.retention;
+  const stopRetention = role === "server" && retention
+    ? scheduleRetention({
+      log: audit,
+      store,
+      maxAgeMs: retention.max_age,
+      everyMs: retention.every,
+      exportDir: retention.export_dir,
+      onRun: ({ pruned, error }) => {
+        if (error) getLog("audit").warn("Audit retention failed", { error: String(error) });
+        else if (pruned?.pruned) {
+          getLog("audit").info("Audit retention pruned old entries", {
+            pruned: pruned.pruned,
+            through: pruned.through,
+          });
+        }
+      },
+    })
+    : undefined;
   const keychain = createKeychain({ store, dataDir: config.dataDir, env: config.env });
   // MCP upstreams: config.json, then `toolgate plugins add` registrations.
   const builtins = builtinPlugins({ egress });
@@ -285,6 +305,7 @@ export async function createRuntime(
       await publisherStarting;
       await publisher?.stop();
       await gateway.stop();
+      await stopRetention?.();
       await audit.close();
       await checkpointer?.close();
       await dispatcher.stop();

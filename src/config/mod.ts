@@ -244,7 +244,10 @@ const AuditConfigSchema = z.strictObject({
     file: z.string().min(1).optional(),
     /** Where each new checkpoint is POSTed (text/plain), through the egress policy. */
     sinks: z.array(z.strictObject({
-      url: z.url({ protocol: /^https?$/ }),
+      url: z.url({
+        protocol: /^https?$/,
+        error: "use an http:// or https:// URL, e.g. https://witness.example/add",
+      }),
       headers: z.record(z.string(), z.string()).default({}),
     })).default([]),
   }).prefault({}),

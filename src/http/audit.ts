@@ -278,7 +278,11 @@ async function checkPage(
   const first = entries[0];
   if (contiguous) {
     previous = first.seq === 1 ? null : await audit.get(first.seq - 1);
-    const expected = first.seq === 1 ? GENESIS_HASH : previous?.entry_hash;
+    // The entry before was pruned: the prune mark holds its hash.
+    const pruned = previous || first.seq === 1 ? null : await audit.pruned();
+    const expected = first.seq === 1
+      ? GENESIS_HASH
+      : previous?.entry_hash ?? (pruned?.through === first.seq - 1 ? pruned.hash : undefined);
     if (expected !== first.previous_hash) return { intact: false, checked_through: first.seq };
   }
   for (const entry of entries) {

@@ -303,5 +303,9 @@ async function copyAudit(source: Store, importer: PostgresImporter): Promise<voi
     }
   }
   importer.auditHead(head);
-  importer.auditSigning(await source.audit.readKeys(), await source.audit.readCheckpoint());
+  importer.auditSigning(
+    await source.audit.readKeys(),
+    await source.audit.readCheckpoint(),
+    await source.audit.readPruned(),
+  );
 }

@@ -881,6 +881,19 @@ export const AuditLogKeySchema = z.strictObject({
 /** The audit log's signing key, as stored. */
 export type AuditLogKey = z.infer<typeof AuditLogKeySchema>;
 
+/** How far old entries were pruned: their bodies are gone, the tree keeps their leaves. */
+export const AuditPrunedSchema = z.strictObject({
+  /** Entries 1 to this seq may be gone. */
+  through: z.number().int().min(1),
+  /** `entry_hash` of entry `through`: entry `through + 1`'s `previous_hash`. */
+  hash: z.string().regex(/^sha256:[0-9a-f]{64}$/),
+  /** When it was pruned. */
+  at: z.string(),
+});
+
+/** How far old entries were pruned. */
+export type AuditPruned = z.infer<typeof AuditPrunedSchema>;
+
 /** The latest signed checkpoint, as stored. */
 export const AuditCheckpointSchema = z.strictObject({
   /** Tree size it commits to. */

@@ -19,6 +19,7 @@ import type {
   AuditEntryWrite,
   AuditHead,
   AuditLogKey,
+  AuditPruned,
   AuditRecord,
   AuditTileRef,
   AuditTileWrite,
@@ -311,6 +312,16 @@ export interface AuditStore {
    * size is stored. @returns Whether it was stored.
    */
   putCheckpoint(checkpoint: AuditCheckpoint): Promise<boolean>;
+  /** How far entries were pruned, or `null` when never. */
+  readPruned(): Promise<AuditPruned | null>;
+  /**
+   * Records that entries up to `pruned.through` are pruned (never moving the
+   * mark back), then deletes their bodies. A crash between the two leaves
+   * bodies a later prune deletes.
+   *
+   * @returns How many entries were deleted.
+   */
+  prune(pruned: AuditPruned): Promise<number>;
 }
 
 /**

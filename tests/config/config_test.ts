@@ -1,4 +1,10 @@
-import { assertEquals, assertMatch, assertRejects } from "../_asserts.ts";
+import {
+  assertEquals,
+  assertMatch,
+  assertRejects,
+  assertStringIncludes,
+  assertThrows,
+} from "../_asserts.ts";
 import { runCli, tempHome } from "../_helpers.ts";
 import { loadConfig, parseConfigFile } from "../../src/config/mod.ts";
 import { GatewayError } from "../../src/errors/mod.ts";
@@ -239,5 +245,28 @@ Deno.test('server.cors_origins entries must be origins, or "*" alone', () => {
   }
   for (const good of [["*"], ["https://app.example.com", "http://localhost:5173"]]) {
     assertEquals(parseConfigFile({ server: { cors_origins: good } }).server.cors_origins, good);
+  }
+});
+
+Deno.test("audit: durations parse, bad ones and bad origins name their key", () => {
+  const parsed = parseConfigFile({
+    audit: { checkpoint_interval: "500ms", retention: { max_age: "90d" } },
+  });
+  assertEquals(parsed.audit.checkpoint_interval, 500);
+  assertEquals(parsed.audit.retention, { max_age: 90 * 86_400_000, every: 3_600_000 });
+  assertEquals(parsed.audit.receipts, true);
+  for (
+    const [audit, key] of [
+      [{ checkpoint_interval: "1x" }, "audit.checkpoint_interval"],
+      [{ origin: "has space" }, "audit.origin"],
+      [{ origin: "12345" }, "audit.origin"],
+      [
+        { checkpoints: { sinks: [{ url: "ftp://x" }] } },
+        "audit.checkpoints.sinks[0].url: use an http:// or https:// URL",
+      ],
+    ] as const
+  ) {
+    const error = assertThrows(() => parseConfigFile({ audit }));
+    assertStringIncludes(error.message, key);
   }
 });

@@ -21,6 +21,7 @@ import {
   auditHeadKey,
   auditLogKeyKey,
   auditLogKeysPrefix,
+  auditPrunedKey,
   auditTileKey,
 } from "./keys.ts";
 import { applyDeliveryOps } from "./deliveries.ts";
@@ -40,6 +41,8 @@ import {
   AuditHeadSchema,
   type AuditLogKey,
   AuditLogKeySchema,
+  type AuditPruned,
+  AuditPrunedSchema,
   type AuditRecord,
   type AuditTileRef,
   type AuditTileWrite,
@@ -346,6 +349,47 @@ export async function putAuditCheckpoint(
       if (result.ok) return true;
     }
   });
+}
+
+/** How far entries were pruned. */
+export async function readAuditPruned(store: KvStore): Promise<AuditPruned | null> {
+  const entry = await store.get(auditPrunedKey());
+  return entry.value === null
+    ? null
+    : parseRecord(AuditPrunedSchema, entry.value, "audit prune mark");
+}
+
+/** Most deletions in one commit while pruning. */
+const PRUNE_BATCH = 500;
+
+/** Moves the prune mark forward, then deletes the bodies of the entries up to it. */
+export async function pruneAuditEntries(store: KvStore, pruned: AuditPruned): Promise<number> {
+  await store.retry(async () => {
+    for (;;) {
+      const stored = await store.kv.get(auditPrunedKey());
+      if (stored.value !== null) {
+        const mark = parseRecord(AuditPrunedSchema, stored.value, "audit prune mark");
+        if (mark.through >= pruned.through) return;
+      }
+      if ((await store.kv.atomic().check(stored).set(auditPrunedKey(), pruned).commit()).ok) return;
+    }
+  });
+  let deleted = 0;
+  for (;;) {
+    const keys = await store.retry(async () => {
+      const out: Deno.KvKey[] = [];
+      const selector = { start: auditEntryKey(1), end: auditEntryKey(pruned.through + 1) };
+      for await (const part of store.kv.list(selector, { limit: PRUNE_BATCH })) out.push(part.key);
+      return out;
+    });
+    if (!keys.length) return deleted;
+    await store.retry(async () => {
+      let op = store.kv.atomic();
+      for (const key of keys) op = op.delete(key);
+      await op.commit();
+    });
+    deleted += new Set(keys.map((key) => key[2])).size;
+  }
 }
 
 /**

@@ -267,6 +267,11 @@ export function auditCurrentKeyKey(): Deno.KvKey {
   return ["audit", "current_key"];
 }
 
+/** How far old audit entries were pruned. */
+export function auditPrunedKey(): Deno.KvKey {
+  return ["audit", "pruned"];
+}
+
 /** The latest signed checkpoint of the audit log. */
 export function auditCheckpointKey(): Deno.KvKey {
   return ["audit", "checkpoint"];

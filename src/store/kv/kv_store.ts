@@ -31,12 +31,14 @@ import {
   auditEntryCost,
   auditTileCost,
   commitAuditEntries,
+  pruneAuditEntries,
   putAuditCheckpoint,
   readAuditChainState,
   readAuditCheckpoint,
   readAuditHead,
   readAuditHeadAndNext,
   readAuditLogKeys,
+  readAuditPruned,
   readAuditRecord,
   readAuditRecordPages,
   readAuditTiles,
@@ -317,6 +319,8 @@ export class KvStore implements Store {
     addKey: (key, retiring) => addAuditLogKey(this, key, retiring),
     readCheckpoint: () => readAuditCheckpoint(this),
     putCheckpoint: (checkpoint) => putAuditCheckpoint(this, checkpoint),
+    readPruned: () => readAuditPruned(this),
+    prune: (pruned) => pruneAuditEntries(this, pruned),
   };
 
   /** Incoming jobs. */

@@ -35,6 +35,8 @@ import {
   AuditHeadSchema,
   type AuditLogKey,
   AuditLogKeySchema,
+  type AuditPruned,
+  AuditPrunedSchema,
   type AuditRecord,
   type AuditTileRef,
   type AuditTileWrite,
@@ -533,6 +535,28 @@ class PgAuditStore implements AuditStore {
         returning size`
     );
     return rows.length === 1;
+  }
+
+  async readPruned(): Promise<AuditPruned | null> {
+    const [row] = await this.#ctx.run((sql) =>
+      sql<{ value: unknown }[]>`select value from toolgate_meta where key = 'audit_pruned'`
+    );
+    return row ? parseRecord(AuditPrunedSchema, row.value, "audit prune mark") : null;
+  }
+
+  async prune(pruned: AuditPruned): Promise<number> {
+    await this.#ctx.run((sql) =>
+      sql`
+        insert into toolgate_meta (key, value) values ('audit_pruned', ${sql.json(pruned)})
+        on conflict (key) do update set value = excluded.value
+        where (toolgate_meta.value ->> 'through')::bigint < ${pruned.through}`
+    );
+    const mark = await this.readPruned();
+    const through = mark?.through ?? 0;
+    const deleted = await this.#ctx.run((sql) =>
+      sql`delete from toolgate_audit_entries where seq <= ${through}`
+    );
+    return deleted.count;
   }
 
   async *pages(options: ReadAuditRecordPagesOptions = {}): AsyncGenerator<AuditRecord[]> {

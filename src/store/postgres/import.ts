@@ -31,6 +31,8 @@ import {
   AuditHeadSchema,
   type AuditLogKey,
   AuditLogKeySchema,
+  type AuditPruned,
+  AuditPrunedSchema,
   type AuditTileWrite,
   BytesSchema,
   type DeliveryLogEntry,
@@ -223,6 +225,7 @@ export class PostgresImporter {
   #head: AuditHead | null = null;
   #keys: AuditLogKey[] = [];
   #checkpoint: AuditCheckpoint | null = null;
+  #pruned: AuditPruned | null = null;
 
   /** @internal Made by {@linkcode importIntoPostgres}. */
   constructor(tx: Tx, stamp: string, options: ImportOptions) {
@@ -391,8 +394,13 @@ export class PostgresImporter {
     return this.#add("audit_tiles", tile, tile.hashes.byteLength);
   }
 
-  /** Sets the audit log's signing keys and latest checkpoint (written when the import ends). */
-  auditSigning(keys: readonly AuditLogKey[], checkpoint: AuditCheckpoint | null): void {
+  /** Sets the audit log's signing keys, latest checkpoint and prune mark (written when the import ends). */
+  auditSigning(
+    keys: readonly AuditLogKey[],
+    checkpoint: AuditCheckpoint | null,
+    pruned: AuditPruned | null = null,
+  ): void {
+    this.#pruned = pruned && parseRecord(AuditPrunedSchema, pruned, "audit prune mark");
     this.#keys = keys.map((key) => parseRecord(AuditLogKeySchema, key, `audit log key ${key.id}`));
     this.#checkpoint = checkpoint &&
       parseRecord(AuditCheckpointSchema, checkpoint, "audit checkpoint");
@@ -430,6 +438,12 @@ export class PostgresImporter {
     if (current) {
       await this.#tx`
         insert into toolgate_meta (key, value) values ('audit_current_key', to_jsonb(${current.id}::text))`;
+    }
+    if (this.#pruned) {
+      await this.#tx`
+        insert into toolgate_meta (key, value) values ('audit_pruned', ${
+        this.#tx.json(this.#pruned)
+      })`;
     }
     if (this.#checkpoint) {
       await this.#tx`
