@@ -16,6 +16,7 @@
  * @module
  */
 import { benchAudit } from "./audit.ts";
+import { benchAuditProofs } from "./audit_proofs.ts";
 import { benchConsolePages, consolePagesFigures } from "./console_pages.ts";
 import {
   benchIncoming,
@@ -389,6 +390,28 @@ const SCENARIOS: Scenario[] = [
         r.kv_commits_per_s,
       ),
       figure("audit", `verify entries/s (${r.verify_entries})`, r.verify_entries_per_s, "", null),
+    ],
+  },
+  {
+    name: "audit_proofs",
+    run: (mode) =>
+      benchAuditProofs({ quick: mode !== "full", leaves: mode === "smoke" ? 20_000 : undefined }),
+    figures: (r: Awaited<ReturnType<typeof benchAuditProofs>>) => [
+      figure(
+        "audit_proofs",
+        `inclusion proof p50 ms, ${r.leaves} entries (target < 2)`,
+        r.inclusion_p50_ms,
+        "",
+        null,
+      ),
+      figure("audit_proofs", "consistency proof p50 ms", r.consistency_p50_ms, "", null),
+      figure(
+        "audit_proofs",
+        "receipt signature p50 ms (target ≤ 0.05)",
+        r.receipt_p50_ms,
+        "",
+        null,
+      ),
     ],
   },
   {

@@ -15,6 +15,7 @@ const SCENARIOS = [
   "webhooks",
   "webhook_clients",
   "audit",
+  "audit_proofs",
   "webhook_latency",
   "incoming",
   "startup",
