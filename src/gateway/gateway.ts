@@ -24,6 +24,7 @@ import { CircuitBreaker, type CircuitState } from "./circuit_breaker.ts";
 import { KeyedBreakers } from "./keyed_breakers.ts";
 import { RateLimiter } from "./rate_limit.ts";
 import { coversPlugin, notOnServer, VirtualServers } from "./virtual_servers.ts";
+import { attachReceipt } from "./result.ts";
 import type {
   AuditedEntry,
   AuditSink,
@@ -861,7 +862,7 @@ export class Gateway {
     error: GatewayError = forbiddenCall(options.caller!, name),
   ): Promise<never> {
     const caller = options.caller;
-    await this.#audit?.append({
+    const stored = await this.#audit?.append({
       kind: "tool.call",
       tool: name,
       session_id: options.sessionId ?? newId("ses"),
@@ -876,6 +877,7 @@ export class Gateway {
         source: options.source ?? "api",
       },
     });
+    if (this.#receipts && stored) attachReceipt(error, this.#receipts(stored as AuditedEntry));
     throw error;
   }
 
@@ -1095,7 +1097,8 @@ export class Gateway {
       this.#emitFailed(tool, error, attempt, key),
     ]);
     appended();
-    await recorded;
+    const [stored] = await recorded;
+    if (this.#receipts && stored) attachReceipt(error, this.#receipts(stored as AuditedEntry));
     this.#onCall?.({
       tool: tool.definition.name,
       plugin: tool.plugin.definition.name,

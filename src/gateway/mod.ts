@@ -17,7 +17,7 @@ export type {
 } from "./catalog.ts";
 export { CircuitBreaker } from "./circuit_breaker.ts";
 export type { CircuitBreakerOptions, CircuitState } from "./circuit_breaker.ts";
-export { toErrorResult, toToolResult } from "./result.ts";
+export { attachReceipt, receiptOf, toErrorResult, toToolResult } from "./result.ts";
 export type { ToolResult } from "./result.ts";
 export type * from "./types.ts";
 export {

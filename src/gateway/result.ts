@@ -3,7 +3,7 @@
  *
  * @module
  */
-import type { GatewayError } from "../errors/mod.ts";
+import { GatewayError } from "../errors/mod.ts";
 import type { CallResult } from "./types.ts";
 
 /**
@@ -34,6 +34,22 @@ export function toToolResult(result: CallResult): ToolResult {
     content: [{ type: "text", text: JSON.stringify(result.output) }],
     structuredContent: result.output,
   };
+}
+
+/** Receipts of failed calls' audit entries, by the error thrown (see {@linkcode receiptOf}). */
+const receipts = new WeakMap<GatewayError, Readonly<Record<string, unknown>>>();
+
+/** Attaches the receipt of a failed call's audit entry to the error its caller gets. */
+export function attachReceipt(
+  error: GatewayError,
+  receipt: Readonly<Record<string, unknown>>,
+): void {
+  receipts.set(error, receipt);
+}
+
+/** The receipt of the audit entry of the failed call that threw `error`, if any. */
+export function receiptOf(error: unknown): Readonly<Record<string, unknown>> | undefined {
+  return error instanceof GatewayError ? receipts.get(error) : undefined;
 }
 
 /** The result of a failed call: `isError` and `<CODE>: <message>` as text. */

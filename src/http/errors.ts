@@ -10,7 +10,16 @@ import { z } from "@hono/zod-openapi";
 import type { Context } from "hono";
 import { HTTPException } from "hono/http-exception";
 import { ERROR_CODES, type ErrorCode, GatewayError, toGatewayError } from "../errors/mod.ts";
-import { toErrorResult } from "../gateway/mod.ts";
+import { Buffer } from "node:buffer";
+import { receiptOf, toErrorResult } from "../gateway/mod.ts";
+
+/** Header of a call's signed audit receipt (base64 of its JSON; docs/audit.md). */
+export const RECEIPT_HEADER = "Toolgate-Receipt";
+
+/** A receipt as the header carries it: base64 of its JSON. */
+export function receiptHeader(receipt: Readonly<Record<string, unknown>>): string {
+  return Buffer.from(JSON.stringify(receipt), "utf8").toString("base64");
+}
 
 const CODES = Object.keys(ERROR_CODES) as [ErrorCode, ...ErrorCode[]];
 
@@ -137,6 +146,9 @@ export function errorResponse(error: GatewayError, toolCall = false): Response {
     Object.assign(body, { content, isError });
   }
   const headers = new Headers({ "content-type": "application/json" });
+  // A failed tool call was audited: its receipt, as on a success.
+  const receipt = receiptOf(error);
+  if (receipt) headers.set(RECEIPT_HEADER, receiptHeader(receipt));
   if (error.code === "UNAUTHORIZED") headers.set("www-authenticate", 'Bearer realm="toolgate"');
   const retryAfterMs = retryAfter(error);
   if (retryAfterMs !== undefined) {

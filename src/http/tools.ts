@@ -4,13 +4,12 @@
  *
  * @module
  */
-import { Buffer } from "node:buffer";
 import { createRoute, z } from "@hono/zod-openapi";
 import type { Context } from "hono";
 import type { Gateway } from "../gateway/mod.ts";
 import { toToolResult } from "../gateway/mod.ts";
 import { newId } from "../ids.ts";
-import { errorResponses, TOOL_CALL_VARIABLE } from "./errors.ts";
+import { errorResponses, RECEIPT_HEADER, receiptHeader, TOOL_CALL_VARIABLE } from "./errors.ts";
 import { jsonBody } from "./json_body.ts";
 import type { ToolgateApp } from "./types.ts";
 import { validationHook } from "./validation.ts";
@@ -118,14 +117,6 @@ function sessionIdOf(c: Context): string | undefined {
   const parsed = SessionHeadersSchema.safeParse({ "X-Session-Id": value });
   if (!parsed.success) validationHook({ success: false, error: parsed.error, target: "header" }, c);
   return value;
-}
-
-/** Header of a call's signed audit receipt (base64 of its JSON; docs/audit.md). */
-export const RECEIPT_HEADER = "Toolgate-Receipt";
-
-/** A receipt as the header carries it: base64 of its JSON. */
-function receiptHeader(receipt: Readonly<Record<string, unknown>>): string {
-  return Buffer.from(JSON.stringify(receipt), "utf8").toString("base64");
 }
 
 /** Registers `GET /tools` and `POST /tools/{name}`. */

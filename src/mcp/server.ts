@@ -34,6 +34,7 @@ import {
   LOCAL_CALLER,
   type LogMessage,
   type ProgressUpdate,
+  receiptOf,
   toErrorResult,
   toToolResult,
 } from "../gateway/mod.ts";
@@ -255,7 +256,12 @@ export function createMcpServer(
       return result;
     } catch (error) {
       throwIfCapabilityMissing(error);
-      if (error instanceof GatewayError) return toErrorResult(error) as CallToolResult;
+      if (error instanceof GatewayError) {
+        const result = toErrorResult(error) as CallToolResult;
+        const receipt = receiptOf(error);
+        if (receipt) result._meta = { ...result._meta, [RECEIPT_META]: receipt };
+        return result;
+      }
       throw error;
     }
   });

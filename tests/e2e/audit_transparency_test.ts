@@ -88,6 +88,19 @@ Deno.test("checkpoints, receipts and proofs served over HTTP verify with an inde
     const hashes = (proof.hashes as string[]).map(fromBase64);
     assertEquals(await verifyInclusion(i, 21, leaves[i], hashes, first.checkpoint.root), true);
   }
+  // A failed call is audited too, and carries its receipt.
+  const failed = await fetch(`${server.url}/tools/memory_set`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ value: 1 }),
+  });
+  assertEquals(failed.status, 400);
+  await failed.body?.cancel();
+  const failedReceipt = JSON.parse(
+    new TextDecoder().decode(fromBase64(failed.headers.get("toolgate-receipt")!)),
+  );
+  assertEquals(failedReceipt.seq, 22);
+  assertEquals(await verifyReceipt(failedReceipt, keys), true);
   // A forged receipt fails.
   assertEquals(await verifyReceipt({ ...receipts[0], seq: 2 } as never, keys), false);
 
@@ -99,9 +112,9 @@ Deno.test("checkpoints, receipts and proofs served over HTTP verify with an inde
     });
     await response.body?.cancel();
   }
-  const second = await checkpointOf(server.url, keys, 33);
-  for (const from of [0, 1, 7, 16, 21, 32, 33]) {
-    const proof = await json(`${server.url}/audit/proof/consistency?from=${from}&to=33`);
+  const second = await checkpointOf(server.url, keys, 34);
+  for (const from of [0, 1, 7, 16, 21, 22, 32, 34]) {
+    const proof = await json(`${server.url}/audit/proof/consistency?from=${from}&to=34`);
     const root = from === 21 ? first.checkpoint.root : await rootFromLeaves(
       (await Promise.all(
         ((await json(`${server.url}/audit?limit=1000`)).entries as Entry[]).map((e) =>
@@ -111,13 +124,13 @@ Deno.test("checkpoints, receipts and proofs served over HTTP verify with an inde
     );
     const hashes = (proof.hashes as string[]).map(fromBase64);
     assertEquals(
-      await verifyConsistency(from, 33, root, second.checkpoint.root, hashes),
+      await verifyConsistency(from, 34, root, second.checkpoint.root, hashes),
       true,
-      `consistency ${from} → 33`,
+      `consistency ${from} → 34`,
     );
   }
   // Defaults: the latest checkpoint's size.
-  assertEquals((await json(`${server.url}/audit/proof/inclusion?seq=3`)).tree_size, 33);
+  assertEquals((await json(`${server.url}/audit/proof/inclusion?seq=3`)).tree_size, 34);
   // Bad and out-of-range requests.
   assertEquals((await fetch(`${server.url}/audit/proof/inclusion?seq=40&size=33`)).status, 400);
   assertEquals((await fetch(`${server.url}/audit/proof/inclusion?seq=1&size=40`)).status, 404);
