@@ -94,6 +94,23 @@ export async function verifyAuditTree(
     ...(options.keys ?? []).map((key) => parseVerifierKey(key)),
   ];
   const wanted: { size: number; root: Uint8Array; source: string }[] = [];
+  if (!verifiers.length) {
+    // No key to check signatures with: an emptied or replaced store. Its size says enough.
+    let largest: { size: number; source: string } | undefined;
+    for (const { note, source } of options.checkpoints ?? []) {
+      const size = unverifiedSize(note);
+      if (size !== undefined && size > (largest?.size ?? count)) largest = { size, source };
+    }
+    if (largest) {
+      return {
+        ok: false,
+        reason: "truncated",
+        message:
+          `The log was truncated or replaced: the checkpoint from ${largest.source} covers ` +
+          `${largest.size} entries, the store holds ${count} and none of the log's keys`,
+      };
+    }
+  }
   for (const { note, source } of options.checkpoints ?? []) {
     let text: string;
     try {
@@ -218,6 +235,16 @@ export async function verifyAuditTree(
     root: Buffer.from(root).toString("base64"),
     checkpoints: wanted.length,
   };
+}
+
+/** The tree size a note claims, signature unchecked (`undefined` when it does not parse). */
+function unverifiedSize(note: string): number | undefined {
+  const split = note.lastIndexOf("\n\n");
+  try {
+    return split < 0 ? undefined : parseCheckpoint(note.slice(0, split + 1)).size;
+  } catch {
+    return undefined;
+  }
 }
 
 async function compareTiles(

@@ -37,7 +37,7 @@ async function copyKv(from: string, to: string): Promise<void> {
   }
 }
 
-Deno.test("audit verify catches a rollback, a truncation and a rewrite from the checkpoint history", async () => {
+Deno.test("audit verify catches a rollback, a rewrite and an emptied store from the checkpoint history", async () => {
   await using tmp = await tempHome();
   const home = tmp.home;
   await calls(home, 0, 20);
@@ -102,6 +102,13 @@ Deno.test("audit verify catches a rollback, a truncation and a rewrite from the 
   assertEquals(rewritten.code, 1);
   assertStringIncludes(rewritten.stderr, "does not extend the checkpoint");
   assertStringIncludes(rewritten.stderr, "rolled back, forked or rewritten");
+  // Emptied: the store and its marker gone, a fresh one in their place; the history remains.
+  for await (const file of Deno.readDir(home)) {
+    if (file.name.startsWith("toolgate.kv")) await Deno.remove(`${home}/${file.name}`);
+  }
+  const emptied = await runCli(["audit", "verify"], { home });
+  assertEquals(emptied.code, 1);
+  assertStringIncludes(emptied.stderr, "covers 35 entries, the store holds 0");
   for (const dir of [earlier, saved]) await Deno.remove(dir, { recursive: true });
   await Deno.remove(`${home}-cp.txt`);
 });
