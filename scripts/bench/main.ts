@@ -17,6 +17,7 @@
  */
 import { benchAudit } from "./audit.ts";
 import { benchAuditProofs } from "./audit_proofs.ts";
+import { alternate, beforeRoot, median } from "./_before.ts";
 import { benchConsolePages, consolePagesFigures } from "./console_pages.ts";
 import {
   benchIncoming,
@@ -391,6 +392,57 @@ const SCENARIOS: Scenario[] = [
       ),
       figure("audit", `verify entries/s (${r.verify_entries})`, r.verify_entries_per_s, "", null),
     ],
+  },
+  {
+    // Appends before and after a change, alternating processes (TOOLGATE_BENCH_BEFORE only).
+    name: "audit_before",
+    run: async (mode) => {
+      const before = beforeRoot();
+      if (!before) return { skipped: "set TOOLGATE_BENCH_BEFORE=<another checkout>" };
+      const runs = await alternate<Awaited<ReturnType<typeof benchAudit>>>(
+        before,
+        "scripts/bench/audit.ts",
+        mode === "full" ? [] : ["--quick"],
+        mode === "smoke" ? 1 : 3,
+      );
+      const pick = (key: "append_concurrent_16_per_s" | "append_burst_1000_per_s") => ({
+        after: median(runs.after.map((r) => r[key])),
+        before: median(runs.before.map((r) => r[key])),
+      });
+      return {
+        concurrent: pick("append_concurrent_16_per_s"),
+        burst: pick("append_burst_1000_per_s"),
+      };
+    },
+    figures: (r: {
+      skipped?: string;
+      concurrent?: { after: number; before: number };
+      burst?: { after: number; before: number };
+    }) =>
+      r.concurrent && r.burst
+        ? [
+          figure(
+            "audit_before",
+            "appends/s, 16 concurrent (median)",
+            r.concurrent.after,
+            "before",
+            r.concurrent.before,
+            {
+              min: 0.9,
+            },
+          ),
+          figure(
+            "audit_before",
+            "appends/s, 1000 in flight (median)",
+            r.burst.after,
+            "before",
+            r.burst.before,
+            {
+              min: 0.9,
+            },
+          ),
+        ]
+        : [],
   },
   {
     name: "audit_proofs",
