@@ -26,7 +26,8 @@ Deno.test("GET /audit?kind= filters by a known kind and refuses another with 400
     assertEquals(body.error.code, "USAGE");
     assertEquals(body.error.details.fields, [{
       path: "kind",
-      message: "expected one of tool.call, webhook.incoming, prompt.get, resource.read, audit.pruned",
+      message:
+        "expected one of tool.call, webhook.incoming, prompt.get, resource.read, audit.pruned",
     }]);
   } finally {
     await audit.close();
