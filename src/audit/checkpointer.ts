@@ -175,7 +175,7 @@ export class Checkpointer {
   /** Loads the keys again when another process rotated them. */
   async #reloadKeys(): Promise<void> {
     const [current] = await this.#store.audit.readKeys();
-    if (current && current.id !== this.#keys.signer.id.toString(16).padStart(8, "0")) {
+    if (current && current.id !== this.#keys.currentId) {
       this.#keys = await loadLogKeys({ store: this.#store, name: this.#options.origin });
     }
   }

@@ -19,6 +19,7 @@ import type { AuditLogKey, Store } from "../store/mod.ts";
 import {
   formatVerifierKey,
   NoteError,
+  noteKeyId,
   type NoteSigner,
   noteSigner,
   type NoteVerifier,
@@ -58,8 +59,15 @@ export interface ListedLogKey {
   retired_at?: string;
 }
 
-function hexId(id: number): string {
+/** A key ID as stored and listed: 8 lowercase hex digits. */
+export function hexId(id: number): string {
   return id.toString(16).padStart(8, "0");
+}
+
+/** The signed-note verifier of a stored key (its public key, not its seed). */
+export function verifierOf(record: AuditLogKey): NoteVerifier {
+  const publicKey = new Uint8Array(Buffer.from(record.public_key, "base64"));
+  return { name: record.name, id: noteKeyId(record.name, publicKey), publicKey };
 }
 
 async function makeKey(
@@ -117,16 +125,18 @@ export class LogKeys {
     });
     this.#keyId = Buffer.alloc(4);
     this.#keyId.writeUInt32BE(signer.id);
-    this.listed = records.map((record) => ({
+    this.verifiers = records.map(verifierOf);
+    this.listed = records.map((record, i) => ({
       id: record.id,
-      verifier_key: formatVerifierKey(
-        record.name,
-        new Uint8Array(Buffer.from(record.public_key, "base64")),
-      ),
+      verifier_key: formatVerifierKey(record.name, this.verifiers[i].publicKey),
       created_at: record.created_at,
       ...(record.retired_at ? { retired_at: record.retired_at } : {}),
     }));
-    this.verifiers = this.listed.map((key) => parseVerifierKey(key.verifier_key));
+  }
+
+  /** The current key's ID, as stored (8 hex digits). */
+  get currentId(): string {
+    return hexId(this.signer.id);
   }
 
   /** Signs a receipt of an entry. */

@@ -50,12 +50,6 @@ export class AuditProofs {
     return head?.tree ?? 0;
   }
 
-  /** The root hash of the tree of `size` leaves, base64. */
-  async root(size: number): Promise<string> {
-    await this.#checkSize(checkCount(size, "size"), "size");
-    return base64([await this.#guard(() => this.#tree.root(size))])[0];
-  }
-
   /**
    * The inclusion proof of entry `seq` (leaf `seq - 1`) in the tree of `size` leaves.
    *

@@ -14,8 +14,8 @@ import { parseCheckpoint } from "./checkpoint.ts";
 import { verifyConsistency } from "./merkle.ts";
 import { openNote, parseVerifierKey } from "./signed_note.ts";
 import { decodeEntry, UnreadableEntryError } from "./_codec.ts";
-import { entryLeafHash, type Tile, TiledTree, TreeEdge, TreeError } from "./tiles.ts";
-import { formatVerifierKey } from "./signed_note.ts";
+import { entryLeafHash, type Tile, TiledTree, TreeEdge } from "./tiles.ts";
+import { verifierOf } from "./log_key.ts";
 
 /** A checkpoint to check the store against, and where it came from (for messages). */
 export interface CheckpointSource {
@@ -86,11 +86,7 @@ export async function verifyAuditTree(
   // The checkpoints, signatures checked first.
   const records = await store.audit.readKeys();
   const verifiers = [
-    ...records.map((key) =>
-      parseVerifierKey(
-        formatVerifierKey(key.name, new Uint8Array(Buffer.from(key.public_key, "base64"))),
-      )
-    ),
+    ...records.map(verifierOf),
     ...(options.keys ?? []).map((key) => parseVerifierKey(key)),
   ];
   const wanted: { size: number; root: Uint8Array; source: string }[] = [];
@@ -252,15 +248,7 @@ async function compareTiles(
   tiles: readonly Tile[],
 ): Promise<AuditTreeVerifyResult | undefined> {
   if (!tiles.length) return undefined;
-  let stored: (Uint8Array | null)[];
-  try {
-    stored = await store.audit.readTiles(tiles);
-  } catch (error) {
-    if (error instanceof TreeError) {
-      return { ok: false, reason: "tree_mismatch", message: error.message };
-    }
-    throw error;
-  }
+  const stored = await store.audit.readTiles(tiles);
   for (const [i, tile] of tiles.entries()) {
     if (!equalPrefix(stored[i], tile)) {
       return {

@@ -59,3 +59,11 @@ export function checkAuditBatch(
     throw new GatewayError("INTERNAL", `Cannot commit ${mutations} audit mutations at once`);
   }
 }
+
+/** The log's signing keys in the order the store hands them out: the current first, then the retired ones, newest first. */
+export function sortLogKeys<T extends { created_at: string; retired_at?: string }>(keys: T[]): T[] {
+  return keys.sort((a, b) =>
+    Number(a.retired_at !== undefined) - Number(b.retired_at !== undefined) ||
+    (b.retired_at ?? b.created_at).localeCompare(a.retired_at ?? a.created_at)
+  );
+}

@@ -12,35 +12,14 @@ import { assert, assertEquals } from "../_asserts.ts";
 import { runCli, tempHome, until } from "../_helpers.ts";
 import { startPostgres } from "../_postgres.ts";
 import { startHttpServer } from "./_http_server.ts";
+import { leavesOf, memorySet } from "./_audit.ts";
 import {
-  entryLeaf,
   fromBase64,
-  leafHash,
   openCheckpoint,
   rootFromLeaves,
   verifyConsistency,
   verifyReceipt,
 } from "../audit/_independent_verifier.ts";
-
-async function call(url: string, i: number): Promise<void> {
-  const response = await fetch(`${url}/tools/memory_set`, {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify({ key: `k${i}`, value: i }),
-  });
-  await response.body?.cancel();
-}
-
-async function leavesOf(url: string): Promise<Uint8Array[]> {
-  const leaves: Uint8Array[] = [];
-  let after = 0;
-  for (;;) {
-    const page = await (await fetch(`${url}/audit?after=${after}&limit=1000`)).json();
-    for (const entry of page.entries) leaves.push(await leafHash(entryLeaf(entry.entry_hash)));
-    if (page.next === null) return leaves;
-    after = page.next;
-  }
-}
 
 /** A checkpoint sink on 127.0.0.1: fails its first POST (the sender retries), keeps the rest. */
 function sink() {
@@ -80,7 +59,7 @@ Deno.test("two instances on PostgreSQL keep one verifiable log and publish its c
   const keyB = await (await fetch(`${b.url}/audit/key`)).json();
   assertEquals(keyA, keyB, "one key for the database");
   const keys = [keyA.verifier_key as string];
-  await Promise.all(Array.from({ length: 60 }, (_, i) => call(i % 2 ? a.url : b.url, i)));
+  await Promise.all(Array.from({ length: 60 }, (_, i) => memorySet(i % 2 ? a.url : b.url, i)));
   // The latest checkpoint covers all 60, from whichever instance made it.
   let latest = await openCheckpoint(await (await fetch(`${b.url}/audit/checkpoint`)).text(), keys);
   await until(async () => {
@@ -131,7 +110,7 @@ Deno.test("MCP results carry the receipt in _meta; a server killed while appendi
   // Calls in flight when the process dies.
   let stop = false;
   const load = Promise.all(Array.from({ length: 8 }, async (_, w) => {
-    for (let i = 0; !stop; i++) await call(first.url, w * 10_000 + i).catch(() => {});
+    for (let i = 0; !stop; i++) await memorySet(first.url, w * 10_000 + i).catch(() => {});
   }));
   await until(async () => {
     const page = await (await fetch(`${first.url}/audit?limit=1`)).json();
@@ -146,7 +125,7 @@ Deno.test("MCP results carry the receipt in _meta; a server killed while appendi
   const verified = await runCli(["audit", "verify"], { home: tmp.home });
   assertEquals(verified.code, 0, verified.stderr);
   await using second = await startHttpServer({ home: tmp.home });
-  await call(second.url, -1);
+  await memorySet(second.url, -1);
   const leaves = await leavesOf(second.url);
   const last = await openCheckpoint(JSON.parse(history.at(-1)!).note, keys);
   assert(last.size <= leaves.length);

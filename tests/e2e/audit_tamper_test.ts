@@ -9,6 +9,7 @@
 import { assertEquals, assertStringIncludes } from "../_asserts.ts";
 import { runCli, tempHome } from "../_helpers.ts";
 import { startHttpServer } from "./_http_server.ts";
+import { memorySet } from "./_audit.ts";
 import { createAuditLog } from "../../src/audit/mod.ts";
 import { openKvStore } from "../../src/store/kv/kv_store.ts";
 import { auditEntryKey, auditHeadKey } from "../../src/store/kv/keys.ts";
@@ -16,13 +17,7 @@ import { auditEntryKey, auditHeadKey } from "../../src/store/kv/keys.ts";
 async function calls(home: string, from: number, count: number): Promise<void> {
   await using server = await startHttpServer({ home });
   for (let i = from; i < from + count; i++) {
-    const response = await fetch(`${server.url}/tools/memory_set`, {
-      method: "POST",
-      headers: { "content-type": "application/json" },
-      body: JSON.stringify({ key: `k${i}`, value: i }),
-    });
-    assertEquals(response.status, 200);
-    await response.body?.cancel();
+    assertEquals((await memorySet(server.url, i)).status, 200);
   }
   // Stopping makes the last checkpoint.
   assertEquals((await server.stop("SIGTERM")).code, 0);

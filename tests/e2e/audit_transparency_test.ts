@@ -8,10 +8,9 @@
 import { assert, assertEquals } from "../_asserts.ts";
 import { tempHome, until } from "../_helpers.ts";
 import { startHttpServer } from "./_http_server.ts";
+import { leavesOf, memorySet } from "./_audit.ts";
 import {
-  entryLeaf,
   fromBase64,
-  leafHash,
   openCheckpoint,
   rootFromLeaves,
   verifyConsistency,
@@ -57,13 +56,8 @@ Deno.test("checkpoints, receipts and proofs served over HTTP verify with an inde
 
   const receipts: Record<string, unknown>[] = [];
   for (let i = 0; i < 21; i++) {
-    const response = await fetch(`${server.url}/tools/memory_set`, {
-      method: "POST",
-      headers: { "content-type": "application/json" },
-      body: JSON.stringify({ key: `k${i}`, value: i }),
-    });
+    const response = await memorySet(server.url, i);
     assertEquals(response.status, 200);
-    await response.body?.cancel();
     const header = response.headers.get("toolgate-receipt");
     assert(header, "a receipt header");
     receipts.push(JSON.parse(new TextDecoder().decode(fromBase64(header))));
@@ -73,7 +67,7 @@ Deno.test("checkpoints, receipts and proofs served over HTTP verify with an inde
   const page = await json(`${server.url}/audit?limit=1000`);
   const entries = page.entries as Entry[];
   assertEquals(entries.length, 21);
-  const leaves = await Promise.all(entries.map((e) => leafHash(entryLeaf(e.entry_hash))));
+  const leaves = await leavesOf(server.url);
   assertEquals(first.checkpoint.root, await rootFromLeaves(leaves));
 
   for (const [i, receipt] of receipts.entries()) {
@@ -113,15 +107,10 @@ Deno.test("checkpoints, receipts and proofs served over HTTP verify with an inde
     await response.body?.cancel();
   }
   const second = await checkpointOf(server.url, keys, 34);
+  const all = await leavesOf(server.url);
   for (const from of [0, 1, 7, 16, 21, 22, 32, 34]) {
     const proof = await json(`${server.url}/audit/proof/consistency?from=${from}&to=34`);
-    const root = from === 21 ? first.checkpoint.root : await rootFromLeaves(
-      (await Promise.all(
-        ((await json(`${server.url}/audit?limit=1000`)).entries as Entry[]).map((e) =>
-          leafHash(entryLeaf(e.entry_hash))
-        ),
-      )).slice(0, from),
-    );
+    const root = from === 21 ? first.checkpoint.root : await rootFromLeaves(all.slice(0, from));
     const hashes = (proof.hashes as string[]).map(fromBase64);
     assertEquals(
       await verifyConsistency(from, 34, root, second.checkpoint.root, hashes),

@@ -26,7 +26,7 @@ import {
 } from "./keys.ts";
 import { applyDeliveryOps } from "./deliveries.ts";
 import { applyStagedWrites } from "./_staged.ts";
-import { checkAuditBatch } from "../_rules.ts";
+import { checkAuditBatch, sortLogKeys } from "../_rules.ts";
 import type { StagedWrites } from "../store.ts";
 import type { KvStore } from "./kv_store.ts";
 import { parseRecord } from "../_records.ts";
@@ -293,11 +293,7 @@ export async function readAuditLogKeys(store: KvStore): Promise<AuditLogKey[]> {
     }
     return out;
   });
-  // Current first, then the retired ones, newest first.
-  return keys.sort((a, b) =>
-    Number(a.retired_at !== undefined) - Number(b.retired_at !== undefined) ||
-    (b.retired_at ?? b.created_at).localeCompare(a.retired_at ?? a.created_at)
-  );
+  return sortLogKeys(keys);
 }
 
 /** Adds a signing key, retiring the current one, if the current one is still `retiring`. */

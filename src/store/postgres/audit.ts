@@ -46,7 +46,7 @@ import {
 import type postgres from "postgres";
 import type { Sql } from "./connection.ts";
 import type { PgContext, Tx } from "./_context.ts";
-import { checkAuditBatch } from "../_rules.ts";
+import { checkAuditBatch, sortLogKeys } from "../_rules.ts";
 import { applyDeliveryOps } from "./deliveries.ts";
 import { applyStagedWrites } from "./incoming.ts";
 
@@ -485,10 +485,7 @@ class PgAuditStore implements AuditStore {
     const keys = rows.map((row) =>
       parseRecord(AuditLogKeySchema, row.record, `audit log key ${row.id}`)
     );
-    return keys.sort((a, b) =>
-      Number(a.retired_at !== undefined) - Number(b.retired_at !== undefined) ||
-      (b.retired_at ?? b.created_at).localeCompare(a.retired_at ?? a.created_at)
-    );
+    return sortLogKeys(keys);
   }
 
   async addKey(
