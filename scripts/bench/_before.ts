@@ -29,6 +29,8 @@ async function runJson<T>(root: string, script: string, args: readonly string[])
 
 /**
  * `rounds` runs of `script` here and in `before`, alternating (here first).
+ * With `harness: "here"`, both sides run this checkout's `script`, given
+ * `--code=<side's checkout>` to import the code under test from.
  *
  * @returns Each side's results, in run order.
  */
@@ -37,11 +39,17 @@ export async function alternate<T>(
   script: string,
   args: readonly string[],
   rounds: number,
+  { harness = "each" }: { harness?: "each" | "here" } = {},
 ): Promise<{ after: T[]; before: T[] }> {
+  const here = ROOT.endsWith("/") ? ROOT : `${ROOT}/`;
+  const run = (root: string) =>
+    harness === "here"
+      ? runJson<T>(here, script, [...args, `--code=${root}`])
+      : runJson<T>(root, script, args);
   const out = { after: [] as T[], before: [] as T[] };
   for (let round = 0; round < rounds; round++) {
-    out.after.push(await runJson<T>(ROOT.endsWith("/") ? ROOT : `${ROOT}/`, script, args));
-    out.before.push(await runJson<T>(before, script, args));
+    out.after.push(await run(here));
+    out.before.push(await run(before));
   }
   return out;
 }

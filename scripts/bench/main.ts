@@ -17,6 +17,7 @@
  */
 import { benchAudit } from "./audit.ts";
 import { benchAuditProofs } from "./audit_proofs.ts";
+import type { AuditCodeResult } from "./audit_code.ts";
 import { alternate, beforeRoot, median } from "./_before.ts";
 import { benchConsolePages, consolePagesFigures } from "./console_pages.ts";
 import {
@@ -394,55 +395,41 @@ const SCENARIOS: Scenario[] = [
     ],
   },
   {
-    // Appends before and after a change, alternating processes (TOOLGATE_BENCH_BEFORE only).
+    // Appends before and after a change, alternating processes (TOOLGATE_BENCH_BEFORE only):
+    // this checkout's harness, each side's audit log and store.
     name: "audit_before",
     run: async (mode) => {
       const before = beforeRoot();
       if (!before) return { skipped: "set TOOLGATE_BENCH_BEFORE=<another checkout>" };
-      const runs = await alternate<Awaited<ReturnType<typeof benchAudit>>>(
+      const runs = await alternate<AuditCodeResult>(
         before,
-        "scripts/bench/audit.ts",
+        "scripts/bench/audit_code.ts",
         mode === "full" ? [] : ["--quick"],
         mode === "smoke" ? 1 : 3,
+        { harness: "here" },
       );
-      const pick = (key: "append_concurrent_16_per_s" | "append_burst_1000_per_s") => ({
+      const pick = (key: keyof AuditCodeResult) => ({
         after: median(runs.after.map((r) => r[key])),
         before: median(runs.before.map((r) => r[key])),
       });
       return {
-        concurrent: pick("append_concurrent_16_per_s"),
-        burst: pick("append_burst_1000_per_s"),
+        kv_concurrent: pick("kv_concurrent_16_per_s"),
+        kv_burst: pick("kv_burst_1000_per_s"),
+        postgres_concurrent: pick("postgres_concurrent_16_per_s"),
+        postgres_burst: pick("postgres_burst_1000_per_s"),
       };
     },
-    figures: (r: {
-      skipped?: string;
-      concurrent?: { after: number; before: number };
-      burst?: { after: number; before: number };
-    }) =>
-      r.concurrent && r.burst
-        ? [
-          figure(
-            "audit_before",
-            "appends/s, 16 concurrent (median)",
-            r.concurrent.after,
-            "before",
-            r.concurrent.before,
-            {
-              min: 0.9,
-            },
-          ),
-          figure(
-            "audit_before",
-            "appends/s, 1000 in flight (median)",
-            r.burst.after,
-            "before",
-            r.burst.before,
-            {
-              min: 0.9,
-            },
-          ),
-        ]
-        : [],
+    figures: (
+      r: { skipped?: string } & Partial<Record<string, { after: number; before: number }>>,
+    ) =>
+      r.skipped ? [] : ([
+        ["kv_concurrent", "KV appends/s, 16 concurrent (median)"],
+        ["kv_burst", "KV appends/s, 1000 in flight (median)"],
+        ["postgres_concurrent", "PostgreSQL appends/s, 16 concurrent (median)"],
+        ["postgres_burst", "PostgreSQL appends/s, 1000 in flight (median)"],
+      ] as const).map(([key, label]) =>
+        figure("audit_before", label, r[key]!.after, "before", r[key]!.before, { min: 0.9 })
+      ),
   },
   {
     name: "audit_proofs",

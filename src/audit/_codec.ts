@@ -224,6 +224,23 @@ export function mayContain(bytes: Uint8Array, needles: readonly string[]): boole
   return needles.every((needle) => text.includes(needle));
 }
 
+/** `{"entry_hash":"sha256:` as bytes: how canonical entry bytes begin. */
+const HASH_PREFIX = encoder.encode(`${CANONICAL_START}sha256:`);
+
+/**
+ * The `entry_hash` of stored entry bytes, unchecked: read in place from
+ * canonical bytes (what the tree's leaves need), else from the parsed entry.
+ *
+ * @throws {UnreadableEntryError} When the bytes are not an entry.
+ */
+export function entryHashOf(bytes: Uint8Array): string {
+  let canonical = bytes.length > BODY_OFFSET && bytes[86] === 0x22 && bytes[87] === 0x2c;
+  for (let i = 0; canonical && i < HASH_PREFIX.length; i++) canonical = bytes[i] === HASH_PREFIX[i];
+  return canonical
+    ? String.fromCharCode(...bytes.subarray(15, 86))
+    : parseEntry(bytes).entry.entry_hash;
+}
+
 /**
  * Decodes stored entry bytes without checking their hash: what listing
  * needs (`audit verify` checks every hash, see {@linkcode decodeEntry}).

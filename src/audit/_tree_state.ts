@@ -8,6 +8,7 @@
 import { GatewayError } from "../errors/mod.ts";
 import type { AuditHead, AuditTileWrite, Store } from "../store/mod.ts";
 import { decodeEntry, UnreadableEntryError } from "./_codec.ts";
+import { storedTiles } from "./stored_tiles.ts";
 import { entryLeafHash, TILE_WIDTH, TreeEdge, TreeError } from "./tiles.ts";
 
 /** Leaves whose tiles one commit writes while an older log's tree is built. */
@@ -49,9 +50,8 @@ function corrupt(error: TreeError): GatewayError {
 /** The stored edge of the tree of `size` leaves. */
 export async function readEdge(store: Store, size: number): Promise<TreeEdge> {
   const refs = TreeEdge.refs(size);
-  const tiles = refs.length ? await store.audit.readTiles(refs) : [];
   try {
-    return TreeEdge.fromTiles(size, tiles);
+    return TreeEdge.fromTiles(size, refs.length ? await storedTiles(store)(refs) : []);
   } catch (error) {
     if (error instanceof TreeError) throw corrupt(error);
     throw error;
@@ -94,6 +94,12 @@ export async function edgeOfChain(
   let leaves: Uint8Array[] = [];
   const flush = async (): Promise<boolean> => {
     const next = edge.extend(leaves);
+    if (!next.tiles.length) {
+      // Leaves of the newest level-0 tile only: the append that follows writes the head's size.
+      edge = next.edge;
+      leaves = [];
+      return true;
+    }
     const written = await store.audit.commit(
       { headVersionstamp: stamp, tailSeq: head.seq, tailVersionstamps: chain.tailVersionstamps },
       [],

@@ -16,6 +16,7 @@ import type { AuditCheckpoint, Store } from "../store/mod.ts";
 import { formatCheckpoint } from "./checkpoint.ts";
 import { loadLogKeys, type LogKeys } from "./log_key.ts";
 import { NoteError, openNote, signNote } from "./signed_note.ts";
+import { storedTiles } from "./stored_tiles.ts";
 import { TiledTree } from "./tiles.ts";
 
 /** Retry delays of a sink, in units of the base: as webhook deliveries. */
@@ -95,7 +96,7 @@ export class Checkpointer {
     this.#store = store;
     this.#keys = keys;
     this.#intervalMs = intervalMs;
-    this.#tree = new TiledTree((refs) => store.audit.readTiles(refs));
+    this.#tree = new TiledTree(storedTiles(store));
   }
 
   /** The log's keys (the current one signs). */

@@ -8,6 +8,7 @@
 import { Buffer } from "node:buffer";
 import { GatewayError } from "../errors/mod.ts";
 import type { Store } from "../store/mod.ts";
+import { storedTiles } from "./stored_tiles.ts";
 import { TiledTree, TreeError } from "./tiles.ts";
 
 /** An inclusion proof, as served: hashes base64, from the leaf up. */
@@ -41,7 +42,7 @@ export class AuditProofs {
   /** @param store The store holding the log's tree. */
   constructor(store: Store) {
     this.#store = store;
-    this.#tree = new TiledTree((refs) => store.audit.readTiles(refs));
+    this.#tree = new TiledTree(storedTiles(store));
   }
 
   /** The size of the stored tree (entries it covers). */

@@ -1,7 +1,8 @@
 /**
  * Retention: `toolgate audit prune` and `audit.retention` drop the bodies
  * of old entries, after exporting them as JSON lines, and keep what the
- * tree needs (its tiles hold every leaf), so the remaining log, its proofs
+ * tree needs (the level-0 tiles of the pruned entries, which appends do not
+ * write, are stored first), so the remaining log, its proofs
  * and the checkpoints published before still verify. The pruned range is
  * recorded in the store (the chain is checked from the first kept entry,
  * linked to the last pruned one's hash) and in the log itself, as an
@@ -14,6 +15,8 @@ import { GatewayError } from "../errors/mod.ts";
 import type { Store } from "../store/mod.ts";
 import type { AuditLog } from "./audit_log.ts";
 import type { AuditEntry } from "./entry.ts";
+import { PrunedTiles } from "./stored_tiles.ts";
+import { TreeError } from "./tiles.ts";
 
 /** Options of {@linkcode pruneAuditLog}. */
 export interface PruneAuditOptions {
@@ -67,17 +70,32 @@ export async function pruneAuditLog(
   const digest = createHash("sha256");
   let last: AuditEntry | undefined;
   let count = 0;
-  for await (const entry of log.entries({ after: from })) {
-    if (entry.seq > limit) break;
-    const old = typeof before === "number"
-      ? entry.seq < before
-      : Date.parse(entry.timestamp) < before.getTime();
-    if (!old) break;
-    const line = `${JSON.stringify(entry)}\n`;
-    digest.update(line);
-    await exportLine?.(line);
-    last = entry;
-    count++;
+  try {
+    // Level 0 of the tree is the entries': their tiles are stored before they go.
+    const tiles = await PrunedTiles.after(store, from);
+    for await (const entry of log.entries({ after: from })) {
+      if (entry.seq > limit) break;
+      const old = typeof before === "number"
+        ? entry.seq < before
+        : Date.parse(entry.timestamp) < before.getTime();
+      if (!old) break;
+      const line = `${JSON.stringify(entry)}\n`;
+      digest.update(line);
+      await exportLine?.(line);
+      await tiles.add(entry.seq, entry.entry_hash);
+      last = entry;
+      count++;
+    }
+    await tiles.finish();
+  } catch (error) {
+    if (!(error instanceof TreeError)) throw error;
+    throw new GatewayError(
+      "STORE_CORRUPT",
+      `Cannot prune: ${error.message[0].toLowerCase()}${
+        error.message.slice(1)
+      }; run toolgate audit verify`,
+      { cause: error },
+    );
   }
   if (!last) return { through: from, pruned: 0 };
   await store.audit.prune({

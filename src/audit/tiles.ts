@@ -3,7 +3,9 @@
  * tlog-tiles does. A tile at level `L` holds up to {@linkcode TILE_WIDTH}
  * consecutive node hashes of height `L × TILE_HEIGHT` (level 0: the leaf
  * hashes; level 1: the roots of complete runs of 32 leaves; …). A tile is
- * rewritten as it grows and never changes once full. Every complete node of
+ * rewritten as it grows and never changes once full. Level 0 is not
+ * written: its hashes are the leaf hashes of the entries, which the store
+ * holds already ({@link ./stored_tiles.ts} reads them). Every complete node of
  * the tree is one tile read and at most 15 hashes away, so the root at any
  * size and every proof take O(log n) tile reads, fetched together.
  *
@@ -191,8 +193,9 @@ export class TreeEdge {
   }
 
   /**
-   * The edge with `leaves` (leaf hashes) appended, and the tiles that
-   * changed: the ones that filled, and each level's partial tile if it grew.
+   * The edge with `leaves` (leaf hashes) appended, and the tiles to store
+   * (level 0 is the entries'): the ones that filled, and the partial tile of
+   * each level that grew.
    */
   extend(leaves: readonly Uint8Array[]): { edge: TreeEdge; tiles: Tile[] } {
     return this.#grow(leaves.length, (i, out, at) => out.set(leaves[i], at));
@@ -225,9 +228,11 @@ export class TreeEdge {
       let level = 0;
       let tile = room(0);
       leaf(i, tile, (counts[0] % TILE_WIDTH) * HASH_BYTES);
-      // Each full tile is written, and its root goes up a level.
+      // Each full tile is written (but level 0's), and its root goes up a level.
       while (++counts[level] % TILE_WIDTH === 0) {
-        tiles.push({ level, index: counts[level] / TILE_WIDTH - 1, hashes: tile.slice() });
+        if (level > 0) {
+          tiles.push({ level, index: counts[level] / TILE_WIDTH - 1, hashes: tile.slice() });
+        }
         grew[level] = false;
         const above = room(level + 1);
         tileRootInto(tile, above, (counts[level + 1] % TILE_WIDTH) * HASH_BYTES);
@@ -236,9 +241,10 @@ export class TreeEdge {
       }
       grew[level] = true;
     }
+    // The partial tile of each level above 0 that grew.
     for (const [level, did] of grew.entries()) {
       const filled = counts[level] % TILE_WIDTH;
-      if (did && filled) {
+      if (did && filled && level > 0) {
         tiles.push({
           level,
           index: Math.floor(counts[level] / TILE_WIDTH),

@@ -14,6 +14,7 @@ import { parseCheckpoint } from "./checkpoint.ts";
 import { verifyConsistency } from "./merkle.ts";
 import { openNote, parseVerifierKey } from "./signed_note.ts";
 import { decodeEntry, UnreadableEntryError } from "./_codec.ts";
+import { storedTiles } from "./stored_tiles.ts";
 import { entryLeafHash, type Tile, TiledTree, TreeEdge } from "./tiles.ts";
 import { verifierOf } from "./log_key.ts";
 
@@ -139,7 +140,7 @@ export async function verifyAuditTree(
   }
   // The tree rebuilt from the entries: every stored tile compared, the root at each checkpoint's size kept.
   const sizes = new Set(wanted.map((c) => c.size));
-  const tree = new TiledTree((refs) => store.audit.readTiles(refs));
+  const tree = new TiledTree(storedTiles(store));
   const roots = new Map<number, Uint8Array>();
   if (sizes.has(0)) roots.set(0, TreeEdge.empty().root());
   let edge = TreeEdge.empty();

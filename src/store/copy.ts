@@ -282,7 +282,8 @@ async function copyAudit(source: Store, importer: PostgresImporter): Promise<voi
       await importer.auditEntry({ seq: record.seq, bytes: record.bytes });
     }
   }
-  // The tree's tiles up to the head's tree size (a longer partial tile is cut to it).
+  // The tree's tiles up to the head's tree size (a longer partial tile is cut to it). Level 0 is
+  // the entries' (src/audit/stored_tiles.ts): only what a prune kept of it is stored and copied.
   const size = head.tree ?? 0;
   for (let level = 0, nodes = size; nodes > 0; level++, nodes = Math.floor(nodes / 32)) {
     const refs = Array.from({ length: Math.ceil(nodes / 32) }, (_, index) => ({ level, index }));
@@ -292,6 +293,10 @@ async function copyAudit(source: Store, importer: PostgresImporter): Promise<voi
       for (const [j, ref] of some.entries()) {
         const want = Math.min(32, nodes - ref.index * 32) * 32;
         const tile = tiles[j];
+        if (level === 0) {
+          if (tile) await importer.auditTile({ ...ref, hashes: tile.subarray(0, want) });
+          continue;
+        }
         if (!tile || tile.length < want) {
           throw new GatewayError(
             "STORE_CORRUPT",

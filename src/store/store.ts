@@ -315,6 +315,13 @@ export interface AuditStore {
   /** How far entries were pruned, or `null` when never. */
   readPruned(): Promise<AuditPruned | null>;
   /**
+   * Stores tiles outside an append, each unless a copy at least as long is
+   * stored: the level-0 tiles of entries a prune is about to delete (appends
+   * do not write level 0). At most {@linkcode AuditStore.limits}'
+   * `commitMaxMutations` tiles a call.
+   */
+  keepTiles(tiles: readonly AuditTileWrite[]): Promise<void>;
+  /**
    * Records that entries up to `pruned.through` are pruned (never moving the
    * mark back), then deletes their bodies. A crash between the two leaves
    * bodies a later prune deletes.

@@ -17,6 +17,7 @@ import {
 } from "../../src/audit/mod.ts";
 import { verifyInclusion } from "../../src/audit/merkle.ts";
 import { signNote } from "../../src/audit/signed_note.ts";
+import { storedTiles } from "../../src/audit/stored_tiles.ts";
 import { entryLeafHash } from "../../src/audit/tiles.ts";
 import { GatewayError } from "../../src/errors/mod.ts";
 import { auditPrunedKey } from "../../src/store/kv/keys.ts";
@@ -30,7 +31,7 @@ Deno.test("prune exports and drops old entries; chain, tree, proofs and earlier 
   const entries = [];
   for (let i = 0; i < 100; i++) entries.push(await log.append(toolCall("t", { i })));
   const keys = await loadLogKeys({ store, name: "toolgate/test" });
-  const tree = new TiledTree((refs) => store.audit.readTiles(refs));
+  const tree = new TiledTree(storedTiles(store));
   const checkpoint = async (size: number) => ({
     note: await signNote(
       formatCheckpoint({ origin: "toolgate/test", size, root: await tree.root(size) }),
@@ -93,4 +94,44 @@ Deno.test("prune exports and drops old entries; chain, tree, proofs and earlier 
   assert(!broken.ok && broken.reason === "link_broken", JSON.stringify(broken));
   assertEquals((await verifyAuditTree(store, { checkpoints })).ok, false);
   await log.close();
+});
+
+Deno.test("a prune keeps the leaves of what it deletes, inside a tile too; a restarted appender goes on", async () => {
+  await using tmp = await tempStore();
+  const store = tmp.store;
+  const log = createAuditLog({ store });
+  const hashes: string[] = [];
+  for (let i = 0; i < 40; i++) hashes.push((await log.append(toolCall("t", { i }))).entry_hash);
+  const keys = await loadLogKeys({ store, name: "toolgate/test" });
+  const tree = new TiledTree(storedTiles(store));
+  const note = await signNote(
+    formatCheckpoint({ origin: "toolgate/test", size: 40, root: await tree.root(40) }),
+    [keys.signer],
+  );
+  const pruned = await pruneAuditLog(log, store, { before: 38 });
+  assertEquals(pruned.through, 37);
+  hashes.push(pruned.entry!.entry_hash);
+  await log.close();
+  // Entries 1–37 are gone; the prune stored their leaves: tile 0/0 and 5 of 0/1.
+  const kept = await store.audit.readTiles([{ level: 0, index: 0 }, { level: 0, index: 1 }]);
+  assertEquals(kept.map((tile) => tile?.length), [32 * 32, 5 * 32]);
+
+  const next = createAuditLog({ store });
+  for (let i = 0; i < 30; i++) hashes.push((await next.append(toolCall("u", { i }))).entry_hash);
+  await next.close();
+  const leaves = hashes.map(entryLeafHash);
+  const [full] = await storedTiles(store)([{ level: 0, index: 1 }]);
+  assertEquals(
+    full,
+    new Uint8Array(Buffer.concat(leaves.slice(32, 64))),
+    "the kept leaves, then the entries'",
+  );
+  const verified = await verifyAuditTree(store, {
+    checkpoints: [{ note, source: "checkpoint 40" }],
+  });
+  assertEquals(verified.ok, true, JSON.stringify(verified));
+  const fresh = new TiledTree(storedTiles(store));
+  const proof = await fresh.inclusionProof(34, 71);
+  assertEquals(verifyInclusion(34, 71, leaves[34], proof, await fresh.root(71)), true);
+  assertEquals((await next.verify()).ok, true);
 });

@@ -21,18 +21,32 @@ function leavesOf(count: number): Uint8Array[] {
   return Array.from({ length: count }, (_, i) => leafHash(new TextEncoder().encode(`entry ${i}`)));
 }
 
-/** Tiles as a store keeps them: each commit's tiles overwrite the earlier ones. */
+/**
+ * Tiles as a store keeps them: each commit's tiles overwrite the earlier
+ * ones; level 0, not written, is read from the leaves (as stored_tiles.ts
+ * reads it from the entries).
+ */
 class TileMap {
   tiles = new Map<string, Uint8Array>();
+  leaves: Uint8Array[] = [];
   reads = 0;
-  write(tiles: readonly Tile[]): void {
+  write(tiles: readonly Tile[], leaves: readonly Uint8Array[]): void {
     for (const { level, index, hashes } of tiles) this.tiles.set(`${level}/${index}`, hashes);
+    this.leaves.push(...leaves);
+  }
+  tile(name: string): Uint8Array | null {
+    const stored = this.tiles.get(name) ?? null;
+    const [level, index] = name.split("/").map(Number);
+    if (level !== 0) return stored;
+    const some = this.leaves.slice(index * 32, index * 32 + 32);
+    if (!some.length) return stored;
+    const out = new Uint8Array(some.length * 32);
+    some.forEach((leaf, i) => out.set(leaf, i * 32));
+    return out;
   }
   source = (refs: readonly TileRef[]) => {
     this.reads++;
-    return Promise.resolve(
-      refs.map(({ level, index }) => this.tiles.get(`${level}/${index}`) ?? null),
-    );
+    return Promise.resolve(refs.map(({ level, index }) => this.tile(`${level}/${index}`)));
   };
 }
 
@@ -42,7 +56,12 @@ function grow(leaves: readonly Uint8Array[], chunks: readonly number[], map: Til
   for (let i = 0, c = 0; edge.size < leaves.length; c++) {
     const take = Math.min(chunks[c % chunks.length], leaves.length - edge.size);
     const next = edge.extend(leaves.slice(i, i + take));
-    map.write(next.tiles);
+    assertEquals(
+      next.tiles.filter((tile) => tile.level === 0),
+      [],
+      "level 0 is the entries': not written",
+    );
+    map.write(next.tiles, leaves.slice(i, i + take));
     edge = next.edge;
     i += take;
     // The reference root costs O(n log n): checked on small trees and at the end.
@@ -67,7 +86,7 @@ Deno.test("TreeEdge.fromTiles() reloads the edge from stored tiles and goes on a
   const refs = TreeEdge.refs(edge.size);
   const reloaded = TreeEdge.fromTiles(
     edge.size,
-    refs.map(({ level, index }) => map.tiles.get(`${level}/${index}`) ?? null),
+    refs.map(({ level, index }) => map.tile(`${level}/${index}`)),
   );
   assertEquals(reloaded.root(), edge.root());
   edge = reloaded.extend(leaves.slice(1057)).edge;
@@ -78,14 +97,14 @@ Deno.test("TreeEdge.fromTiles() refuses a missing or short tile, naming it, and 
   const map = new TileMap();
   const edge = grow(leavesOf(40), [40], map);
   assertEquals(TreeEdge.refs(40), [{ level: 0, index: 1 }, { level: 1, index: 0 }]);
-  const error = assertThrows(() => TreeEdge.fromTiles(edge.size, [null, map.tiles.get("1/0")!]));
+  const error = assertThrows(() => TreeEdge.fromTiles(edge.size, [null, map.tile("1/0")!]));
   assertEquals(error instanceof TreeError, true);
   assertEquals(error.message, "Audit tree tile 0/1 is missing, a tree of 40 leaves needs 8");
   assertThrows(
-    () => TreeEdge.fromTiles(41, [map.tiles.get("0/1")!, map.tiles.get("1/0")!]),
+    () => TreeEdge.fromTiles(41, [map.tile("0/1")!, map.tile("1/0")!]),
     "holds 8 hashes, a tree of 41 leaves needs 9",
   );
-  const earlier = TreeEdge.fromTiles(39, [map.tiles.get("0/1")!, map.tiles.get("1/0")!]);
+  const earlier = TreeEdge.fromTiles(39, [map.tile("0/1")!, map.tile("1/0")!]);
   assertEquals(earlier.root(), rootOf(leavesOf(39)));
 });
 

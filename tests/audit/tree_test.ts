@@ -8,6 +8,7 @@
 import { assertEquals, assertRejects } from "../_asserts.ts";
 import { createAuditLog } from "../../src/audit/mod.ts";
 import { rootOf } from "../../src/audit/merkle.ts";
+import { storedTiles } from "../../src/audit/stored_tiles.ts";
 import { entryLeafHash, TiledTree } from "../../src/audit/tiles.ts";
 import { GatewayError } from "../../src/errors/mod.ts";
 import { auditHeadKey, auditTileKey } from "../../src/store/kv/keys.ts";
@@ -23,14 +24,21 @@ async function entryLeaves(store: Store): Promise<Uint8Array[]> {
 }
 
 /** Checks that the stored tree covers the chain and is the tree over its entries. */
-async function assertTreeMatches(store: Store, count: number): Promise<void> {
+async function assertTreeMatches(
+  store: Store,
+  count: number,
+  { staleLevel0 = false } = {},
+): Promise<void> {
   const { head } = await store.audit.readHead();
   assertEquals(head?.seq, count);
   assertEquals(head?.tree, count, "the tree covers the chain");
   const leaves = await entryLeaves(store);
-  const tree = new TiledTree((refs) => store.audit.readTiles(refs));
+  const tree = new TiledTree(storedTiles(store));
   assertEquals(await tree.root(count), rootOf(leaves));
   assertEquals(await tree.leaves(0, count), leaves);
+  // Level 0 is not stored: its leaves are the entries'.
+  const level0 = await store.audit.readTiles([{ level: 0, index: 0 }, { level: 0, index: 1 }]);
+  if (!staleLevel0) assertEquals(level0, [null, null]);
 }
 
 Deno.test("the stored tree is the tree over the entries after concurrent group commits", async () => {
@@ -84,13 +92,27 @@ Deno.test("an append on a tree whose edge tile is gone fails STORE_CORRUPT namin
   const log = createAuditLog({ store: tmp.store });
   for (let i = 0; i < 40; i++) await log.append(toolCall("t", { i }));
   await log.close();
-  await tmp.store.kv.delete(auditTileKey(0, 1));
+  await tmp.store.kv.delete(auditTileKey(1, 0));
   const next = createAuditLog({ store: tmp.store });
   const error = await assertRejects(() => next.append(toolCall("t", {})), GatewayError);
   assertEquals(error.code, "STORE_CORRUPT");
   assertEquals(
     error.message,
-    "Cannot append to the audit log: audit tree tile 0/1 is missing, a tree of 40 leaves needs 8; run toolgate audit verify",
+    "Cannot append to the audit log: audit tree tile 1/0 is missing, a tree of 40 leaves needs 1; run toolgate audit verify",
   );
   await next.close();
+});
+
+Deno.test("level 0 comes from the entries, whatever an earlier release left stored for it", async () => {
+  await using tmp = await tempStore();
+  const log = createAuditLog({ store: tmp.store });
+  for (let i = 0; i < 40; i++) await log.append(toolCall("t", { i }));
+  await log.close();
+  // Releases before this one stored level 0; a stale partial copy, and a damaged full one.
+  await tmp.store.kv.set(auditTileKey(0, 1), new Uint8Array(3 * 32).fill(7));
+  await tmp.store.kv.set(auditTileKey(0, 0), new Uint8Array(32 * 32).fill(7));
+  const next = createAuditLog({ store: tmp.store });
+  for (let i = 0; i < 5; i++) await next.append(toolCall("t", { i }));
+  await next.close();
+  await assertTreeMatches(tmp.store, 45, { staleLevel0: true });
 });

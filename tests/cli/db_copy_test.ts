@@ -426,7 +426,7 @@ Deno.test("copyStore() writes in batches, all or nothing, and of two copies at o
     dlq: 1,
     delivery_log: 3,
     audit_entries: 40,
-    audit_tiles: 3,
+    audit_tiles: 1, // 1/0: level 0 is the entries'
     incoming_jobs: 4,
   });
   const error = lost[0].reason;

@@ -358,6 +358,33 @@ export async function readAuditPruned(store: KvStore): Promise<AuditPruned | nul
 /** Most deletions in one commit while pruning. */
 const PRUNE_BATCH = 500;
 
+/** Stores each of `tiles` unless a copy at least as long is stored, in checked commits. */
+export async function keepAuditTiles(
+  store: KvStore,
+  tiles: readonly AuditTileWrite[],
+): Promise<void> {
+  // 100 checks and sets a commit: Deno KV allows 100 checks, 1000 mutations, 800 KB.
+  for (let i = 0; i < tiles.length; i += 100) {
+    const some = tiles.slice(i, i + 100);
+    const keys = some.map((tile) => auditTileKey(tile.level, tile.index));
+    await store.retry(async () => {
+      for (;;) {
+        const stored: Deno.KvEntryMaybe<unknown>[] = [];
+        for (let j = 0; j < keys.length; j += GET_MANY_MAX) {
+          stored.push(...await store.kv.getMany(keys.slice(j, j + GET_MANY_MAX)));
+        }
+        let op = store.kv.atomic();
+        for (const [j, tile] of some.entries()) {
+          const value = stored[j].value;
+          if (value instanceof Uint8Array && value.length >= tile.hashes.length) continue;
+          op = op.check(stored[j]).set(keys[j], tile.hashes);
+        }
+        if ((await op.commit()).ok) return;
+      }
+    });
+  }
+}
+
 /** Moves the prune mark forward, then deletes the bodies of the entries up to it. */
 export async function pruneAuditEntries(store: KvStore, pruned: AuditPruned): Promise<number> {
   await store.retry(async () => {

@@ -31,6 +31,7 @@ import {
   auditEntryCost,
   auditTileCost,
   commitAuditEntries,
+  keepAuditTiles,
   pruneAuditEntries,
   putAuditCheckpoint,
   readAuditChainState,
@@ -320,6 +321,7 @@ export class KvStore implements Store {
     readCheckpoint: () => readAuditCheckpoint(this),
     putCheckpoint: (checkpoint) => putAuditCheckpoint(this, checkpoint),
     readPruned: () => readAuditPruned(this),
+    keepTiles: (tiles) => keepAuditTiles(this, tiles),
     prune: (pruned) => pruneAuditEntries(this, pruned),
   };
 

@@ -234,15 +234,17 @@ export const AUDIT_TREE_SCHEMA = `
       from unnest(p_seqs, p_lengths) with ordinality as u (seq, length, ord)
     ) as batch
     on conflict (seq) do update set bytes = excluded.bytes, version = excluded.version;
-    -- The tiles likewise, in p_tile_bytes.
-    insert into toolgate_audit_tiles (level, idx, hashes)
-    select batch.level, batch.idx, substring(p_tile_bytes from batch.start::integer for batch.length)
-    from (
-      select u.level, u.idx, u.length, sum(u.length) over (order by u.ord) - u.length + 1 as start
-      from unnest(p_tile_levels, p_tile_indexes, p_tile_lengths) with ordinality
-        as u (level, idx, length, ord)
-    ) as batch
-    on conflict (level, idx) do update set hashes = excluded.hashes;
+    -- The tiles likewise, in p_tile_bytes (most commits have none: no statement then).
+    if cardinality(p_tile_levels) > 0 then
+      insert into toolgate_audit_tiles (level, idx, hashes)
+      select batch.level, batch.idx, substring(p_tile_bytes from batch.start::integer for batch.length)
+      from (
+        select u.level, u.idx, u.length, sum(u.length) over (order by u.ord) - u.length + 1 as start
+        from unnest(p_tile_levels, p_tile_indexes, p_tile_lengths) with ordinality
+          as u (level, idx, length, ord)
+      ) as batch
+      on conflict (level, idx) do update set hashes = excluded.hashes;
+    end if;
     if p_bump_deliveries then
       -- As bumpCounter() in _context.ts: the listening instances hear of it on commit.
       update toolgate_counters set value = value + 1 where name = 'deliveries';
@@ -539,6 +541,27 @@ class PgAuditStore implements AuditStore {
       sql<{ value: unknown }[]>`select value from toolgate_meta where key = 'audit_pruned'`
     );
     return row ? parseRecord(AuditPrunedSchema, row.value, "audit prune mark") : null;
+  }
+
+  async keepTiles(tiles: readonly AuditTileWrite[]): Promise<void> {
+    if (!tiles.length) return;
+    // As commit's tiles: the hashes one after another, the lengths saying where each ends.
+    await this.#ctx.run((sql) =>
+      sql`
+        insert into toolgate_audit_tiles (level, idx, hashes)
+        select batch.level, batch.idx, substring(${
+        concat(tiles.map(({ hashes }) => hashes))
+      }::bytea from batch.start::integer for batch.length)
+        from (
+          select u.level, u.idx, u.length, sum(u.length) over (order by u.ord) - u.length + 1 as start
+          from unnest(${tiles.map(({ level }) => level)}::smallint[],
+            ${tiles.map(({ index }) => index)}::bigint[],
+            ${tiles.map(({ hashes }) => hashes.byteLength)}::integer[]) with ordinality
+            as u (level, idx, length, ord)
+        ) as batch
+        on conflict (level, idx) do update set hashes = excluded.hashes
+        where octet_length(toolgate_audit_tiles.hashes) < octet_length(excluded.hashes)`
+    );
   }
 
   async prune(pruned: AuditPruned): Promise<number> {

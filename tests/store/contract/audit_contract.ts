@@ -613,6 +613,57 @@ export const AUDIT_CONTRACT: readonly ContractCase[] = [
   },
   {
     name:
+      "audit: keepTiles stores tiles unless a copy as long is there; a prune moves its mark only forward",
+    async run({ store, another: open }) {
+      const another = await open();
+      const tile = (n: number, fill: number) => new Uint8Array(32 * n).fill(fill);
+      assert(
+        await store.audit.commit(EMPTY_GUARD, entriesFrom(1, 40), { ...headAt(40), tree: 40 }) !==
+          null,
+      );
+      await store.audit.keepTiles([
+        { level: 0, index: 0, hashes: tile(32, 1) },
+        { level: 0, index: 1, hashes: tile(3, 1) },
+      ]);
+      // A shorter or equal copy (a slower pruner) leaves what is there; a longer one replaces it.
+      await another.audit.keepTiles([
+        { level: 0, index: 0, hashes: tile(32, 2) },
+        { level: 0, index: 1, hashes: tile(2, 2) },
+        { level: 0, index: 2, hashes: tile(1, 2) },
+      ]);
+      assertEquals(await store.audit.readTiles([{ level: 0, index: 0 }, { level: 0, index: 1 }]), [
+        tile(32, 1),
+        tile(3, 1),
+      ]);
+      await store.audit.keepTiles([{ level: 0, index: 1, hashes: tile(6, 3) }]);
+      assertEquals(
+        await another.audit.readTiles([{ level: 0, index: 1 }, { level: 0, index: 2 }]),
+        [
+          tile(6, 3),
+          tile(1, 2),
+        ],
+      );
+      await store.audit.keepTiles(
+        Array.from({ length: 250 }, (_, index) => ({ level: 1, index, hashes: tile(1, 4) })),
+      );
+      assertEquals((await another.audit.readTiles([{ level: 1, index: 249 }]))[0], tile(1, 4));
+
+      const mark = (through: number) => ({
+        through,
+        hash: `sha256:${"0".repeat(64)}`,
+        at: "2026-12-04T00:00:00.000Z",
+      });
+      assertEquals(await store.audit.prune(mark(35)), 35);
+      assertEquals(await another.audit.readRecord(35), null);
+      assert((await another.audit.readRecord(36)) !== null);
+      await another.audit.prune(mark(34));
+      assertEquals((await store.audit.readPruned())?.through, 35);
+      assertEquals(await store.audit.prune(mark(38)), 3);
+      assertEquals((await another.audit.readPruned())?.through, 38);
+    },
+  },
+  {
+    name:
       "audit: signing keys: the first is added once, a rotation retires the current one, a stale one loses",
     async run({ store, another: open }) {
       const another = await open();
