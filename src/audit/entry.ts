@@ -40,6 +40,13 @@ export const WebhookIncomingOutcomeSchema = z.looseObject({
 /** Outcome of a `webhook.incoming` entry. */
 export type WebhookIncomingOutcome = z.infer<typeof WebhookIncomingOutcomeSchema>;
 
+/** Outcome of a `pin.*` entry: the pin's status after it, and the fields that differ. */
+const PinOutcomeSchema = z.looseObject({
+  ok: z.literal(true),
+  status: z.enum(["pinned", "changed", "new", "rejected"]),
+  changed: z.array(z.string()),
+});
+
 /** Outcome schemas of the known kinds; other kinds take any object. */
 export const AUDIT_OUTCOME_SCHEMAS: Readonly<Record<string, z.ZodType>> = {
   "tool.call": ToolCallOutcomeSchema,
@@ -49,6 +56,11 @@ export const AUDIT_OUTCOME_SCHEMAS: Readonly<Record<string, z.ZodType>> = {
   "resource.read": ToolCallOutcomeSchema,
   // Old entries' bodies dropped by `toolgate audit prune` (tool: "audit"); input says which.
   "audit.pruned": z.looseObject({ ok: z.literal(true), entries: z.number().int().min(0) }),
+  // Pins of upstream definitions (tool: the name clients see): first sight, change, decisions.
+  "pin.created": PinOutcomeSchema,
+  "pin.changed": PinOutcomeSchema,
+  "pin.approved": PinOutcomeSchema,
+  "pin.rejected": PinOutcomeSchema,
 };
 
 /** The kinds toolgate writes, for filters: `tool.call`, `webhook.incoming`, `prompt.get`, `resource.read`. */

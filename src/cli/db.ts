@@ -32,6 +32,7 @@ const COPY_LABELS: Readonly<Record<CopyKind, string>> = {
   keychain: "keychain entries",
   api_keys: "API keys",
   virtual_servers: "virtual servers",
+  tool_pins: "tool pins",
   memory: "memory notes",
   events: "outbox events",
   deliveries: "pending deliveries",

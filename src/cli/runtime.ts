@@ -19,6 +19,7 @@ import type { Config } from "../config/mod.ts";
 import { egressFetch, type EgressPolicy, egressPolicyFromConfig } from "../egress/mod.ts";
 import { EventBus, relayEvents } from "../events/mod.ts";
 import { followVirtualServers, Gateway, VirtualServers } from "../gateway/mod.ts";
+import { ToolPins } from "../pins/mod.ts";
 import { createKeychain, secretReaderFor } from "../keychain/mod.ts";
 import { builtinPlugins, ServerStatusPublisher } from "../plugins/mod.ts";
 // Not the folder's mod.ts: the upstream plugin (MCP SDK client, ajv) loads
@@ -44,6 +45,8 @@ export interface Runtime {
   audit: AuditLog;
   /** A server's checkpointer: the log's keys and signed checkpoints (none for one-shot commands). */
   checkpointer?: Checkpointer;
+  /** The pins of upstream definitions; `undefined` with `pinning: "off"`. */
+  pins?: ToolPins;
   dispatcher: Dispatcher;
   /**
    * The egress policy of `http_request`, webhook deliveries and HTTP
@@ -211,6 +214,13 @@ export async function createRuntime(
     };
     return upstreamModule.mcpUpstreamPlugin(spec, options);
   };
+  // Pins of what upstreams offer (`toolgate tools pins|approve|reject` decide them).
+  const pinning = config.plugins.upstream_settings.pinning;
+  const pins = pinning === "off" ? undefined : new ToolPins({
+    store,
+    mode: pinning,
+    audit: (input) => audit.append(input),
+  });
   // Virtual servers: config `servers`, then `toolgate servers create` definitions.
   const servers = new VirtualServers(config.servers);
   servers.setStored(await store.servers.list());
@@ -224,6 +234,7 @@ export async function createRuntime(
     receipts: checkpointer && config.audit.receipts
       ? (entry) => checkpointer.keys.receipt(entry)
       : undefined,
+    pins,
     log: given ?? getLog("gateway"),
     secrets: (plugin) => secretReaderFor(keychain, plugin),
     redact,
@@ -254,6 +265,8 @@ export async function createRuntime(
       pollMs: config.plugins.upstream_settings.poll_ms,
       version: upstreamsVersion,
       log: logOf("servers"),
+      // Decisions on pins made elsewhere (the CLI, another instance) move the same version.
+      onMoved: pins && (() => void pins.changed()),
     });
     sync = new UpstreamSync({
       gateway,
@@ -291,6 +304,7 @@ export async function createRuntime(
     gateway,
     audit,
     checkpointer,
+    pins,
     dispatcher,
     egress,
     announceUrl: async (url) => {

@@ -12,6 +12,7 @@ import { type CliContext, debugEnabled, table, usage } from "./context.ts";
 import type { UpstreamSpec } from "../plugins/mcp/mod.ts";
 import { createRuntime, type Runtime } from "./runtime.ts";
 import { findServer, remoteCall, remoteTools } from "./remote.ts";
+import { registerPins } from "./pins.ts";
 
 /**
  * Starts the gateway quietly (plugin state shows in `plugins list`), unless
@@ -55,7 +56,10 @@ function shorten(text: string, max: number): string {
 
 /** Registers the `tools` command group. */
 export function registerTools(program: Command, context: CliContext): void {
-  const tools = program.command("tools").description("list and call tools");
+  const tools = program.command("tools").description(
+    "list and call tools; the pins of upstream tools and decisions on changed ones",
+  );
+  registerPins(tools, context);
 
   tools.command("list")
     .description(

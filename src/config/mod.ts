@@ -414,6 +414,12 @@ export const ConfigFileSchema = z.strictObject({
       restart_initial_ms: z.number().int().positive().default(500),
       restart_max_ms: z.number().int().positive().default(30_000),
       poll_ms: z.number().int().positive().default(500),
+      /**
+       * Pinning of upstream tools, prompts and resource templates: `tofu` pins
+       * each at first sight and quarantines one that changes; `approve` also
+       * holds a new one until approved; `off` pins nothing.
+       */
+      pinning: z.enum(["tofu", "approve", "off"]).default("tofu"),
     }).prefault({}),
   }).prefault({}),
 });

@@ -69,6 +69,12 @@ export const ERROR_CODES = {
   NOT_FOUND: { status: 404, exit: 1, doc: "No such resource" },
   METHOD_NOT_ALLOWED: { status: 405, exit: 1, doc: "HTTP method not allowed on this path" },
   CONFLICT: { status: 409, exit: 1, doc: "The resource already exists" },
+  TOOL_QUARANTINED: {
+    status: 409,
+    exit: 1,
+    doc: "The upstream changed the tool (or prompt) since it was pinned, or offers one not " +
+      "approved yet: held until an administrator approves it (toolgate tools approve)",
+  },
   USAGE: { status: 400, exit: 2, doc: "Bad command-line usage or argument" },
   CONFIG_INVALID: { status: 500, exit: 1, doc: "The configuration is invalid" },
   STORE_CORRUPT: { status: 500, exit: 1, doc: "The data directory cannot be read" },

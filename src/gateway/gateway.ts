@@ -31,6 +31,7 @@ import type {
   CallOptions,
   CallResult,
   OpenCircuit,
+  PinGuard,
   PluginContext,
   PluginDefinition,
   PluginStatus,
@@ -55,6 +56,8 @@ export interface GatewayOptions {
   audit?: AuditSink;
   /** Signs a receipt of each answered call's audit entry (`audit.receipts`). @default none */
   receipts?: ReceiptSigner;
+  /** Pinning of upstream definitions, given to proxy plugins. @default none: off */
+  pins?: PinGuard;
   /** Credentials of a plugin. @default none */
   secrets?: (plugin: string) => SecretReader;
   /** Where it logs (plugin states, circuits). @default the `gateway` logger */
@@ -158,6 +161,7 @@ export class Gateway {
   #stopped = false;
   #announced = false;
   #definitions: PluginDefinition[];
+  #pins: PinGuard | undefined;
 
   /** @param options Configuration, store, bus, plugins and audit log. */
   constructor(options: GatewayOptions) {
@@ -183,6 +187,7 @@ export class Gateway {
     this.#definitions = plugins;
     this.#audit = audit;
     this.#receipts = audit ? options.receipts : undefined;
+    this.#pins = options.pins;
     this.#redact = redact;
     this.catalog = new Catalog({ audit, timeoutMs: config.tools.timeout_ms, now, redact });
     this.#secrets = secrets;
@@ -344,6 +349,7 @@ export class Gateway {
         }
       },
       resourceUpdated: (uri) => this.catalog.updated(definition.name, uri),
+      ...(this.#pins && definition.upstreamStatus ? { pins: this.#pins } : {}),
     };
     return plugin;
   }
@@ -662,7 +668,8 @@ export class Gateway {
       this.#onlyUnreadyOwner(name);
     if (!plugin) return undefined;
     const status = this.#statusOf(plugin);
-    if (status.state === "ready") return undefined; // It simply has no such tool.
+    // It holds the tool back (quarantined), or simply has no such tool.
+    if (status.state === "ready") return plugin.definition.withheld?.(name);
     const owner = plugin.definition.name;
     const proxy = plugin.definition.upstreamStatus !== undefined;
     const code = status.error_code === "PLUGIN_NOT_CONFIGURED" ||

@@ -7,7 +7,8 @@
 import type { z } from "zod";
 import type { Config } from "../config/mod.ts";
 import type { EventData } from "../events/mod.ts";
-import type { Store } from "../store/mod.ts";
+import type { GatewayError } from "../errors/mod.ts";
+import type { PinKind, Store } from "../store/mod.ts";
 import type { TraceCarrier } from "../tracing/mod.ts";
 import type { AuditCaller, Caller } from "./caller.ts";
 import type { CatalogSource } from "./catalog.ts";
@@ -34,6 +35,8 @@ export interface PluginContext {
   setCatalog(source: CatalogSource | undefined): void;
   /** Reports that a resource the plugin was asked to watch changed (`CatalogSource.subscribe`). */
   resourceUpdated(uri: string): void;
+  /** Pinning of upstream definitions; `undefined`: off. */
+  pins?: PinGuard;
 }
 
 /** What a tool receives on each call. */
@@ -143,6 +146,42 @@ export interface PluginDefinition {
    * @default only its declared tools and the `<plugin>__` prefix
    */
   mayOffer?(name: string): boolean;
+  /**
+   * Why a tool of this name that the plugin holds back is refused (e.g.
+   * `TOOL_QUARANTINED`: its upstream changed it since it was pinned), for a
+   * ready plugin that does not list it. @default none held back
+   */
+  withheld?(name: string): GatewayError | undefined;
+}
+
+/** One upstream definition as pinning sees it (see {@linkcode PinGuard}). */
+export interface PinSubject {
+  kind: PinKind;
+  /** The upstream's own name of it (a resource template: its `uriTemplate`). */
+  name: string;
+  /** The name clients see (`<plugin>__<tool>`). */
+  exposed: string;
+  /** Its listing as the upstream gave it (the pinned fields are taken from it). */
+  listing: Record<string, unknown>;
+}
+
+/**
+ * Pinning of upstream definitions (`plugins.upstream_settings.pinning`):
+ * what a proxy plugin may offer of what its upstream lists.
+ */
+export interface PinGuard {
+  /**
+   * Checks what `plugin`'s upstream offers now against the pins, pinning
+   * what is new (or holding it, under `approve`) and quarantining what
+   * changed. @returns The refusal of each subject held back, by its
+   * exposed name; the others may be offered.
+   */
+  admit(plugin: string, offered: readonly PinSubject[]): Promise<Map<string, GatewayError>>;
+  /**
+   * Calls `listener` after the pins changed (a decision, here or on another
+   * instance); a decision made here waits for its listeners. @returns Unsubscribes.
+   */
+  onChange(listener: () => Promise<void> | void): () => void;
 }
 
 /** Connection state of a proxy plugin's upstream server. */

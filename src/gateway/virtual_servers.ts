@@ -135,6 +135,8 @@ export interface FollowVirtualServersOptions {
   version: bigint;
   /** Log sink. @default none */
   log?: (message: string) => void;
+  /** Called after each move of the registrations version (the definitions read again). @default none */
+  onMoved?: () => void;
 }
 
 /**
@@ -157,6 +159,7 @@ export function followVirtualServers(options: FollowVirtualServersOptions): () =
       if (now === version) return;
       servers.setStored(await store.servers.list());
       version = now;
+      options.onMoved?.();
     } catch (error) {
       log(`virtual servers: refresh failed: ${(error as Error).message}`);
     }

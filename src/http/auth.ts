@@ -38,6 +38,7 @@ export const MANAGEMENT_PATHS: readonly string[] = [
   "/incoming",
   "/audit",
   "/metrics",
+  "/pins",
 ];
 
 /** Whether `path` belongs to the management API. */

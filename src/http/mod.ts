@@ -56,6 +56,7 @@ export { ToolInfoSchema, ToolListSchema, ToolResultSchema } from "./tools.ts";
 export { HealthSchema } from "./health.ts";
 export { Readiness, type ReadinessOptions } from "./readiness.ts";
 export { AuditPageSchema, auditRoutes } from "./audit.ts";
+export { decidedBy, pinRoutes } from "./pins.ts";
 export { incomingRoutes } from "./incoming.ts";
 export { FailedJobSchema, incomingFailedRoutes } from "./incoming_failed.ts";
 export { DlqEntrySchema, dlqRoutes } from "./dlq.ts";

@@ -24,6 +24,7 @@ export type {
   KeyCheckStore,
   LeaseStore,
   MemoryStore,
+  PinStore,
   RateLimitStore,
   StagedWrites,
   Store,

@@ -673,6 +673,55 @@ export interface VirtualServerUpdate {
   description?: string | null;
 }
 
+/** What a pin is of: an upstream's tool, prompt or resource template. */
+export const PIN_KINDS = ["tool", "prompt", "resource_template"] as const;
+
+/** One of {@linkcode PIN_KINDS}. */
+export type PinKind = (typeof PIN_KINDS)[number];
+
+/** A definition as pinned: the SHA-256 (hex) of its canonical JSON, and the definition. */
+export const PinnedDefinitionSchema = z.strictObject({
+  /** SHA-256 of the canonical JSON of `definition`, lowercase hex. */
+  hash: z.string().regex(/^[0-9a-f]{64}$/),
+  /** The fields pinned (name, title, description, schemas, annotations, …) as the upstream gave them. */
+  definition: z.record(z.string(), z.unknown()),
+  /** When the upstream offered it first (ISO 8601 UTC). */
+  seen_at: z.string(),
+});
+
+/** A definition as pinned (see {@linkcode PinnedDefinitionSchema}). */
+export type PinnedDefinition = z.infer<typeof PinnedDefinitionSchema>;
+
+/**
+ * The pin of one upstream definition, shared by every instance on a store.
+ * `status`: `pinned` (trusted: `pinned` is what is listed), `changed` (the
+ * upstream offers `pending`, which differs from `pinned`: quarantined until
+ * approved or rejected), `new` (first seen under `pinning: "approve"`: held
+ * until approved), `rejected` (`pending` was rejected: the tool stays out
+ * while the upstream offers it).
+ */
+export const ToolPinRecordSchema = z.strictObject({
+  /** The upstream (plugin) name. */
+  plugin: z.string().min(1),
+  kind: z.enum(PIN_KINDS),
+  /** The upstream's own name of it (a resource template: its `uriTemplate`). */
+  name: z.string().min(1),
+  /** The name clients see (`<plugin>__<tool>`), as of the last time it was offered. */
+  exposed: z.string().min(1).optional(),
+  status: z.enum(["pinned", "changed", "new", "rejected"]),
+  /** The trusted definition; `null` while none was approved (`new`, or `rejected` of a new one). */
+  pinned: PinnedDefinitionSchema.nullable(),
+  /** The definition waiting for a decision, or the one rejected; `null` when none. */
+  pending: PinnedDefinitionSchema.nullable(),
+  /** Who decided last (`admin`, `key:<id>`, …), `null`: pinned at first sight. */
+  decided_by: z.string().nullable(),
+  /** When it last changed (ISO 8601 UTC). */
+  updated_at: z.string(),
+});
+
+/** A pin as stored (see {@linkcode ToolPinRecordSchema}). */
+export type ToolPinRecord = z.infer<typeof ToolPinRecordSchema>;
+
 /** Longest key, in characters. */
 export const MEMORY_KEY_MAX_CHARS = 512;
 

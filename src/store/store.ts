@@ -51,11 +51,13 @@ import type {
   OutboxEvent,
   OutgoingWebhook,
   OutgoingWebhookPatch,
+  PinKind,
   ReadAuditRecordPagesOptions,
   ReserveDedupeOptions,
   ServerStatus,
   SetMemoryResult,
   StoredDelivery,
+  ToolPinRecord,
   UpstreamRecord,
   VirtualServerRecord,
   VirtualServerUpdate,
@@ -539,6 +541,28 @@ export interface VirtualServerStore {
   remove(name: string): Promise<boolean>;
 }
 
+/**
+ * Pins of upstream definitions (tools, prompts, resource templates), shared
+ * by every instance on one store. Every change bumps the registrations
+ * version, so running servers read them again.
+ */
+export interface PinStore {
+  /** Every pin, ordered by plugin, kind, name. */
+  list(): Promise<ToolPinRecord[]>;
+  /** One pin, or `null`. */
+  get(plugin: string, kind: PinKind, name: string): Promise<ToolPinRecord | null>;
+  /**
+   * Stores `record` in place of `previous`, provided the stored pin is still
+   * `previous` (equal as JSON; `null`: none is stored). Of two writers that
+   * read the same pin, one wins; the other reads it again.
+   *
+   * @returns Whether it was stored.
+   */
+  put(record: ToolPinRecord, previous: ToolPinRecord | null): Promise<boolean>;
+  /** Deletes one; says whether it existed. */
+  remove(plugin: string, kind: PinKind, name: string): Promise<boolean>;
+}
+
 /** MCP upstreams added at run time, and the plugin states running servers publish. */
 export interface UpstreamStore {
   /**
@@ -647,9 +671,11 @@ export interface Store {
   readonly leases: LeaseStore;
   /** Web console sessions (hashes of their ids). */
   readonly consoleSessions: ConsoleSessionStore;
+  /** Pins of upstream tools, prompts and resource templates. */
+  readonly pins: PinStore;
   /** Change notification across instances. */
   readonly changes: ChangeFeed;
-  /** The registration change counter (webhooks, upstreams, virtual servers), polled by running servers. */
+  /** The registration change counter (webhooks, upstreams, virtual servers, pins), polled by running servers. */
   registrationsVersion(): Promise<bigint>;
   /**
    * This deployment's id (`dep_…`), made on first use and kept in the store,

@@ -32,6 +32,7 @@ async function snapshot(store: Store) {
     keychain: await store.keychain.list(),
     apiKeys: await store.apiKeys.list(),
     servers: await store.servers.list(),
+    pins: await store.pins.list(),
     memory: await store.memory.list({ limit: 1000 }),
     pending: pending.map(({ record, fanout }) => ({ record, fanout })),
     events: await Promise.all(
@@ -114,6 +115,24 @@ async function populate(store: Store): Promise<void> {
     created_at: "2026-02-03T00:00:00.000Z",
     updated_at: "2026-02-04T00:00:00.000Z",
   });
+  await store.pins.put({
+    plugin: "files",
+    kind: "tool",
+    name: "read_file",
+    status: "changed",
+    pinned: {
+      hash: "cd".repeat(32),
+      definition: { name: "read_file", inputSchema: { type: "object" } },
+      seen_at: "2026-02-05T00:00:00.000Z",
+    },
+    pending: {
+      hash: "ef".repeat(32),
+      definition: { name: "read_file", description: "Reads any file", inputSchema: {} },
+      seen_at: "2026-02-06T00:00:00.000Z",
+    },
+    decided_by: null,
+    updated_at: "2026-02-06T00:00:00.000Z",
+  }, null);
   await store.memory.set("a\u0000b", { b: 1, a: [1, 2.5, { z: null }], "10": "x" });
   await store.memory.set("émoji 🎉", "ünïcode \u2028");
   await store.memory.set("\ufeffbom", 1e21);
@@ -420,6 +439,7 @@ Deno.test("copyStore() writes in batches, all or nothing, and of two copies at o
     keychain: 2,
     api_keys: 1,
     virtual_servers: 1,
+    tool_pins: 1,
     memory: 3,
     events: 2,
     deliveries: 3,

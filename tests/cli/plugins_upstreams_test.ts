@@ -75,7 +75,7 @@ Deno.test("plugins add stores an upstream that plugins list starts; remove, enab
   assertEquals(set.code, 0, set.stderr);
   assert(!set.stderr.includes("no plugin named"), set.stderr);
   const ready = await list();
-  assertEquals([ready.state, ready.tool_count, ready.zero_config], ["ready", 8, false]);
+  assertEquals([ready.state, ready.tool_count, ready.zero_config], ["ready", 9, false]);
   assertEquals(ready.upstream?.source, "cli");
   const call = await toolgate(
     ["tools", "call", "fix__env", "--args", '{"name": "API_TOKEN"}'],

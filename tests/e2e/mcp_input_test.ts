@@ -240,7 +240,7 @@ Deno.test("toolgate's requestState: a tampered, misdirected or replayed one reac
   assert((replayed.body.result as { isError?: boolean }).isError);
 
   // One call, audited once, however many rounds it took.
-  const audit = await (await fetch(`${server.url}/audit?tool=${tool}`)).json() as {
+  const audit = await (await fetch(`${server.url}/audit?tool=${tool}&kind=tool.call`)).json() as {
     entries: { outcome: { ok: boolean } }[];
   };
   assertEquals(audit.entries.map((entry) => entry.outcome.ok), [true]);

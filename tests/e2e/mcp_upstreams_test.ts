@@ -199,7 +199,10 @@ Deno.test("upstream MCP servers behind the real HTTP server: REST, MCP HTTP, aud
     assertStringIncludes((mcpSum.content as Content)[0].text, "5");
 
     // Audit log and tool.called deliveries.
-    const audit = await runCli(["audit", "list", "--json", "--tool", "everything__echo"], { home });
+    const audit = await runCli(
+      ["audit", "list", "--json", "--tool", "everything__echo", "--kind", "tool.call"],
+      { home },
+    );
     assertEquals(audit.code, 0, audit.stderr);
     const entries = JSON.parse(audit.stdout).entries as {
       tool: string;

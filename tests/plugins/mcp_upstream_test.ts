@@ -61,6 +61,7 @@ Deno.test("a stdio upstream's tools are offered as <plugin>__<tool> from every p
     "fix__pid",
     "fix__header",
     "fix__sleep",
+    "fix__rewrite_echo",
     "fix__add_tool",
   ]);
   const echo = tools[0];
@@ -69,7 +70,7 @@ Deno.test("a stdio upstream's tools are offered as <plugin>__<tool> from every p
   assertEquals(echo.inputSchema.required, ["text"]);
   const [status] = gw.gateway.listPlugins();
   assertEquals(status.state, "ready");
-  assertEquals(status.tool_count, 8);
+  assertEquals(status.tool_count, 9);
   assertEquals(status.upstream?.connection, "connected");
   assertEquals(status.upstream?.transport, "stdio");
   assertEquals(status.upstream?.server, { name: "fixture-upstream", version: "3.1.4" });
@@ -79,7 +80,7 @@ Deno.test("a stdio upstream's tools are offered as <plugin>__<tool> from every p
   const ready = ofType(gw.events, "plugin.ready");
   // The plugin's version is the upstream's own serverInfo.version.
   assertEquals(status.version, "3.1.4");
-  assertEquals(ready, [{ plugin_name: "fix", tool_count: 8, zero_config: true, version: "3.1.4" }]);
+  assertEquals(ready, [{ plugin_name: "fix", tool_count: 9, zero_config: true, version: "3.1.4" }]);
 });
 
 Deno.test("upstream calls return its content and structuredContent; isError and bad arguments fail with codes", async () => {
@@ -371,7 +372,7 @@ Deno.test("a killed upstream fails fast, opens its circuit, restarts with backof
   await waitFor(() => ofType(gw.events, "circuit.closed").length > 0, "circuit.closed");
   const echo = await gw.gateway.call("fix__echo", { text: "back" });
   assertEquals(texts(echo.output), ["echo: back"]);
-  assertEquals(after.tool_count, 8);
+  assertEquals(after.tool_count, 9);
 });
 
 Deno.test("notifications/tools/list_changed from an upstream re-lists its tools and tells the gateway's listeners", async () => {
@@ -384,7 +385,7 @@ Deno.test("notifications/tools/list_changed from an upstream re-lists its tools 
     assertEquals(changes, 1);
     const extra = await gw.gateway.call("fix__extra", { x: 1 });
     assertEquals(texts(extra.output), ['extra: {"x":1}']);
-    assertEquals(gw.gateway.listPlugins()[0].tool_count, 9);
+    assertEquals(gw.gateway.listPlugins()[0].tool_count, 10);
   } finally {
     unsubscribe();
   }
@@ -450,7 +451,7 @@ Deno.test("a Streamable HTTP upstream gets keychain headers; when it goes away c
     "http",
     undefined,
   ]);
-  assertEquals(gw.gateway.listTools().length, 8);
+  assertEquals(gw.gateway.listTools().length, 9);
   const header = await gw.gateway.call("remote__header", { name: "X-Api-Key" });
   assertEquals(texts(header.output), ["k-1"]);
   const sum = await gw.gateway.call("remote__add", { a: 20, b: 22 });
@@ -483,7 +484,7 @@ Deno.test("removing an upstream plugin ends its process and withdraws its tools"
   const unsubscribe = gw.gateway.onToolsChanged(() => changes++);
   try {
     const status = await gw.gateway.addPlugin(upstream(stdioSpec("fix", fixtureCommand())));
-    assertEquals([status.state, status.tool_count, changes], ["ready", 8, 1]);
+    assertEquals([status.state, status.tool_count, changes], ["ready", 9, 1]);
     const pid = status.upstream!.pid!;
     assert(gw.gateway.hasTool("fix__echo"));
     assertEquals(await gw.gateway.removePlugin("fix"), true);

@@ -8,6 +8,7 @@
 import { defaultEgressPolicy, type EgressPolicy } from "../../egress/mod.ts";
 import type {
   CatalogSource,
+  PinSubject,
   PluginContext,
   PluginDefinition,
   ToolDefinition,
@@ -69,6 +70,9 @@ export function mcpUpstreamPlugin(
 ): PluginDefinition {
   const { settings, resolveSecret = () => Promise.resolve(undefined), egress } = options;
   let connection: UpstreamConnection | undefined;
+  // Its tools pinning holds back, by exposed name, and how a call of one is refused.
+  let held = new Map<string, GatewayError>();
+  let unfollow: (() => void) | undefined;
   const transport = spec.command !== undefined ? "stdio" : "http";
   const initialStatus: UpstreamStatus = {
     kind: "mcp",
@@ -90,29 +94,108 @@ export function mcpUpstreamPlugin(
     async initialize(context: PluginContext) {
       const ajv = createAjv();
       const shaper = new Shaper(spec.name, spec.shape);
-      const toDefinitions = (tools: UpstreamTool[]) =>
-        toolDefinitions(spec.name, shaper, tools, ajv, context, () => connection!);
+      const { pins } = context;
+      // The upstream's latest list, checked against the pins (again when they change) in order.
+      let offered: UpstreamTool[] = [];
+      let publishing = Promise.resolve();
+      const publish = (tools: UpstreamTool[], { pinsMoved = false } = {}) => {
+        offered = tools;
+        const run = async () => {
+          const { definitions, subjects } = toolDefinitions(
+            spec.name,
+            shaper,
+            offered,
+            ajv,
+            context,
+            () => connection!,
+          );
+          const before = held;
+          if (pins) held = await pins.admit(spec.name, subjects);
+          // Pins moved but none of its tools came or went: its clients hear nothing.
+          if (pinsMoved && sameKeys(before, held)) return;
+          context.setTools(definitions.filter((definition) => !held.has(definition.name)));
+        };
+        publishing = publishing.then(run).catch((error) =>
+          context.log(`tools not updated: ${(error as Error).message}`)
+        );
+        return publishing;
+      };
+      // Its prompts and resource templates likewise: those held back are not listed.
+      let catalog: UpstreamCatalog | undefined;
+      let catalogHeld = new Map<string, GatewayError>();
+      const publishCatalog = (next: UpstreamCatalog, { pinsMoved = false } = {}) => {
+        catalog = next;
+        const run = async () => {
+          const shown = catalog!;
+          const before = catalogHeld;
+          if (pins) catalogHeld = await pins.admit(spec.name, catalogSubjects(shaper, shown));
+          if (pinsMoved && sameKeys(before, catalogHeld)) return;
+          context.setCatalog(catalogSource(
+            shaper,
+            {
+              ...shown,
+              prompts: shown.prompts.filter((p) =>
+                !catalogHeld.has(shaper.exposedName(String(p.name)))
+              ),
+              templates: shown.templates.filter((t) => !catalogHeld.has(String(t.uriTemplate))),
+            },
+            () => connection!,
+          ));
+        };
+        publishing = publishing.then(run).catch((error) =>
+          context.log(`prompts and resources not updated: ${(error as Error).message}`)
+        );
+        return publishing;
+      };
+      unfollow = pins?.onChange(async () => {
+        await publish(offered, { pinsMoved: true });
+        if (catalog) await publishCatalog(catalog, { pinsMoved: true });
+      });
       connection = new UpstreamConnection({
         spec,
         settings,
         resolveSecret,
         egress: egress ?? defaultEgressPolicy(context.config),
         log: context.log,
-        onToolsChanged: (tools) => context.setTools(toDefinitions(tools)),
-        onCatalogChanged: (catalog) =>
-          context.setCatalog(catalogSource(shaper, catalog, () => connection!)),
+        onToolsChanged: (tools) => void publish(tools),
+        onCatalogChanged: (next) => void publishCatalog(next),
         onResourceUpdated: (uri) => context.resourceUpdated(uri),
       });
-      const tools = await connection.start();
-      context.setTools(toDefinitions(tools));
+      await publish(await connection.start());
     },
     async dispose() {
+      unfollow?.();
       await connection?.close();
     },
+    withheld: (name) => held.get(name),
     upstreamStatus: () => connection?.status() ?? { ...initialStatus },
     // Its names carry no prefix: until it is ready, any name may be one of its tools.
     ...(spec.shape?.prefix === false ? { mayOffer: () => true } : {}),
   };
+}
+
+/** The prompts and resource templates of `catalog` it exposes, as pinning sees them. */
+function catalogSubjects(shaper: Shaper, catalog: UpstreamCatalog): PinSubject[] {
+  return [
+    ...catalog.prompts.filter((prompt) => shaper.exposes(String(prompt.name))).map((prompt) => ({
+      kind: "prompt" as const,
+      name: String(prompt.name),
+      exposed: shaper.exposedName(String(prompt.name)),
+      listing: prompt,
+    })),
+    ...catalog.templates.filter((template) => shaper.exposes(String(template.uriTemplate))).map((
+      template,
+    ) => ({
+      kind: "resource_template" as const,
+      name: String(template.uriTemplate),
+      exposed: String(template.uriTemplate),
+      listing: template,
+    })),
+  ];
+}
+
+function sameKeys(a: ReadonlyMap<string, unknown>, b: ReadonlyMap<string, unknown>): boolean {
+  return a.size === b.size && [...a.keys()].every((key) => b.has(key));
 }
 
 function toolDefinitions(
@@ -122,8 +205,9 @@ function toolDefinitions(
   ajv: ReturnType<typeof createAjv>,
   context: PluginContext,
   connection: () => UpstreamConnection,
-): ToolDefinition[] {
+): { definitions: ToolDefinition[]; subjects: PinSubject[] } {
   const out: ToolDefinition[] = [];
+  const subjects: PinSubject[] = [];
   const seen = new Set<string>();
   for (const tool of tools) {
     if (!shaper.exposes(tool.name)) continue;
@@ -133,6 +217,12 @@ function toolDefinitions(
       continue;
     }
     seen.add(name);
+    subjects.push({
+      kind: "tool",
+      name: tool.name,
+      exposed: name,
+      listing: tool as unknown as Record<string, unknown>,
+    });
     const inputJsonSchema = { ...tool.inputSchema } as Record<string, unknown>;
     const { name: _name, description: _description, inputSchema: _input, ...mcpListing } = tool as
       & UpstreamTool
@@ -161,7 +251,7 @@ function toolDefinitions(
       },
     });
   }
-  return out;
+  return { definitions: out, subjects };
 }
 
 /**

@@ -1,5 +1,5 @@
 /**
- * Writes of registrations (upstreams, virtual servers) that every process
+ * Writes of registrations (upstreams, virtual servers, pins) that every process
  * notices: each bumps the registrations version in the same commit. Private
  * to `src/store/kv`.
  *

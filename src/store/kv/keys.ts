@@ -3,6 +3,7 @@
  *
  * @module
  */
+import type { PinKind } from "../records.ts";
 
 /** Stored schema version. */
 export function schemaVersionKey(): Deno.KvKey {
@@ -380,6 +381,16 @@ export function virtualServerKey(name: string): Deno.KvKey {
 /** Prefix of the virtual server records. */
 export function virtualServersPrefix(): Deno.KvKey {
   return ["virtual_servers"];
+}
+
+/** The pin of one upstream definition. */
+export function pinKey(plugin: string, kind: PinKind, name: string): Deno.KvKey {
+  return ["pins", plugin, kind, name];
+}
+
+/** Prefix of every pin, ordered by plugin, kind, name. */
+export function pinsPrefix(): Deno.KvKey {
+  return ["pins"];
 }
 
 /** A web console session, by the SHA-256 (hex) of its id; the value is its expiry (ms). */

@@ -17,6 +17,7 @@ import type {
   KeyCheckStore,
   LeaseStore,
   MemoryStore,
+  PinStore,
   RateLimitStore,
   Store,
   UpstreamStore,
@@ -104,6 +105,7 @@ import { createKvApiKeyStore } from "./api_keys.ts";
 import { createKvConsoleSessionStore } from "./console_sessions.ts";
 import { MemoryRateLimitStore } from "../rate_buckets.ts";
 import { createKvVirtualServerStore } from "./virtual_servers.ts";
+import { createKvPinStore } from "./pins.ts";
 import { deploymentIdKey, registrationsVersionKey, schemaVersionKey, storeIdKey } from "./keys.ts";
 import { claimDeliveryLease, releaseDeliveryLease } from "./lease.ts";
 import { deleteMemory, getMemory, listMemory, setMemory } from "./memory.ts";
@@ -382,6 +384,9 @@ export class KvStore implements Store {
 
   /** Virtual servers (named tool subsets). */
   readonly servers: VirtualServerStore = createKvVirtualServerStore(this);
+
+  /** Pins of upstream tools, prompts and resource templates. */
+  readonly pins: PinStore = createKvPinStore(this);
 
   /** Upstream registrations and server states. */
   readonly upstreams: UpstreamStore = {

@@ -52,6 +52,8 @@ import {
   type OutgoingWebhook,
   OutgoingWebhookSchema,
   type StoredDelivery,
+  type ToolPinRecord,
+  ToolPinRecordSchema,
   type UpstreamRecord,
   UpstreamRecordSchema,
   type VirtualServerRecord,
@@ -77,6 +79,8 @@ export interface ImportCounts {
   api_keys: number;
   /** Virtual servers defined with `toolgate servers create`. */
   virtual_servers: number;
+  /** Pins of upstream tools, prompts and resource templates. */
+  tool_pins: number;
   /** Memory notes. */
   memory: number;
   /** Outbox events (the bodies of pending deliveries). */
@@ -107,6 +111,7 @@ export const IMPORT_KINDS: readonly ImportKind[] = Object.freeze([
   "keychain",
   "api_keys",
   "virtual_servers",
+  "tool_pins",
   "memory",
   "events",
   "deliveries",
@@ -302,6 +307,16 @@ export class PostgresImporter {
   virtualServer(record: VirtualServerRecord): Promise<void> {
     const value = parseRecord(VirtualServerRecordSchema, record, `virtual server ${record?.name}`);
     return this.#add("virtual_servers", value, jsonBytes(value));
+  }
+
+  /** Queues the pin of an upstream definition. */
+  toolPin(record: ToolPinRecord): Promise<void> {
+    const value = parseRecord(
+      ToolPinRecordSchema,
+      record,
+      `pin ${record?.plugin}/${record?.kind}/${record?.name}`,
+    );
+    return this.#add("tool_pins", value, jsonBytes(value));
   }
 
   /**
@@ -548,6 +563,14 @@ const WRITERS: { [K in ImportKind]: (tx: Tx, rows: never[], stamp: string) => Pr
       select u.name, u.record::jsonb
       from unnest(${rows.map((r) => r.name)}::text[], ${jsonTexts(rows)}::text[])
         as u(name, record)`;
+  },
+  async tool_pins(tx, rows: ToolPinRecord[]) {
+    await tx`
+      insert into toolgate_tool_pins (plugin, kind, name, record)
+      select u.plugin, u.kind, u.name, u.record::jsonb
+      from unnest(${rows.map((r) => r.plugin)}::text[], ${rows.map((r) => r.kind)}::text[],
+        ${rows.map((r) => r.name)}::text[], ${jsonTexts(rows)}::text[])
+        as u(plugin, kind, name, record)`;
   },
   async memory(tx, rows: { key: Uint8Array; json: string; updated_at: string }[]) {
     await tx`

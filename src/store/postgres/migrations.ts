@@ -15,6 +15,7 @@ import { GatewayError } from "../../errors/mod.ts";
 import { describeDatabase, isConnectionError, type Sql, withStore } from "./connection.ts";
 import { INITIAL_SCHEMA } from "./schema.ts";
 import { AUDIT_TREE_SCHEMA } from "./audit.ts";
+import { PINS_SCHEMA } from "./pins.ts";
 
 /** One step of the schema: SQL run once, in its own transaction. */
 export interface Migration {
@@ -49,6 +50,7 @@ export const MIGRATIONS: readonly Migration[] = Object.freeze([
     `,
   },
   { version: 2, name: "audit_tree", sql: AUDIT_TREE_SCHEMA },
+  { version: 3, name: "tool_pins", sql: PINS_SCHEMA },
 ]);
 
 /** An applied migration, as recorded. */

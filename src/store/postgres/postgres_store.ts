@@ -17,6 +17,7 @@ import type {
   KeyCheckStore,
   LeaseStore,
   MemoryStore,
+  PinStore,
   RateLimitStore,
   Store,
   UpstreamStore,
@@ -43,6 +44,7 @@ import { createRateLimitStore } from "./rate_limits.ts";
 import { createLeaseStore } from "./leases.ts";
 import { createMemoryStore } from "./memory.ts";
 import { migrate } from "./migrations.ts";
+import { createPinStore } from "./pins.ts";
 import { createUpstreamStore } from "./upstreams.ts";
 import { createVirtualServerStore } from "./virtual_servers.ts";
 import { createWebhookStore, sealPlaintextSecrets } from "./webhooks.ts";
@@ -96,6 +98,8 @@ export class PostgresStore implements Store {
   readonly rateLimits: RateLimitStore;
   /** Virtual servers (named tool subsets). */
   readonly servers: VirtualServerStore;
+  /** Pins of upstream tools, prompts and resource templates. */
+  readonly pins: PinStore;
   /** Upstream registrations and server states. */
   readonly upstreams: UpstreamStore;
   /** The key check value of the key sealing the secrets. */
@@ -132,6 +136,7 @@ export class PostgresStore implements Store {
     this.apiKeys = createApiKeyStore(ctx);
     this.rateLimits = createRateLimitStore(ctx);
     this.servers = createVirtualServerStore(ctx);
+    this.pins = createPinStore(ctx);
     this.upstreams = createUpstreamStore(ctx);
     this.leases = createLeaseStore(ctx);
     this.consoleSessions = createConsoleSessionStore(ctx);

@@ -18,6 +18,7 @@ import { KEYCHAIN_CONTRACT } from "./keychain_contract.ts";
 import { LEASES_CONTRACT } from "./leases_contract.ts";
 import { MEMORY_CONTRACT } from "./memory_contract.ts";
 import { OUTCOMES_CONTRACT } from "./outcomes_contract.ts";
+import { PINS_CONTRACT } from "./pins_contract.ts";
 import { RATE_LIMITS_CONTRACT } from "./rate_limits_contract.ts";
 import { UPSTREAMS_CONTRACT } from "./upstreams_contract.ts";
 import { VIRTUAL_SERVERS_CONTRACT } from "./virtual_servers_contract.ts";
@@ -46,5 +47,6 @@ export const CONTRACT: readonly ContractCase[] = [
   ...API_KEYS_CONTRACT,
   ...RATE_LIMITS_CONTRACT,
   ...VIRTUAL_SERVERS_CONTRACT,
+  ...PINS_CONTRACT,
   ...CONSOLE_SESSIONS_CONTRACT,
 ];
