@@ -18,6 +18,7 @@
 import { benchAudit } from "./audit.ts";
 import { benchAuditProofs } from "./audit_proofs.ts";
 import type { AuditCodeResult } from "./audit_code.ts";
+import { benchPolicyCost } from "./policies.ts";
 import { alternate, beforeRoot, median } from "./_before.ts";
 import { benchConsolePages, consolePagesFigures } from "./console_pages.ts";
 import {
@@ -519,6 +520,53 @@ const SCENARIOS: Scenario[] = [
         "both off",
         r.off.requests_per_s,
       ),
+    ],
+  },
+  {
+    name: "policy_cost",
+    run: (mode) => benchPolicyCost({ mode }),
+    figures: (r: Awaited<ReturnType<typeof benchPolicyCost>>) => [
+      added(
+        "policy_cost",
+        "added p50 ms, 50 rules (10 CEL per call), paced",
+        r.added_p50_ms,
+        "no rules",
+        {
+          atMost: 0.05,
+        },
+      ),
+      figure(
+        "policy_cost",
+        "server CPU µs per call, 50 rules",
+        r.fifty.measured.cpu_us_per_call ?? 0,
+        "no rules",
+        r.none.measured.cpu_us_per_call,
+      ),
+      figure(
+        "policy_cost",
+        "REST req/s, 50 rules",
+        r.fifty.measured.requests_per_s,
+        "no rules",
+        r.none.measured.requests_per_s,
+      ),
+      ...(r.before
+        ? [
+          figure(
+            "policy_cost",
+            "REST req/s, no rules (this checkout)",
+            r.none.measured.requests_per_s,
+            "before (TOOLGATE_BENCH_BEFORE)",
+            r.before.measured.requests_per_s,
+          ),
+          figure(
+            "policy_cost",
+            "server CPU µs per call, no rules (this checkout)",
+            r.none.measured.cpu_us_per_call ?? 0,
+            "before (TOOLGATE_BENCH_BEFORE)",
+            r.before.measured.cpu_us_per_call,
+          ),
+        ]
+        : []),
     ],
   },
   {

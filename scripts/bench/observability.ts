@@ -15,10 +15,10 @@
  *
  * @module
  */
-import type { LoadResult } from "./_load.ts";
-import { benchFile, runLoadProcess, startPortScript, startToolgateHttp, tempDir } from "./_proc.ts";
-import { latency, ratio, round3 } from "./_stats.ts";
-import { type BenchMode, modeFromArgs, type Throughput } from "./http_server.ts";
+import { benchFile, startPortScript, startToolgateHttp, tempDir } from "./_proc.ts";
+import { type Latency, type Measured, measureInRounds } from "./_rounds.ts";
+import { ratio, round3 } from "./_stats.ts";
+import { type BenchMode, modeFromArgs } from "./http_server.ts";
 
 /** The result of {@linkcode benchObservabilityCost}. */
 export interface ObservabilityCostResult {
@@ -43,18 +43,6 @@ export interface ObservabilityCostResult {
   exports: number;
 }
 
-/** Throughput, and the server process's CPU time per call (`null` without `/proc`). */
-export interface Measured extends Throughput {
-  cpu_us_per_call: number | null;
-}
-
-/** Latency of paced calls. */
-export interface Latency {
-  calls: number;
-  p50_ms: number;
-  p99_ms: number;
-}
-
 const TOOL = "memory_get";
 const ARGS = JSON.stringify({ key: "bench/missing-key" });
 const PACED_CALLS_PER_S = 100;
@@ -65,23 +53,6 @@ function sizes(mode: BenchMode) {
     : mode === "quick"
     ? { rounds: 3, durationMs: 2000, warmupMs: 500, pacedMs: 1500 }
     : { rounds: 1, durationMs: 600, warmupMs: 200, pacedMs: 300 };
-}
-
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  const middle = Math.floor(sorted.length / 2);
-  return sorted.length % 2 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2;
-}
-
-/** User and system CPU time of a process so far, in µs, from `/proc` (Linux); `null` elsewhere. */
-function cpuMicros(pid: number): number | null {
-  try {
-    const fields = Deno.readTextFileSync(`/proc/${pid}/stat`).split(") ")[1].split(" ");
-    // utime and stime, in clock ticks of 1/100 s.
-    return (Number(fields[11]) + Number(fields[12])) * 10_000;
-  } catch {
-    return null;
-  }
 }
 
 /**
@@ -120,61 +91,20 @@ export async function benchObservabilityCost(
     OTEL_TRACES_SAMPLER: "parentbased_traceidratio",
     OTEL_TRACES_SAMPLER_ARG: "0.1",
   });
-  const servers = { off, on, sampled };
-  type Which = keyof typeof servers;
-  const names = Object.keys(servers) as Which[];
-  const throughput: Record<Which, LoadResult[]> = { off: [], on: [], sampled: [] };
-  const cpu: Record<Which, number[]> = { off: [], on: [], sampled: [] };
-  const paced: Record<Which, number[]> = { off: [], on: [], sampled: [] };
-  for (let round = 0; round < rounds; round++) {
-    // Alternate the order, so no server always gets the warmer machine.
-    const order = round % 2 ? [...names].reverse() : names;
-    for (const which of order) {
-      const { url, child } = servers[which];
-      const path = `/tools/${TOOL}`;
-      // Warm, then measured with the server's CPU time read around the run.
-      await runLoadProcess({
-        url,
-        path,
-        body: ARGS,
-        connections,
-        durationMs: warmupMs,
-        warmupMs: 0,
-      });
-      const before = cpuMicros(child.pid);
-      const result = await runLoadProcess({
-        url,
-        path,
-        body: ARGS,
-        connections,
-        durationMs,
-        warmupMs: 0,
-      });
-      const after = cpuMicros(child.pid);
-      throughput[which].push(result);
-      if (before !== null && after !== null) cpu[which].push((after - before) / result.requests);
-      const light = await runLoadProcess({
-        url,
-        path,
-        body: ARGS,
-        connections: 1,
-        durationMs: pacedMs,
-        warmupMs: 100,
-        intervalMs: 1000 / PACED_CALLS_PER_S,
-        samples: true,
-      });
-      paced[which].push(...light.samples_ms ?? []);
-    }
-  }
-  const summary = (which: Which): Measured => ({
-    requests_per_s: Math.round(median(throughput[which].map((r) => r.requests_per_s))),
-    p50_ms: round3(median(throughput[which].map((r) => r.p50_ms))),
-    p99_ms: round3(median(throughput[which].map((r) => r.p99_ms))),
-    cpu_us_per_call: cpu[which].length ? Math.round(median(cpu[which])) : null,
+  const measured = await measureInRounds({ off, on, sampled }, {
+    rounds,
+    durationMs,
+    warmupMs,
+    pacedMs,
+    pacedPerS: PACED_CALLS_PER_S,
+    connections,
+    path: `/tools/${TOOL}`,
+    body: ARGS,
   });
+  const summary = (which: keyof typeof measured): Measured => measured[which].measured;
+  const pacedOf = (which: keyof typeof measured): Latency => measured[which].paced;
   const offSummary = summary("off");
   const onSummary = summary("on");
-  const pacedOf = (which: Which) => ({ calls: paced[which].length, ...latency(paced[which]) });
   const pacedOff = pacedOf("off");
   const pacedOn = pacedOf("on");
   // The sink counts on exit: stop the traced server first so its last spans are flushed.

@@ -283,6 +283,7 @@ export class OAuthValidator {
       id: sub,
       name: client,
       tools: [...tools],
+      scopes: [...granted].sort(),
     });
     return { caller, exp: Number(payload.exp) };
   }

@@ -33,6 +33,7 @@ const COPY_LABELS: Readonly<Record<CopyKind, string>> = {
   api_keys: "API keys",
   virtual_servers: "virtual servers",
   tool_pins: "tool pins",
+  policies: "policies",
   memory: "memory notes",
   events: "outbox events",
   deliveries: "pending deliveries",

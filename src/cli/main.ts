@@ -18,6 +18,7 @@ import { registerIncoming } from "./incoming.ts";
 import { registerDb } from "./db.ts";
 import { registerKeys } from "./keys.ts";
 import { registerServers } from "./servers.ts";
+import { registerPolicies } from "./policies.ts";
 import { registerDoctor } from "./doctor.ts";
 import { configureCliLogging, type LogFlags, logSettings } from "./logging.ts";
 
@@ -50,6 +51,7 @@ export function createProgram(context: CliContext): Command {
   registerKeychain(program, context);
   registerKeys(program, context);
   registerServers(program, context);
+  registerPolicies(program, context);
   registerAudit(program, context);
   registerDlq(program, context);
   registerIncoming(program, context);

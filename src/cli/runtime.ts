@@ -20,6 +20,7 @@ import { egressFetch, type EgressPolicy, egressPolicyFromConfig } from "../egres
 import { EventBus, relayEvents } from "../events/mod.ts";
 import { followVirtualServers, Gateway, VirtualServers } from "../gateway/mod.ts";
 import { ToolPins } from "../pins/mod.ts";
+import { loadPolicies, type Policies } from "../policies/mod.ts";
 import { createKeychain, secretReaderFor } from "../keychain/mod.ts";
 import { builtinPlugins, ServerStatusPublisher } from "../plugins/mod.ts";
 // Not the folder's mod.ts: the upstream plugin (MCP SDK client, ajv) loads
@@ -47,6 +48,10 @@ export interface Runtime {
   checkpointer?: Checkpointer;
   /** The pins of upstream definitions; `undefined` with `pinning: "off"`. */
   pins?: ToolPins;
+  /** The policy rules the gateway decides calls by. */
+  policies: Policies;
+  /** Reads the stored policy rules again (after a change made here). */
+  reloadPolicies(): Promise<void>;
   dispatcher: Dispatcher;
   /**
    * The egress policy of `http_request`, webhook deliveries and HTTP
@@ -221,6 +226,17 @@ export async function createRuntime(
     mode: pinning,
     audit: (input) => audit.append(input),
   });
+  // Policies: config `policies`, then `toolgate policies add` rules (read again when they change).
+  const policies = await loadPolicies(config.policies, await store.policies.list());
+  const reloadPolicies = async () => {
+    try {
+      policies.replace(await loadPolicies(config.policies, await store.policies.list()));
+    } catch (error) {
+      logOf("policies")(
+        `policies not reloaded, the previous rules stay: ${(error as Error).message}`,
+      );
+    }
+  };
   // Virtual servers: config `servers`, then `toolgate servers create` definitions.
   const servers = new VirtualServers(config.servers);
   servers.setStored(await store.servers.list());
@@ -235,6 +251,7 @@ export async function createRuntime(
       ? (entry) => checkpointer.keys.receipt(entry)
       : undefined,
     pins,
+    policies,
     log: given ?? getLog("gateway"),
     secrets: (plugin) => secretReaderFor(keychain, plugin),
     redact,
@@ -265,8 +282,11 @@ export async function createRuntime(
       pollMs: config.plugins.upstream_settings.poll_ms,
       version: upstreamsVersion,
       log: logOf("servers"),
-      // Decisions on pins made elsewhere (the CLI, another instance) move the same version.
-      onMoved: pins && (() => void pins.changed()),
+      // Pins decided and policies added elsewhere (the CLI, another instance) move the same version.
+      onMoved: () => {
+        void pins?.changed();
+        void reloadPolicies();
+      },
     });
     sync = new UpstreamSync({
       gateway,
@@ -305,6 +325,8 @@ export async function createRuntime(
     audit,
     checkpointer,
     pins,
+    policies,
+    reloadPolicies,
     dispatcher,
     egress,
     announceUrl: async (url) => {

@@ -15,6 +15,8 @@ import { parseDuration } from "../duration.ts";
 import { allowEntryProblem } from "../egress/allow_list.ts";
 import { EventTypeSchema } from "../events/schemas.ts";
 import { rateProblem } from "../gateway/rate_limit.ts";
+// The rules' shape only (zod): their CEL is compiled where they are used.
+import { PolicyRulesSchema } from "../policies/rule.ts";
 
 /** A rate limit: `"10/s"` (a bucket of one unit's worth), or `{rate, burst}`. */
 const RateSchema = z.string().superRefine((rate, context) => {
@@ -267,6 +269,8 @@ const AuditConfigSchema = z.strictObject({
 /** Schema of `config.json`. Unknown keys are rejected. */
 export const ConfigFileSchema = z.strictObject({
   audit: AuditConfigSchema,
+  /** Policy rules, first match decides (docs/policies.md); `toolgate policies add` adds more. */
+  policies: PolicyRulesSchema.default([]),
   server: z.strictObject({
     host: z.string().min(1).default("127.0.0.1"),
     port: z.number().int().min(0).max(65535).default(7821),

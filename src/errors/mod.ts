@@ -69,6 +69,18 @@ export const ERROR_CODES = {
   NOT_FOUND: { status: 404, exit: 1, doc: "No such resource" },
   METHOD_NOT_ALLOWED: { status: 405, exit: 1, doc: "HTTP method not allowed on this path" },
   CONFLICT: { status: 409, exit: 1, doc: "The resource already exists" },
+  APPROVAL_REQUIRED: {
+    status: 403,
+    exit: 1,
+    doc: "A policy requires an approval before the call runs, and the caller cannot wait for one " +
+      "here: the error names the approval and where a person decides",
+  },
+  APPROVAL_DENIED: { status: 403, exit: 1, doc: "The approval of the call was denied" },
+  APPROVAL_EXPIRED: {
+    status: 403,
+    exit: 1,
+    doc: "Nobody decided on the call's approval before its timeout",
+  },
   TOOL_QUARANTINED: {
     status: 409,
     exit: 1,

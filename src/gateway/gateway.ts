@@ -17,7 +17,7 @@ import { newId } from "../ids.ts";
 import { createRedactor, type Redactor } from "../redact.ts";
 import type { Store } from "../store/mod.ts";
 import { VERSION } from "../version.ts";
-import { auditCaller, type Caller, forbiddenCall, mayCall } from "./caller.ts";
+import { auditCaller, type Caller, forbiddenCall, mayCall, refusedBy } from "./caller.ts";
 import { traced } from "../tracing/mod.ts";
 import { Catalog, pausingWhileAsking } from "./catalog.ts";
 import { CircuitBreaker, type CircuitState } from "./circuit_breaker.ts";
@@ -35,6 +35,8 @@ import type {
   PluginContext,
   PluginDefinition,
   PluginStatus,
+  PolicyDecision,
+  PolicyGuard,
   ReceiptSigner,
   SecretReader,
   ToolDefinition,
@@ -58,6 +60,8 @@ export interface GatewayOptions {
   receipts?: ReceiptSigner;
   /** Pinning of upstream definitions, given to proxy plugins. @default none: off */
   pins?: PinGuard;
+  /** Policies deciding each call before it runs. @default none: every call allowed */
+  policies?: PolicyGuard;
   /** Credentials of a plugin. @default none */
   secrets?: (plugin: string) => SecretReader;
   /** Where it logs (plugin states, circuits). @default the `gateway` logger */
@@ -162,6 +166,7 @@ export class Gateway {
   #announced = false;
   #definitions: PluginDefinition[];
   #pins: PinGuard | undefined;
+  #policies: PolicyGuard | undefined;
 
   /** @param options Configuration, store, bus, plugins and audit log. */
   constructor(options: GatewayOptions) {
@@ -188,6 +193,7 @@ export class Gateway {
     this.#audit = audit;
     this.#receipts = audit ? options.receipts : undefined;
     this.#pins = options.pins;
+    this.#policies = options.policies;
     this.#redact = redact;
     this.catalog = new Catalog({ audit, timeoutMs: config.tools.timeout_ms, now, redact });
     this.#secrets = secrets;
@@ -831,6 +837,23 @@ export class Gateway {
         new GatewayError("TOOL_NOT_FOUND", `Unknown tool ${JSON.stringify(name)}`, {
           details: { tool: name },
         });
+    }
+    // A policy that denies it: refused (and audited) before anything runs.
+    if (this.#policies?.active) {
+      const decision = this.#policies.decide({
+        tool: name,
+        plugin: tool.plugin.definition.name,
+        annotations: tool.definition.mcpListing?.annotations as Record<string, unknown> | undefined,
+        caller: options.caller,
+        server: options.caller?.server,
+        transport: options.source ?? "api",
+        args: args !== null && typeof args === "object" && !Array.isArray(args)
+          ? args as Record<string, unknown>
+          : {},
+      });
+      if (decision && decision.effect !== "allow") {
+        return await this.#refuse(name, args, options, refusedBy(name, decision));
+      }
     }
     // Past the caller's or the tool's rate: refused before anything runs (no breaker count).
     if (this.#limiter.active || options.caller?.rate) {

@@ -30,6 +30,7 @@ export {
   matchesToolPatterns,
   mayCall,
   parseToolPatterns,
+  refusedBy,
 } from "./caller.ts";
 export type { AuditCaller, Caller } from "./caller.ts";
 export {

@@ -154,6 +154,45 @@ export interface PluginDefinition {
   withheld?(name: string): GatewayError | undefined;
 }
 
+/** A tool call as policies see it (see {@linkcode PolicyGuard}). */
+export interface PolicyCall {
+  tool: string;
+  plugin: string;
+  /** The tool's MCP annotations, as it lists them. */
+  annotations?: Record<string, unknown>;
+  caller?: Caller;
+  /** The virtual server it comes through. */
+  server?: string;
+  /** `rest`, `mcp`, `cli`, `webhook`. */
+  transport: string;
+  args: Record<string, unknown>;
+}
+
+/** The rule that decided a call. */
+export interface PolicyDecision {
+  /** The rule's name. */
+  policy: string;
+  source: "config" | "store";
+  effect: "allow" | "deny" | "require_approval";
+  /** SHA-256 (hex) of the rule's canonical JSON: its version. */
+  sha256: string;
+  reason?: string;
+  /** `require_approval`: the caller confirms. */
+  approver?: "caller";
+  /** `require_approval`: who may approve (caller selectors). */
+  approvers?: readonly string[];
+  /** `require_approval`: how long it waits, in ms. */
+  timeoutMs?: number;
+}
+
+/** Policies (config `policies` and `toolgate policies add`): what decides a call before it runs. */
+export interface PolicyGuard {
+  /** Whether any rule is set. */
+  readonly active: boolean;
+  /** The rule that decides `call`, or `undefined`: allowed. */
+  decide(call: PolicyCall): PolicyDecision | undefined;
+}
+
 /** One upstream definition as pinning sees it (see {@linkcode PinGuard}). */
 export interface PinSubject {
   kind: PinKind;

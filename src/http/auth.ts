@@ -39,6 +39,7 @@ export const MANAGEMENT_PATHS: readonly string[] = [
   "/audit",
   "/metrics",
   "/pins",
+  "/policies",
 ];
 
 /** Whether `path` belongs to the management API. */

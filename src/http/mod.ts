@@ -57,6 +57,7 @@ export { HealthSchema } from "./health.ts";
 export { Readiness, type ReadinessOptions } from "./readiness.ts";
 export { AuditPageSchema, auditRoutes } from "./audit.ts";
 export { decidedBy, pinRoutes } from "./pins.ts";
+export { policyRoutes } from "./policies.ts";
 export { incomingRoutes } from "./incoming.ts";
 export { FailedJobSchema, incomingFailedRoutes } from "./incoming_failed.ts";
 export { DlqEntrySchema, dlqRoutes } from "./dlq.ts";

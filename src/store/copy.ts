@@ -76,12 +76,12 @@ const AUDIT_PAGE_SIZE = 1000;
  * Copies the Deno KV store of `from.dataDir` into the empty PostgreSQL
  * database `to`: webhook registrations (ids, secrets, times) and incoming
  * counters, upstreams, keychain entries, API keys, virtual servers, pins of
- * upstream definitions, memory notes, pending deliveries (events with their
- * exact bodies, fan-out entries, delivery records with their attempts), dead
- * letters with their bodies, delivery logs, the audit chain (each entry's
- * stored bytes, and the head) and incoming jobs with their bodies. Version
- * stamps are new; claims and server states are not copied. The source is
- * only read.
+ * upstream definitions, stored policy rules, memory notes, pending
+ * deliveries (events with their exact bodies, fan-out entries, delivery
+ * records with their attempts), dead letters with their bodies, delivery
+ * logs, the audit chain (each entry's stored bytes, and the head) and
+ * incoming jobs with their bodies. Version stamps are new; claims and server
+ * states are not copied. The source is only read.
  *
  * The target is checked before anything is done (a database holding any
  * toolgate data is refused), migrated, then written in one transaction
@@ -197,6 +197,7 @@ async function copyAll(source: Store, importer: PostgresImporter): Promise<void>
   for (const record of await source.apiKeys.list()) await importer.apiKey(record);
   for (const record of await source.servers.list()) await importer.virtualServer(record);
   for (const record of await source.pins.list()) await importer.toolPin(record);
+  for (const record of await source.policies.list()) await importer.policy(record);
   await copyMemory(source, importer);
   await copyPending(source, importer);
   for (const record of await source.deliveries.listDlq()) {

@@ -25,6 +25,7 @@ export type {
   LeaseStore,
   MemoryStore,
   PinStore,
+  PolicyStore,
   RateLimitStore,
   StagedWrites,
   Store,

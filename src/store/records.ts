@@ -722,6 +722,30 @@ export const ToolPinRecordSchema = z.strictObject({
 /** A pin as stored (see {@linkcode ToolPinRecordSchema}). */
 export type ToolPinRecord = z.infer<typeof ToolPinRecordSchema>;
 
+/** A policy rule's name: letters, digits, `_`, `-` and `.`. */
+export const POLICY_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
+
+/**
+ * A policy rule added with `toolgate policies add` (config `policies` are
+ * not stored). `rule` is the rule as config would hold it, checked by
+ * src/policies before it is stored; the store keeps it as given.
+ */
+export const PolicyRecordSchema = z.strictObject({
+  /** Unique name (also across config's rules). */
+  name: z.string().regex(POLICY_NAME),
+  /** The rule (`{name, tools?, …, effect}`), JSON as given. */
+  rule: z.record(z.string(), z.unknown()),
+  /** Where it goes among the stored rules: lower first; ties by name. */
+  position: z.number().int(),
+  /** When it was added (ISO 8601 UTC). */
+  created_at: z.string(),
+  /** When it last changed (ISO 8601 UTC). */
+  updated_at: z.string(),
+});
+
+/** A stored policy rule (see {@linkcode PolicyRecordSchema}). */
+export type PolicyRecord = z.infer<typeof PolicyRecordSchema>;
+
 /** Longest key, in characters. */
 export const MEMORY_KEY_MAX_CHARS = 512;
 

@@ -52,6 +52,7 @@ import type {
   OutgoingWebhook,
   OutgoingWebhookPatch,
   PinKind,
+  PolicyRecord,
   ReadAuditRecordPagesOptions,
   ReserveDedupeOptions,
   ServerStatus,
@@ -563,6 +564,28 @@ export interface PinStore {
   remove(plugin: string, kind: PinKind, name: string): Promise<boolean>;
 }
 
+/**
+ * Policy rules added at run time (`toolgate policies add`, REST
+ * `/policies`), shared by every instance on one store. Every change bumps
+ * the registrations version, so running servers read them again.
+ */
+export interface PolicyStore {
+  /**
+   * Stores a new rule.
+   *
+   * @throws {GatewayError} `CONFLICT` when one of that name exists.
+   */
+  add(record: PolicyRecord): Promise<PolicyRecord>;
+  /** Every stored rule, by position, then name. */
+  list(): Promise<PolicyRecord[]>;
+  /** One by name, or `null`. */
+  get(name: string): Promise<PolicyRecord | null>;
+  /** Replaces the rule of that name (`updated_at` set by the caller); `null` when none. */
+  replace(record: PolicyRecord): Promise<PolicyRecord | null>;
+  /** Deletes one; says whether it existed. */
+  remove(name: string): Promise<boolean>;
+}
+
 /** MCP upstreams added at run time, and the plugin states running servers publish. */
 export interface UpstreamStore {
   /**
@@ -673,9 +696,11 @@ export interface Store {
   readonly consoleSessions: ConsoleSessionStore;
   /** Pins of upstream tools, prompts and resource templates. */
   readonly pins: PinStore;
+  /** Policy rules added with `toolgate policies add`. */
+  readonly policies: PolicyStore;
   /** Change notification across instances. */
   readonly changes: ChangeFeed;
-  /** The registration change counter (webhooks, upstreams, virtual servers, pins), polled by running servers. */
+  /** The registration change counter (webhooks, upstreams, virtual servers, pins, policies), polled by running servers. */
   registrationsVersion(): Promise<bigint>;
   /**
    * This deployment's id (`dep_…`), made on first use and kept in the store,

@@ -33,6 +33,7 @@ async function snapshot(store: Store) {
     apiKeys: await store.apiKeys.list(),
     servers: await store.servers.list(),
     pins: await store.pins.list(),
+    policies: await store.policies.list(),
     memory: await store.memory.list({ limit: 1000 }),
     pending: pending.map(({ record, fanout }) => ({ record, fanout })),
     events: await Promise.all(
@@ -133,6 +134,18 @@ async function populate(store: Store): Promise<void> {
     decided_by: null,
     updated_at: "2026-02-06T00:00:00.000Z",
   }, null);
+  await store.policies.add({
+    name: "no-etc",
+    rule: {
+      name: "no-etc",
+      tools: ["files__*"],
+      when: 'args.path.startsWith("/etc/")',
+      effect: "deny",
+    },
+    position: 10,
+    created_at: "2026-02-07T00:00:00.000Z",
+    updated_at: "2026-02-08T00:00:00.000Z",
+  });
   await store.memory.set("a\u0000b", { b: 1, a: [1, 2.5, { z: null }], "10": "x" });
   await store.memory.set("émoji 🎉", "ünïcode \u2028");
   await store.memory.set("\ufeffbom", 1e21);
@@ -440,6 +453,7 @@ Deno.test("copyStore() writes in batches, all or nothing, and of two copies at o
     api_keys: 1,
     virtual_servers: 1,
     tool_pins: 1,
+    policies: 1,
     memory: 3,
     events: 2,
     deliveries: 3,

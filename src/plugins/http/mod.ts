@@ -355,6 +355,8 @@ export function httpPlugin(options: HttpPluginOptions = {}): PluginDefinition {
       description:
         "Make an HTTP(S) request. Returns {status, headers, body, truncated, json?}; a non-2xx status is returned, not an error. Bodies past the size limit are truncated.",
       input: HttpRequestInput,
+      // It may POST or DELETE anywhere it is let: destructive (the MCP default), open world.
+      mcpListing: { annotations: { destructiveHint: true, openWorldHint: true } },
       // Validated: `url` is an absolute http(s) URL.
       breakerKey: (args) => destinationOf(new URL(args.url as string)),
       execute: (args, context) =>

@@ -57,6 +57,9 @@ function tools(): ToolDefinition[] {
         "Store a JSON value under a key in the persistent notebook, replacing any previous value. Returns whether the key was new.",
       input: SetInput,
       idempotent: true,
+      mcpListing: {
+        annotations: { destructiveHint: false, idempotentHint: true, openWorldHint: false },
+      },
       async execute(args, context) {
         const { key, value } = args as z.infer<typeof SetInput>;
         const result = await context.store.memory.set(key, value);
@@ -69,6 +72,7 @@ function tools(): ToolDefinition[] {
         "Read the JSON value stored under a key. A missing key is not an error: it returns found=false.",
       input: KeyInput,
       idempotent: true,
+      mcpListing: { annotations: { readOnlyHint: true, openWorldHint: false } },
       async execute(args, context) {
         const { key } = args as z.infer<typeof KeyInput>;
         const entry = await context.store.memory.get(key);
@@ -82,6 +86,7 @@ function tools(): ToolDefinition[] {
         "List the notebook's keys in order, optionally only those starting with a prefix, with their sizes and update times (and values with include_values).",
       input: ListInput,
       idempotent: true,
+      mcpListing: { annotations: { readOnlyHint: true, openWorldHint: false } },
       async execute(args, context) {
         const { prefix, limit = 100, include_values = false } = args as z.infer<typeof ListInput>;
         const { entries, truncated } = await context.store.memory.list({ prefix, limit });
@@ -103,6 +108,9 @@ function tools(): ToolDefinition[] {
         "Delete the value stored under a key. Deleting a missing key is not an error: it returns deleted=false.",
       input: KeyInput,
       idempotent: true,
+      mcpListing: {
+        annotations: { destructiveHint: true, idempotentHint: true, openWorldHint: false },
+      },
       async execute(args, context) {
         const { key } = args as z.infer<typeof KeyInput>;
         return { key, deleted: await context.store.memory.delete(key) };

@@ -226,6 +226,7 @@ export function slackPlugin(): PluginDefinition {
         description:
           "Post a message to a Slack channel (or a thread with thread_ts). Returns the channel and the message ts.",
         input: PostMessageInput,
+        mcpListing: { annotations: { destructiveHint: false, openWorldHint: true } },
         async execute(args, context) {
           const { channel, text, thread_ts } = PostMessageInput.parse(args);
           const body = await callSlack(context, "chat.postMessage", {
@@ -247,6 +248,7 @@ export function slackPlugin(): PluginDefinition {
           "List Slack channels the bot can see (id, name, privacy, membership, topic), a page at a time; pass next_cursor back as cursor for more.",
         input: ListChannelsInput,
         idempotent: true,
+        mcpListing: { annotations: { readOnlyHint: true, openWorldHint: true } },
         async execute(args, context) {
           const { limit = 100, cursor, types = "public_channel", exclude_archived = true } =
             ListChannelsInput.parse(args);

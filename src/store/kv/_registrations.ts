@@ -1,7 +1,7 @@
 /**
- * Writes of registrations (upstreams, virtual servers, pins) that every process
- * notices: each bumps the registrations version in the same commit. Private
- * to `src/store/kv`.
+ * Writes of registrations (upstreams, virtual servers, pins, policies) that
+ * every process notices: each bumps the registrations version in the same
+ * commit. Private to `src/store/kv`.
  *
  * @module
  */

@@ -393,6 +393,16 @@ export function pinsPrefix(): Deno.KvKey {
   return ["pins"];
 }
 
+/** A stored policy rule's record. */
+export function policyKey(name: string): Deno.KvKey {
+  return ["policies", name];
+}
+
+/** Prefix of the stored policy rules, ordered by name. */
+export function policiesPrefix(): Deno.KvKey {
+  return ["policies"];
+}
+
 /** A web console session, by the SHA-256 (hex) of its id; the value is its expiry (ms). */
 export function consoleSessionKey(idHash: string): Deno.KvKey {
   return ["console", "session", idHash];

@@ -18,6 +18,7 @@ import type {
   LeaseStore,
   MemoryStore,
   PinStore,
+  PolicyStore,
   RateLimitStore,
   Store,
   UpstreamStore,
@@ -106,6 +107,7 @@ import { createKvConsoleSessionStore } from "./console_sessions.ts";
 import { MemoryRateLimitStore } from "../rate_buckets.ts";
 import { createKvVirtualServerStore } from "./virtual_servers.ts";
 import { createKvPinStore } from "./pins.ts";
+import { createKvPolicyStore } from "./policies.ts";
 import { deploymentIdKey, registrationsVersionKey, schemaVersionKey, storeIdKey } from "./keys.ts";
 import { claimDeliveryLease, releaseDeliveryLease } from "./lease.ts";
 import { deleteMemory, getMemory, listMemory, setMemory } from "./memory.ts";
@@ -387,6 +389,9 @@ export class KvStore implements Store {
 
   /** Pins of upstream tools, prompts and resource templates. */
   readonly pins: PinStore = createKvPinStore(this);
+
+  /** Policy rules added with `toolgate policies add`. */
+  readonly policies: PolicyStore = createKvPolicyStore(this);
 
   /** Upstream registrations and server states. */
   readonly upstreams: UpstreamStore = {

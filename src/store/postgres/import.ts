@@ -51,6 +51,8 @@ import {
   type OutboxEvent,
   type OutgoingWebhook,
   OutgoingWebhookSchema,
+  type PolicyRecord,
+  PolicyRecordSchema,
   type StoredDelivery,
   type ToolPinRecord,
   ToolPinRecordSchema,
@@ -81,6 +83,8 @@ export interface ImportCounts {
   virtual_servers: number;
   /** Pins of upstream tools, prompts and resource templates. */
   tool_pins: number;
+  /** Policy rules added with `toolgate policies add`. */
+  policies: number;
   /** Memory notes. */
   memory: number;
   /** Outbox events (the bodies of pending deliveries). */
@@ -112,6 +116,7 @@ export const IMPORT_KINDS: readonly ImportKind[] = Object.freeze([
   "api_keys",
   "virtual_servers",
   "tool_pins",
+  "policies",
   "memory",
   "events",
   "deliveries",
@@ -317,6 +322,12 @@ export class PostgresImporter {
       `pin ${record?.plugin}/${record?.kind}/${record?.name}`,
     );
     return this.#add("tool_pins", value, jsonBytes(value));
+  }
+
+  /** Queues a stored policy rule. */
+  policy(record: PolicyRecord): Promise<void> {
+    const value = parseRecord(PolicyRecordSchema, record, `policy ${record?.name}`);
+    return this.#add("policies", value, jsonBytes(value));
   }
 
   /**
@@ -571,6 +582,13 @@ const WRITERS: { [K in ImportKind]: (tx: Tx, rows: never[], stamp: string) => Pr
       from unnest(${rows.map((r) => r.plugin)}::text[], ${rows.map((r) => r.kind)}::text[],
         ${rows.map((r) => r.name)}::text[], ${jsonTexts(rows)}::text[])
         as u(plugin, kind, name, record)`;
+  },
+  async policies(tx, rows: PolicyRecord[]) {
+    await tx`
+      insert into toolgate_policies (name, record)
+      select u.name, u.record::jsonb
+      from unnest(${rows.map((r) => r.name)}::text[], ${jsonTexts(rows)}::text[])
+        as u(name, record)`;
   },
   async memory(tx, rows: { key: Uint8Array; json: string; updated_at: string }[]) {
     await tx`

@@ -18,6 +18,7 @@ import type {
   LeaseStore,
   MemoryStore,
   PinStore,
+  PolicyStore,
   RateLimitStore,
   Store,
   UpstreamStore,
@@ -45,6 +46,7 @@ import { createLeaseStore } from "./leases.ts";
 import { createMemoryStore } from "./memory.ts";
 import { migrate } from "./migrations.ts";
 import { createPinStore } from "./pins.ts";
+import { createPolicyStore } from "./policies.ts";
 import { createUpstreamStore } from "./upstreams.ts";
 import { createVirtualServerStore } from "./virtual_servers.ts";
 import { createWebhookStore, sealPlaintextSecrets } from "./webhooks.ts";
@@ -100,6 +102,8 @@ export class PostgresStore implements Store {
   readonly servers: VirtualServerStore;
   /** Pins of upstream tools, prompts and resource templates. */
   readonly pins: PinStore;
+  /** Policy rules added with `toolgate policies add`. */
+  readonly policies: PolicyStore;
   /** Upstream registrations and server states. */
   readonly upstreams: UpstreamStore;
   /** The key check value of the key sealing the secrets. */
@@ -137,6 +141,7 @@ export class PostgresStore implements Store {
     this.rateLimits = createRateLimitStore(ctx);
     this.servers = createVirtualServerStore(ctx);
     this.pins = createPinStore(ctx);
+    this.policies = createPolicyStore(ctx);
     this.upstreams = createUpstreamStore(ctx);
     this.leases = createLeaseStore(ctx);
     this.consoleSessions = createConsoleSessionStore(ctx);

@@ -19,6 +19,7 @@ import { LEASES_CONTRACT } from "./leases_contract.ts";
 import { MEMORY_CONTRACT } from "./memory_contract.ts";
 import { OUTCOMES_CONTRACT } from "./outcomes_contract.ts";
 import { PINS_CONTRACT } from "./pins_contract.ts";
+import { POLICIES_CONTRACT } from "./policies_contract.ts";
 import { RATE_LIMITS_CONTRACT } from "./rate_limits_contract.ts";
 import { UPSTREAMS_CONTRACT } from "./upstreams_contract.ts";
 import { VIRTUAL_SERVERS_CONTRACT } from "./virtual_servers_contract.ts";
@@ -48,5 +49,6 @@ export const CONTRACT: readonly ContractCase[] = [
   ...RATE_LIMITS_CONTRACT,
   ...VIRTUAL_SERVERS_CONTRACT,
   ...PINS_CONTRACT,
+  ...POLICIES_CONTRACT,
   ...CONSOLE_SESSIONS_CONTRACT,
 ];
