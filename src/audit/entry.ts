@@ -47,6 +47,12 @@ const PinOutcomeSchema = z.looseObject({
   changed: z.array(z.string()),
 });
 
+/** Outcome of an `approval.*` entry: the approval's status after it. */
+const ApprovalOutcomeSchema = z.looseObject({
+  ok: z.literal(true),
+  status: z.enum(["pending", "approved", "denied", "expired"]),
+});
+
 /** Outcome schemas of the known kinds; other kinds take any object. */
 export const AUDIT_OUTCOME_SCHEMAS: Readonly<Record<string, z.ZodType>> = {
   "tool.call": ToolCallOutcomeSchema,
@@ -61,6 +67,10 @@ export const AUDIT_OUTCOME_SCHEMAS: Readonly<Record<string, z.ZodType>> = {
   "pin.changed": PinOutcomeSchema,
   "pin.approved": PinOutcomeSchema,
   "pin.rejected": PinOutcomeSchema,
+  // Calls held for approval (tool: the tool held; input.approval_id links them and the call).
+  "approval.requested": ApprovalOutcomeSchema,
+  "approval.decided": ApprovalOutcomeSchema,
+  "approval.expired": ApprovalOutcomeSchema,
 };
 
 /** The kinds toolgate writes, for filters: `tool.call`, `webhook.incoming`, `prompt.get`, `resource.read`. */

@@ -34,6 +34,7 @@ const COPY_LABELS: Readonly<Record<CopyKind, string>> = {
   virtual_servers: "virtual servers",
   tool_pins: "tool pins",
   policies: "policies",
+  approvals: "approvals",
   memory: "memory notes",
   events: "outbox events",
   deliveries: "pending deliveries",

@@ -19,6 +19,7 @@ import { registerDb } from "./db.ts";
 import { registerKeys } from "./keys.ts";
 import { registerServers } from "./servers.ts";
 import { registerPolicies } from "./policies.ts";
+import { registerApprovals } from "./approvals.ts";
 import { registerDoctor } from "./doctor.ts";
 import { configureCliLogging, type LogFlags, logSettings } from "./logging.ts";
 
@@ -52,6 +53,7 @@ export function createProgram(context: CliContext): Command {
   registerKeys(program, context);
   registerServers(program, context);
   registerPolicies(program, context);
+  registerApprovals(program, context);
   registerAudit(program, context);
   registerDlq(program, context);
   registerIncoming(program, context);

@@ -11,6 +11,7 @@ import { serveStdio } from "../mcp/stdio.ts";
 import { IncomingRouter } from "../webhooks/mod.ts";
 import { VERSION } from "../version.ts";
 import { AuditProofs } from "../audit/mod.ts";
+import { createRedactor } from "../redact.ts";
 import { type CliContext, usage } from "./context.ts";
 import { parseServerName, requireServer } from "./servers.ts";
 import { createRuntime, type Runtime } from "./runtime.ts";
@@ -131,6 +132,7 @@ export async function startStdio(context: CliContext, server?: string): Promise<
 async function startHttp(context: CliContext): Promise<void> {
   // Loaded here, not at the top: the stdio transport never needs it.
   const {
+    approvalRoutes,
     auditRoutes,
     consoleRoutes,
     dlqRoutes,
@@ -212,6 +214,10 @@ async function startHttp(context: CliContext): Promise<void> {
         eventsRoutes(),
         ...(runtime.pins ? [pinRoutes(runtime.pins)] : []),
         policyRoutes(runtime.config, runtime.store, runtime.policies, runtime.reloadPolicies),
+        approvalRoutes(
+          runtime.approvals,
+          createRedactor({ patterns: runtime.config.redact.patterns }),
+        ),
         webhookRoutes(runtime.store, { egress: runtime.egress }),
         dlqRoutes(runtime.store),
         incomingFailedRoutes(runtime.store, () => incoming.wake()),

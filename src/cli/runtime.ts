@@ -20,6 +20,7 @@ import { egressFetch, type EgressPolicy, egressPolicyFromConfig } from "../egres
 import { EventBus, relayEvents } from "../events/mod.ts";
 import { followVirtualServers, Gateway, VirtualServers } from "../gateway/mod.ts";
 import { ToolPins } from "../pins/mod.ts";
+import { Approvals, runApprovedCalls } from "../approvals/mod.ts";
 import { loadPolicies, type Policies } from "../policies/mod.ts";
 import { createKeychain, secretReaderFor } from "../keychain/mod.ts";
 import { builtinPlugins, ServerStatusPublisher } from "../plugins/mod.ts";
@@ -52,6 +53,8 @@ export interface Runtime {
   policies: Policies;
   /** Reads the stored policy rules again (after a change made here). */
   reloadPolicies(): Promise<void>;
+  /** Calls held for approval. */
+  approvals: Approvals;
   dispatcher: Dispatcher;
   /**
    * The egress policy of `http_request`, webhook deliveries and HTTP
@@ -237,6 +240,8 @@ export async function createRuntime(
       );
     }
   };
+  // Calls `require_approval` rules hold, in the store for any instance to decide and run.
+  const approvals = new Approvals({ store, audit: (input) => audit.append(input) });
   // Virtual servers: config `servers`, then `toolgate servers create` definitions.
   const servers = new VirtualServers(config.servers);
   servers.setStored(await store.servers.list());
@@ -252,6 +257,7 @@ export async function createRuntime(
       : undefined,
     pins,
     policies,
+    approvals,
     log: given ?? getLog("gateway"),
     secrets: (plugin) => secretReaderFor(keychain, plugin),
     redact,
@@ -274,7 +280,16 @@ export async function createRuntime(
   let publisher: ServerStatusPublisher | undefined;
   let publisherStarting: Promise<void> | undefined;
   let stopFollowing: (() => Promise<void>) | undefined;
+  let stopApprovals: (() => Promise<void>) | undefined;
   if (role === "server") {
+    // Approved calls whose caller stopped waiting run here (on the instance that claims them).
+    stopApprovals = runApprovedCalls({
+      approvals,
+      gateway,
+      store,
+      pollMs: config.plugins.upstream_settings.poll_ms,
+      log: logOf("approvals"),
+    });
     // `toolgate servers create|update|remove` reach running servers (clients hear list_changed).
     stopFollowing = followVirtualServers({
       servers,
@@ -327,6 +342,7 @@ export async function createRuntime(
     pins,
     policies,
     reloadPolicies,
+    approvals,
     dispatcher,
     egress,
     announceUrl: async (url) => {
@@ -336,6 +352,7 @@ export async function createRuntime(
     close: async () => {
       closed = true;
       await stopFollowing?.();
+      await stopApprovals?.();
       await syncStarting;
       await sync?.stop();
       await publisherStarting;

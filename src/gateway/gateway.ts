@@ -26,16 +26,18 @@ import { RateLimiter } from "./rate_limit.ts";
 import { coversPlugin, notOnServer, VirtualServers } from "./virtual_servers.ts";
 import { attachReceipt } from "./result.ts";
 import type {
+  ApprovalGate,
   AuditedEntry,
   AuditSink,
   CallOptions,
   CallResult,
+  HeldApproval,
+  HeldCall,
   OpenCircuit,
   PinGuard,
   PluginContext,
   PluginDefinition,
   PluginStatus,
-  PolicyDecision,
   PolicyGuard,
   ReceiptSigner,
   SecretReader,
@@ -62,6 +64,8 @@ export interface GatewayOptions {
   pins?: PinGuard;
   /** Policies deciding each call before it runs. @default none: every call allowed */
   policies?: PolicyGuard;
+  /** Holds calls that policies mark `require_approval`. @default none: they are refused */
+  approvals?: ApprovalGate;
   /** Credentials of a plugin. @default none */
   secrets?: (plugin: string) => SecretReader;
   /** Where it logs (plugin states, circuits). @default the `gateway` logger */
@@ -167,6 +171,7 @@ export class Gateway {
   #definitions: PluginDefinition[];
   #pins: PinGuard | undefined;
   #policies: PolicyGuard | undefined;
+  #approvals: ApprovalGate | undefined;
 
   /** @param options Configuration, store, bus, plugins and audit log. */
   constructor(options: GatewayOptions) {
@@ -194,6 +199,7 @@ export class Gateway {
     this.#receipts = audit ? options.receipts : undefined;
     this.#pins = options.pins;
     this.#policies = options.policies;
+    this.#approvals = options.approvals;
     this.#redact = redact;
     this.catalog = new Catalog({ audit, timeoutMs: config.tools.timeout_ms, now, redact });
     this.#secrets = secrets;
@@ -838,21 +844,53 @@ export class Gateway {
           details: { tool: name },
         });
     }
-    // A policy that denies it: refused (and audited) before anything runs.
+    // A policy that denies it: refused (and audited) before anything runs; one that asks for
+    // an approval: held until a person decides.
+    let approval: HeldApproval | undefined;
     if (this.#policies?.active) {
-      const decision = this.#policies.decide({
+      const held: HeldCall = {
         tool: name,
         plugin: tool.plugin.definition.name,
-        annotations: tool.definition.mcpListing?.annotations as Record<string, unknown> | undefined,
-        caller: options.caller,
-        server: options.caller?.server,
-        transport: options.source ?? "api",
         args: args !== null && typeof args === "object" && !Array.isArray(args)
           ? args as Record<string, unknown>
           : {},
+        caller: options.caller,
+        transport: options.source ?? "api",
+        server: options.caller?.server,
+      };
+      const decision = this.#policies.decide({
+        ...held,
+        annotations: tool.definition.mcpListing?.annotations as Record<string, unknown> | undefined,
       });
-      if (decision && decision.effect !== "allow") {
+      if (
+        decision?.effect === "deny" || (decision?.effect === "require_approval" && !this.#approvals)
+      ) {
         return await this.#refuse(name, args, options, refusedBy(name, decision));
+      }
+      if (decision?.effect === "require_approval") {
+        if (options.approval) {
+          this.#approvals!.check(options.approval, held, decision);
+          approval = options.approval;
+        } else {
+          try {
+            approval = await this.#approvals!.hold(held, decision, {
+              waitMs: options.approvalWaitMs ?? 0,
+              signal: options.signal,
+              onProgress: options.onProgress,
+              input: options.input,
+            });
+          } catch (error) {
+            // Denied or expired: a call that does not run, recorded as such; pending: not yet.
+            if (
+              error instanceof GatewayError &&
+              (error.code === "APPROVAL_DENIED" || error.code === "APPROVAL_EXPIRED")
+            ) {
+              return await this.#refuse(name, args, options, error);
+            }
+            throw error;
+          }
+        }
+        options = { ...options, approval };
       }
     }
     // Past the caller's or the tool's rate: refused before anything runs (no breaker count).
@@ -874,7 +912,19 @@ export class Gateway {
     // Concurrent calls share audit commits: the log briefly waits for the announced appends.
     const appended = this.#audit?.expect?.() ?? NOTHING;
     try {
-      return await this.#call(tool, name, args, options, appended);
+      if (!approval) return await this.#call(tool, name, args, options, appended);
+      // One approval runs one call: its outcome is kept with it.
+      let result: CallResult;
+      try {
+        result = await this.#call(tool, name, args, options, appended);
+      } catch (error) {
+        await this.#approvals!.finish(approval, {
+          error: error instanceof GatewayError ? error : asToolError(name, error),
+        });
+        throw error;
+      }
+      await this.#approvals!.finish(approval, { output: result.output });
+      return result;
     } finally {
       appended();
     }
@@ -905,6 +955,11 @@ export class Gateway {
         latency_ms: 0,
         attempts: 0,
         source: options.source ?? "api",
+        // A denied or expired approval: the entry links to it.
+        ...(typeof (error.details as { approval_id?: unknown } | undefined)?.approval_id ===
+            "string"
+          ? { approval_id: (error.details as { approval_id: string }).approval_id }
+          : {}),
       },
     });
     if (this.#receipts && stored) attachReceipt(error, this.#receipts(stored as AuditedEntry));
@@ -949,7 +1004,12 @@ export class Gateway {
           session_id: sessionId,
           ...(options.caller ? { caller: auditCaller(options.caller) } : {}),
           input: redactedInput,
-          outcome: { ok: true, latency_ms, source: options.source ?? "api" },
+          outcome: {
+            ok: true,
+            latency_ms,
+            source: options.source ?? "api",
+            ...(options.approval ? { approval_id: options.approval.id } : {}),
+          },
         };
         const called = {
           tool_name: name,
@@ -1122,6 +1182,7 @@ export class Gateway {
           latency_ms,
           attempts: attempt,
           source: options.source ?? "api",
+          ...(options.approval ? { approval_id: options.approval.id } : {}),
         },
       }),
       this.#emitFailed(tool, error, attempt, key),

@@ -333,6 +333,57 @@ export interface CallOptions {
    * payload's span): its span's parent. @default the active span
    */
   trace?: TraceCarrier | string;
+  /**
+   * An approval that lets the call run (a server's runner of approved calls
+   * passes it, claimed): checked against the call instead of asking again.
+   */
+  approval?: HeldApproval;
+  /**
+   * How long the call may wait in this request for someone else's approval,
+   * in ms (REST `?wait=`; MCP waits until the approval's timeout). @default 0
+   */
+  approvalWaitMs?: number;
+}
+
+/** An approval a call runs under (`apr_…`). */
+export interface HeldApproval {
+  id: string;
+}
+
+/** A call a policy holds for approval. */
+export interface HeldCall {
+  tool: string;
+  plugin: string;
+  args: Record<string, unknown>;
+  caller?: Caller;
+  transport: string;
+  server?: string;
+}
+
+/** Approvals (`require_approval` rules): what holds a call until a person decides. */
+export interface ApprovalGate {
+  /**
+   * Holds `call` until it may run. @returns The approval it runs under.
+   * @throws {GatewayError} `APPROVAL_REQUIRED` (pending past the wait, or the
+   * caller must confirm and cannot be asked), `APPROVAL_DENIED`, `APPROVAL_EXPIRED`.
+   */
+  hold(
+    call: HeldCall,
+    decision: PolicyDecision,
+    options: {
+      waitMs: number;
+      signal?: AbortSignal;
+      onProgress?: (update: ProgressUpdate) => void;
+      input?: CallerInput;
+    },
+  ): Promise<HeldApproval>;
+  /** @throws {GatewayError} `APPROVAL_REQUIRED` when `approval` does not let `call` run. */
+  check(approval: HeldApproval, call: HeldCall, decision: PolicyDecision): void;
+  /** Records how the approved call ended. */
+  finish(
+    approval: HeldApproval,
+    outcome: { output: Record<string, unknown> } | { error: GatewayError },
+  ): Promise<void>;
 }
 
 /** How a request's caller can be asked for input, when it can (what plugins are handed). */

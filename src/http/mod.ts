@@ -58,6 +58,7 @@ export { Readiness, type ReadinessOptions } from "./readiness.ts";
 export { AuditPageSchema, auditRoutes } from "./audit.ts";
 export { decidedBy, pinRoutes } from "./pins.ts";
 export { policyRoutes } from "./policies.ts";
+export { approvalRoutes } from "./approvals.ts";
 export { incomingRoutes } from "./incoming.ts";
 export { FailedJobSchema, incomingFailedRoutes } from "./incoming_failed.ts";
 export { DlqEntrySchema, dlqRoutes } from "./dlq.ts";

@@ -9,6 +9,8 @@ import type { Context } from "hono";
 import type { Gateway } from "../gateway/mod.ts";
 import { toToolResult } from "../gateway/mod.ts";
 import { newId } from "../ids.ts";
+import { approvalPath, ApprovalPending } from "../approvals/mod.ts";
+import { GatewayError } from "../errors/mod.ts";
 import { errorResponses, RECEIPT_HEADER, receiptHeader, TOOL_CALL_VARIABLE } from "./errors.ts";
 import { jsonBody } from "./json_body.ts";
 import type { ToolgateApp } from "./types.ts";
@@ -76,6 +78,20 @@ const listToolsRoute = createRoute({
   },
 });
 
+/** What a call held for approval answers (202). */
+const PendingApprovalSchema = z.object({
+  approval: z.object({
+    id: z.string().openapi({ example: "apr_01JF3Y0Q8Z7RS6MWB8C5X9K2TD" }),
+    status: z.literal("pending"),
+    url: z.string().openapi({ example: "/approvals/apr_01JF3Y0Q8Z7RS6MWB8C5X9K2TD" }),
+    policy: z.string(),
+    expires_at: z.string(),
+  }),
+}).openapi("PendingApproval");
+
+/** Longest `?wait=` of a call held for approval, in seconds. */
+const MAX_APPROVAL_WAIT_S = 300;
+
 const callToolRoute = createRoute({
   method: "post",
   path: "/tools/{name}",
@@ -89,6 +105,12 @@ const callToolRoute = createRoute({
       name: z.string().min(1).openapi({ param: { name: "name", in: "path" }, example: "echo" }),
     }),
     headers: SessionHeadersSchema,
+    query: z.object({
+      wait: z.coerce.number().int().min(0).max(MAX_APPROVAL_WAIT_S).optional().openapi({
+        description: "A call a policy holds for someone's approval: wait up to this many " +
+          `seconds (at most ${MAX_APPROVAL_WAIT_S}) for the decision instead of answering 202`,
+      }),
+    }),
     body: {
       required: false,
       content: { "application/json": { schema: ToolArgumentsSchema } },
@@ -101,6 +123,11 @@ const callToolRoute = createRoute({
         "X-Session-Id": { description: "The session id used", schema: { type: "string" } },
       },
       content: { "application/json": { schema: ToolResultSchema } },
+    },
+    202: {
+      description: "Held for approval: the call runs once a person approves it; " +
+        "GET /approvals/{id} tells its status and, once it ran, its result",
+      content: { "application/json": { schema: PendingApprovalSchema } },
     },
     ...errorResponses([400, 401, 403, 404, 413, 415, 429, 499, 500, 502, 503, 504], true),
   },
@@ -117,6 +144,20 @@ function sessionIdOf(c: Context): string | undefined {
   const parsed = SessionHeadersSchema.safeParse({ "X-Session-Id": value });
   if (!parsed.success) validationHook({ success: false, error: parsed.error, target: "header" }, c);
   return value;
+}
+
+/** `?wait=<s>`, checked. @throws {GatewayError} `USAGE` naming the fix. */
+function approvalWait(raw: string | undefined): number {
+  if (raw === undefined) return 0;
+  const seconds = Number(raw);
+  if (!Number.isInteger(seconds) || seconds < 0 || seconds > MAX_APPROVAL_WAIT_S) {
+    throw new GatewayError(
+      "USAGE",
+      `Invalid wait ${JSON.stringify(raw)}: use whole seconds from 0 to ${MAX_APPROVAL_WAIT_S}`,
+      { details: { field: "wait" } },
+    );
+  }
+  return seconds;
 }
 
 /** Registers `GET /tools` and `POST /tools/{name}`. */
@@ -137,13 +178,22 @@ export function registerToolRoutes(app: ToolgateApp, gateway: Gateway): void {
     const name = c.req.param("name");
     const sessionId = sessionIdOf(c) ?? newId("ses");
     const args = await c.req.json() as Record<string, unknown>;
+    const wait = approvalWait(c.req.query("wait"));
     c.set(TOOL_CALL_VARIABLE, true);
-    const result = await gateway.call(name, args, {
-      sessionId,
-      signal: c.req.raw.signal,
-      source: "rest",
-      caller: c.get("caller"),
-    });
+    let result;
+    try {
+      result = await gateway.call(name, args, {
+        sessionId,
+        signal: c.req.raw.signal,
+        source: "rest",
+        caller: c.get("caller"),
+        ...(wait ? { approvalWaitMs: wait * 1000 } : {}),
+      });
+    } catch (error) {
+      if (!(error instanceof ApprovalPending)) throw error;
+      const { id, status, policy, expires_at } = error.approval;
+      return c.json({ approval: { id, status, url: approvalPath(id), policy, expires_at } }, 202);
+    }
     c.header("X-Session-Id", sessionId);
     if (result.receipt) c.header(RECEIPT_HEADER, receiptHeader(result.receipt));
     return c.json(toToolResult(result) as z.infer<typeof ToolResultSchema>, 200);

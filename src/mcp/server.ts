@@ -170,6 +170,9 @@ export function createMcpServer(
       context.mcpReq.signal,
     );
   };
+  /** How long an MCP call waits for someone's approval: until the approval's own timeout. */
+  const MCP_APPROVAL_WAIT_MS = 24 * 60 * 60 * 1000;
+
   /** The `input_required` result of a request whose upstream asks its caller. */
   const asInputRequired = async (step: Extract<Step<unknown>, { kind: "input" }>) =>
     inputRequired({
@@ -246,6 +249,8 @@ export function createMcpServer(
             ...(input.ask ? { input } : {}),
             // SEP-414: a client's trace context in _meta (both eras) parents the call's span.
             ...(trace ? { trace } : {}),
+            // Held for someone's approval: the call waits (reporting progress) until decided.
+            approvalWaitMs: MCP_APPROVAL_WAIT_MS,
           }),
       );
       if (step.kind === "input") return await asInputRequired(step);

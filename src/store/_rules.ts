@@ -5,7 +5,12 @@
  * @module
  */
 import { GatewayError } from "../errors/mod.ts";
-import type { AuditEntryWrite, DeliveryLease } from "./records.ts";
+import {
+  type ApprovalRecord,
+  ApprovalRecordSchema,
+  type AuditEntryWrite,
+  type DeliveryLease,
+} from "./records.ts";
 
 /**
  * Whether the process that holds `lease` is known to be gone: same host, and
@@ -66,4 +71,36 @@ export function sortLogKeys<T extends { created_at: string; retired_at?: string 
     Number(a.retired_at !== undefined) - Number(b.retired_at !== undefined) ||
     (b.retired_at ?? b.created_at).localeCompare(a.retired_at ?? a.created_at)
   );
+}
+
+/**
+ * An approval as both adapters store it: {@linkcode ApprovalRecordSchema},
+ * with a `created_at` that reads as a time (listings are ordered by it).
+ */
+export const StoredApprovalSchema = ApprovalRecordSchema.refine(
+  (record) => !Number.isNaN(Date.parse(record.created_at)),
+  { path: ["created_at"], message: "created_at is not a time" },
+);
+
+/** What an approvals listing asks for, defaults applied (see `ApprovalStore.list`). */
+export interface ApprovalListBounds {
+  /** Only approvals of this status; `undefined`: every status. */
+  status: ApprovalRecord["status"] | undefined;
+  /** At most this many. */
+  limit: number;
+}
+
+/**
+ * The status and limit of an approvals listing, defaults applied.
+ *
+ * @throws {RangeError} when `limit` is not a positive integer.
+ */
+export function approvalListBounds(
+  options: { status?: ApprovalRecord["status"]; limit?: number },
+): ApprovalListBounds {
+  const { status, limit = 100 } = options;
+  if (!Number.isInteger(limit) || limit < 1) {
+    throw new RangeError(`Invalid limit: ${limit} is not a positive integer`);
+  }
+  return { status, limit };
 }

@@ -7,6 +7,7 @@
  * @module
  */
 import { GatewayError } from "../errors/mod.ts";
+import { APPROVALS_LIST_MAX } from "./kv/approvals.ts";
 import { KV_FILE, openKvStore } from "./kv/kv_store.ts";
 import { describeDatabase, openPostgres } from "./postgres/connection.ts";
 import {
@@ -76,7 +77,7 @@ const AUDIT_PAGE_SIZE = 1000;
  * Copies the Deno KV store of `from.dataDir` into the empty PostgreSQL
  * database `to`: webhook registrations (ids, secrets, times) and incoming
  * counters, upstreams, keychain entries, API keys, virtual servers, pins of
- * upstream definitions, stored policy rules, memory notes, pending
+ * upstream definitions, stored policy rules, approvals, memory notes, pending
  * deliveries (events with their exact bodies, fan-out entries, delivery
  * records with their attempts), dead letters with their bodies, delivery
  * logs, the audit chain (each entry's stored bytes, and the head) and
@@ -198,6 +199,7 @@ async function copyAll(source: Store, importer: PostgresImporter): Promise<void>
   for (const record of await source.servers.list()) await importer.virtualServer(record);
   for (const record of await source.pins.list()) await importer.toolPin(record);
   for (const record of await source.policies.list()) await importer.policy(record);
+  await copyApprovals(source, importer);
   await copyMemory(source, importer);
   await copyPending(source, importer);
   for (const record of await source.deliveries.listDlq()) {
@@ -212,6 +214,20 @@ async function copyAll(source: Store, importer: PostgresImporter): Promise<void>
     // A job completed meanwhile is gone with its body.
     if (body) await importer.incomingJob(job, body);
   }
+}
+
+async function copyApprovals(source: Store, importer: PostgresImporter): Promise<void> {
+  // The interface lists a page at a time: one listing of every approval. A Deno KV
+  // listing reads at most APPROVALS_LIST_MAX records: one that long may have missed some.
+  const approvals = await source.approvals.list({ limit: Number.MAX_SAFE_INTEGER });
+  if (approvals.length >= APPROVALS_LIST_MAX) {
+    throw new GatewayError(
+      "INTERNAL",
+      `Cannot copy the approvals: the source holds ${APPROVALS_LIST_MAX} or more, ` +
+        `and one listing reads at most ${APPROVALS_LIST_MAX}`,
+    );
+  }
+  for (const record of approvals) await importer.approval(record);
 }
 
 async function copyMemory(source: Store, importer: PostgresImporter): Promise<void> {

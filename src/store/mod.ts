@@ -12,6 +12,7 @@ export { COPY_KINDS, copyStore } from "./copy.ts";
 export type { CopyCounts, CopyKind, CopyStoreOptions, CopyStoreResult } from "./copy.ts";
 export type {
   ApiKeyStore,
+  ApprovalStore,
   AuditLimits,
   AuditStore,
   ChangeFeed,

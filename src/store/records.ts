@@ -746,6 +746,67 @@ export const PolicyRecordSchema = z.strictObject({
 /** A stored policy rule (see {@linkcode PolicyRecordSchema}). */
 export type PolicyRecord = z.infer<typeof PolicyRecordSchema>;
 
+/** How a held call ended once approved (its output, or the error it failed with). */
+export const ApprovalRunSchema = z.strictObject({
+  /** When it finished (ISO 8601 UTC). */
+  at: z.string(),
+  ok: z.boolean(),
+  /** The tool's output (`ok`). */
+  output: z.record(z.string(), z.unknown()).optional(),
+  /** `{code, message}` of the failure (not `ok`). */
+  error: z.strictObject({ code: z.string(), message: z.string() }).optional(),
+});
+
+/**
+ * A call a policy holds for a person's approval (`require_approval`),
+ * shared by every instance on one store: bound to the caller, the tool, the
+ * SHA-256 of the canonical arguments, the policy's version and an expiry;
+ * one approval runs one call. `status` moves `pending` → `approved` |
+ * `denied` | `expired`; an approved one is `running` while its call runs,
+ * then carries `ran`.
+ */
+export const ApprovalRecordSchema = z.strictObject({
+  /** `apr_…`. */
+  id: z.string().regex(/^apr_[0-9A-Za-z]{10,64}$/),
+  status: z.enum(["pending", "approved", "denied", "expired"]),
+  tool: z.string().min(1),
+  plugin: z.string(),
+  /** The caller as the audit log records it (`{kind, id?, name?}`). */
+  caller: z.record(z.string(), z.unknown()),
+  /** The caller as a selector (`key:<id>`, `oauth:<subject>`, `admin`, `local`): who it is bound to. */
+  caller_ref: z.string().min(1),
+  /** The arguments the call runs with once approved. */
+  args: z.record(z.string(), z.unknown()),
+  /** SHA-256 (hex) of the canonical JSON of `args`. */
+  args_sha256: z.string().regex(/^[0-9a-f]{64}$/),
+  /** The rule that asked, and its version (SHA-256 of its canonical JSON). */
+  policy: z.string().min(1),
+  policy_sha256: z.string().regex(/^[0-9a-f]{64}$/),
+  /** Who may decide: `caller`, or caller selectors. */
+  approvers: z.array(z.string().min(1)).min(1),
+  /** The rule's reason, shown to whoever decides. */
+  reason: z.string().nullable(),
+  /** How the call came (`rest`, `mcp-http`, …). */
+  transport: z.string(),
+  /** The virtual server it came through; `null`: none. */
+  server: z.string().nullable(),
+  created_at: z.string(),
+  /** When a pending approval expires (ISO 8601 UTC). */
+  expires_at: z.string(),
+  /** Who decided (`admin`, `key:<id>`, `slack:<user>`, `caller`); `null` while pending or expired. */
+  decided_by: z.string().nullable(),
+  decided_at: z.string().nullable(),
+  /** The decider's reason; `null`: none given. */
+  decision_reason: z.string().nullable(),
+  /** Set while the approved call runs: which process runs it. */
+  running: z.strictObject({ by: z.string(), since: z.string() }).nullable(),
+  /** How the approved call ended; `null` until it ran. */
+  ran: ApprovalRunSchema.nullable(),
+});
+
+/** An approval as stored (see {@linkcode ApprovalRecordSchema}). */
+export type ApprovalRecord = z.infer<typeof ApprovalRecordSchema>;
+
 /** Longest key, in characters. */
 export const MEMORY_KEY_MAX_CHARS = 512;
 

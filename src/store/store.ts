@@ -12,6 +12,7 @@
  */
 import type {
   ApiKeyRecord,
+  ApprovalRecord,
   AuditChainState,
   AuditCheckpoint,
   AuditCommitGuard,
@@ -586,6 +587,31 @@ export interface PolicyStore {
   remove(name: string): Promise<boolean>;
 }
 
+/** Calls held for a person's approval, shared by every instance on one store. */
+export interface ApprovalStore {
+  /**
+   * Stores a new approval.
+   *
+   * @throws {GatewayError} `CONFLICT` when one of that id exists.
+   */
+  create(record: ApprovalRecord): Promise<ApprovalRecord>;
+  /** One by id, or `null`. */
+  get(id: string): Promise<ApprovalRecord | null>;
+  /**
+   * Approvals, newest first: those of `status` only, when given; at most
+   * `limit` (default 100).
+   */
+  list(options?: { status?: ApprovalRecord["status"]; limit?: number }): Promise<ApprovalRecord[]>;
+  /**
+   * Stores `record` in place of `previous`, provided the stored one is
+   * still `previous` (equal as JSON). Of two writers that read the same
+   * approval, one wins.
+   *
+   * @returns Whether it was stored.
+   */
+  update(record: ApprovalRecord, previous: ApprovalRecord): Promise<boolean>;
+}
+
 /** MCP upstreams added at run time, and the plugin states running servers publish. */
 export interface UpstreamStore {
   /**
@@ -698,6 +724,8 @@ export interface Store {
   readonly pins: PinStore;
   /** Policy rules added with `toolgate policies add`. */
   readonly policies: PolicyStore;
+  /** Calls held for approval. */
+  readonly approvals: ApprovalStore;
   /** Change notification across instances. */
   readonly changes: ChangeFeed;
   /** The registration change counter (webhooks, upstreams, virtual servers, pins, policies), polled by running servers. */

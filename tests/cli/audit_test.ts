@@ -146,7 +146,7 @@ Deno.test("audit list's next-page hint keeps the filters; an unknown --kind is r
     assertEquals(bad.code, 2);
     assertEquals(
       bad.stderr,
-      'toolgate: USAGE: Invalid --kind "tool.calls": expected one of tool.call, webhook.incoming, prompt.get, resource.read, audit.pruned, pin.created, pin.changed, pin.approved, pin.rejected\n',
+      'toolgate: USAGE: Invalid --kind "tool.calls": expected one of tool.call, webhook.incoming, prompt.get, resource.read, audit.pruned, pin.created, pin.changed, pin.approved, pin.rejected, approval.requested, approval.decided, approval.expired\n',
     );
   }
 });

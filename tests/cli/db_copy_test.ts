@@ -34,6 +34,7 @@ async function snapshot(store: Store) {
     servers: await store.servers.list(),
     pins: await store.pins.list(),
     policies: await store.policies.list(),
+    approvals: await store.approvals.list({ limit: 1000 }),
     memory: await store.memory.list({ limit: 1000 }),
     pending: pending.map(({ record, fanout }) => ({ record, fanout })),
     events: await Promise.all(
@@ -145,6 +146,29 @@ async function populate(store: Store): Promise<void> {
     position: 10,
     created_at: "2026-02-07T00:00:00.000Z",
     updated_at: "2026-02-08T00:00:00.000Z",
+  });
+  await store.approvals.create({
+    id: "apr_01KB0000000000000000000000",
+    status: "approved",
+    tool: "memory_set",
+    plugin: "memory",
+    caller: { kind: "key", id: "key_01KB0000000000000000000000", name: "ci" },
+    caller_ref: "key:key_01KB0000000000000000000000",
+    args: { key: "k", value: { b: 1, a: [1, 2.5] } },
+    args_sha256: "12".repeat(32),
+    policy: "ask",
+    policy_sha256: "34".repeat(32),
+    approvers: ["admin", "key:key_02"],
+    reason: "writes the notebook",
+    transport: "rest",
+    server: "team-a",
+    created_at: "2026-02-09T00:00:00.000Z",
+    expires_at: "2026-02-09T00:30:00.000Z",
+    decided_by: "admin",
+    decided_at: "2026-02-09T00:05:00.000Z",
+    decision_reason: null,
+    running: null,
+    ran: { at: "2026-02-09T00:05:01.000Z", ok: true, output: { stored: true } },
   });
   await store.memory.set("a\u0000b", { b: 1, a: [1, 2.5, { z: null }], "10": "x" });
   await store.memory.set("émoji 🎉", "ünïcode \u2028");
@@ -454,6 +478,7 @@ Deno.test("copyStore() writes in batches, all or nothing, and of two copies at o
     virtual_servers: 1,
     tool_pins: 1,
     policies: 1,
+    approvals: 1,
     memory: 3,
     events: 2,
     deliveries: 3,

@@ -27,7 +27,7 @@ Deno.test("GET /audit?kind= filters by a known kind and refuses another with 400
     assertEquals(body.error.details.fields, [{
       path: "kind",
       message:
-        "expected one of tool.call, webhook.incoming, prompt.get, resource.read, audit.pruned, pin.created, pin.changed, pin.approved, pin.rejected",
+        "expected one of tool.call, webhook.incoming, prompt.get, resource.read, audit.pruned, pin.created, pin.changed, pin.approved, pin.rejected, approval.requested, approval.decided, approval.expired",
     }]);
   } finally {
     await audit.close();

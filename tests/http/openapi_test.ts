@@ -62,6 +62,7 @@ Deno.test("GET /openapi.json describes every error status of POST /tools/{name}"
   const statuses = Object.keys(call.responses).sort();
   assertEquals(statuses, [
     "200",
+    "202",
     "400",
     "401",
     "403",
@@ -75,7 +76,11 @@ Deno.test("GET /openapi.json describes every error status of POST /tools/{name}"
     "503",
     "504",
   ]);
-  for (const status of statuses.filter((s) => s !== "200")) {
+  assertEquals(
+    call.responses["202"].content?.["application/json"].schema.$ref,
+    "#/components/schemas/PendingApproval",
+  );
+  for (const status of statuses.filter((s) => s !== "200" && s !== "202")) {
     assertEquals(
       call.responses[status].content?.["application/json"].schema.$ref,
       "#/components/schemas/ToolError",

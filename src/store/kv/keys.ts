@@ -407,3 +407,13 @@ export function policiesPrefix(): Deno.KvKey {
 export function consoleSessionKey(idHash: string): Deno.KvKey {
   return ["console", "session", idHash];
 }
+
+/** An approval's record. */
+export function approvalKey(id: string): Deno.KvKey {
+  return ["approvals", id];
+}
+
+/** Prefix of the approval records, ordered by id. */
+export function approvalsPrefix(): Deno.KvKey {
+  return ["approvals"];
+}

@@ -8,6 +8,7 @@ import { GatewayError } from "../../errors/mod.ts";
 import { newId } from "../../ids.ts";
 import type {
   ApiKeyStore,
+  ApprovalStore,
   AuditStore,
   ChangeFeed,
   ConsoleSessionStore,
@@ -108,6 +109,7 @@ import { MemoryRateLimitStore } from "../rate_buckets.ts";
 import { createKvVirtualServerStore } from "./virtual_servers.ts";
 import { createKvPinStore } from "./pins.ts";
 import { createKvPolicyStore } from "./policies.ts";
+import { createKvApprovalStore } from "./approvals.ts";
 import { deploymentIdKey, registrationsVersionKey, schemaVersionKey, storeIdKey } from "./keys.ts";
 import { claimDeliveryLease, releaseDeliveryLease } from "./lease.ts";
 import { deleteMemory, getMemory, listMemory, setMemory } from "./memory.ts";
@@ -392,6 +394,9 @@ export class KvStore implements Store {
 
   /** Policy rules added with `toolgate policies add`. */
   readonly policies: PolicyStore = createKvPolicyStore(this);
+
+  /** Calls held for approval. */
+  readonly approvals: ApprovalStore = createKvApprovalStore(this);
 
   /** Upstream registrations and server states. */
   readonly upstreams: UpstreamStore = {

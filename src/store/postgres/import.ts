@@ -14,6 +14,7 @@
  */
 import { GatewayError } from "../../errors/mod.ts";
 import { parseRecord } from "../_records.ts";
+import { StoredApprovalSchema } from "../_rules.ts";
 import { DataKey } from "../data_key.ts";
 import {
   sealIncoming,
@@ -24,6 +25,7 @@ import {
 import {
   type ApiKeyRecord,
   ApiKeyRecordSchema,
+  type ApprovalRecord,
   type AuditCheckpoint,
   AuditCheckpointSchema,
   type AuditEntryWrite,
@@ -62,6 +64,7 @@ import {
   VirtualServerRecordSchema,
 } from "../records.ts";
 import { bumpCounter, nextStamp, type Tx } from "./_context.ts";
+import { createdAtColumn } from "./approvals.ts";
 import { describeDatabase, type Sql, withStore } from "./connection.ts";
 import { MIGRATIONS_TABLE } from "./migrations.ts";
 
@@ -85,6 +88,8 @@ export interface ImportCounts {
   tool_pins: number;
   /** Policy rules added with `toolgate policies add`. */
   policies: number;
+  /** Calls held for approval, whatever their status. */
+  approvals: number;
   /** Memory notes. */
   memory: number;
   /** Outbox events (the bodies of pending deliveries). */
@@ -117,6 +122,7 @@ export const IMPORT_KINDS: readonly ImportKind[] = Object.freeze([
   "virtual_servers",
   "tool_pins",
   "policies",
+  "approvals",
   "memory",
   "events",
   "deliveries",
@@ -328,6 +334,12 @@ export class PostgresImporter {
   policy(record: PolicyRecord): Promise<void> {
     const value = parseRecord(PolicyRecordSchema, record, `policy ${record?.name}`);
     return this.#add("policies", value, jsonBytes(value));
+  }
+
+  /** Queues an approval (its id, status and times as given). */
+  approval(record: ApprovalRecord): Promise<void> {
+    const value = parseRecord(StoredApprovalSchema, record, `approval ${record?.id}`);
+    return this.#add("approvals", value, jsonBytes(value));
   }
 
   /**
@@ -589,6 +601,14 @@ const WRITERS: { [K in ImportKind]: (tx: Tx, rows: never[], stamp: string) => Pr
       select u.name, u.record::jsonb
       from unnest(${rows.map((r) => r.name)}::text[], ${jsonTexts(rows)}::text[])
         as u(name, record)`;
+  },
+  async approvals(tx, rows: ApprovalRecord[]) {
+    await tx`
+      insert into toolgate_approvals (id, status, created_at, record)
+      select u.id, u.status, u.created_at::timestamptz, u.record::jsonb
+      from unnest(${rows.map((r) => r.id)}::text[], ${rows.map((r) => r.status)}::text[],
+        ${rows.map(createdAtColumn)}::text[], ${jsonTexts(rows)}::text[])
+        as u(id, status, created_at, record)`;
   },
   async memory(tx, rows: { key: Uint8Array; json: string; updated_at: string }[]) {
     await tx`

@@ -17,6 +17,7 @@ import { INITIAL_SCHEMA } from "./schema.ts";
 import { AUDIT_TREE_SCHEMA } from "./audit.ts";
 import { PINS_SCHEMA } from "./pins.ts";
 import { POLICIES_SCHEMA } from "./policies.ts";
+import { APPROVALS_SCHEMA } from "./approvals.ts";
 
 /** One step of the schema: SQL run once, in its own transaction. */
 export interface Migration {
@@ -53,6 +54,7 @@ export const MIGRATIONS: readonly Migration[] = Object.freeze([
   { version: 2, name: "audit_tree", sql: AUDIT_TREE_SCHEMA },
   { version: 3, name: "tool_pins", sql: PINS_SCHEMA },
   { version: 4, name: "policies", sql: POLICIES_SCHEMA },
+  { version: 5, name: "approvals", sql: APPROVALS_SCHEMA },
 ]);
 
 /** An applied migration, as recorded. */

@@ -8,6 +8,7 @@
  */
 import type {
   ApiKeyStore,
+  ApprovalStore,
   AuditStore,
   ChangeFeed,
   ConsoleSessionStore,
@@ -47,6 +48,7 @@ import { createMemoryStore } from "./memory.ts";
 import { migrate } from "./migrations.ts";
 import { createPinStore } from "./pins.ts";
 import { createPolicyStore } from "./policies.ts";
+import { createApprovalStore } from "./approvals.ts";
 import { createUpstreamStore } from "./upstreams.ts";
 import { createVirtualServerStore } from "./virtual_servers.ts";
 import { createWebhookStore, sealPlaintextSecrets } from "./webhooks.ts";
@@ -104,6 +106,8 @@ export class PostgresStore implements Store {
   readonly pins: PinStore;
   /** Policy rules added with `toolgate policies add`. */
   readonly policies: PolicyStore;
+  /** Calls held for approval. */
+  readonly approvals: ApprovalStore;
   /** Upstream registrations and server states. */
   readonly upstreams: UpstreamStore;
   /** The key check value of the key sealing the secrets. */
@@ -142,6 +146,7 @@ export class PostgresStore implements Store {
     this.servers = createVirtualServerStore(ctx);
     this.pins = createPinStore(ctx);
     this.policies = createPolicyStore(ctx);
+    this.approvals = createApprovalStore(ctx);
     this.upstreams = createUpstreamStore(ctx);
     this.leases = createLeaseStore(ctx);
     this.consoleSessions = createConsoleSessionStore(ctx);

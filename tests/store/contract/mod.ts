@@ -5,6 +5,7 @@
  */
 import type { ContractCase } from "./_contract.ts";
 import { API_KEYS_CONTRACT } from "./api_keys_contract.ts";
+import { APPROVALS_CONTRACT } from "./approvals_contract.ts";
 import { AUDIT_CONTRACT } from "./audit_contract.ts";
 import { CHANGES_CONTRACT } from "./changes_contract.ts";
 import { CLAIMS_CONTRACT } from "./claims_contract.ts";
@@ -50,5 +51,6 @@ export const CONTRACT: readonly ContractCase[] = [
   ...VIRTUAL_SERVERS_CONTRACT,
   ...PINS_CONTRACT,
   ...POLICIES_CONTRACT,
+  ...APPROVALS_CONTRACT,
   ...CONSOLE_SESSIONS_CONTRACT,
 ];

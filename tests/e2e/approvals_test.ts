@@ -1,0 +1,225 @@
+/**
+ * Approvals end to end on the real server: a call held for another's
+ * approval (REST 202, `?wait=`, the CLI and REST deciding, the runner
+ * running an approved call nobody waits for, its result kept), changed
+ * arguments needing a new approval, denial, expiry, who may decide, and the
+ * caller confirming its own call by elicitation with the official 2025 and
+ * 2026-07-28 clients. Every step is in the audit log, linked by the id.
+ */
+import { Client as ModernClient } from "@modelcontextprotocol/client";
+import { StdioClientTransport as ModernStdioTransport } from "@modelcontextprotocol/client/stdio";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+import { ElicitRequestSchema } from "@modelcontextprotocol/sdk/types.js";
+import { assert, assertEquals, assertStringIncludes } from "../_asserts.ts";
+import { runCli, tempHome, toolgateStdio, until } from "../_helpers.ts";
+import { startHttpServer } from "./_http_server.ts";
+
+const ADMIN = "admin-token-approvals-e2e";
+
+const POLICIES = [
+  {
+    name: "ask-deletes",
+    tools: ["memory_delete"],
+    effect: "require_approval",
+    approvers: ["key:lead"],
+    reason: "notes are shared",
+  },
+  {
+    name: "quick-expiry",
+    tools: ["memory_list"],
+    effect: "require_approval",
+    approvers: ["admin"],
+    timeout: "1s",
+  },
+];
+
+// deno-lint-ignore no-explicit-any
+type Json = Record<string, any>;
+
+async function post(url: string, token: string, body: unknown = {}) {
+  const response = await fetch(url, {
+    method: "POST",
+    headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+    body: JSON.stringify(body),
+  });
+  return { status: response.status, body: await response.json() as Json };
+}
+
+async function get(url: string, token: string) {
+  const response = await fetch(url, { headers: { authorization: `Bearer ${token}` } });
+  return { status: response.status, body: await response.json() as Json };
+}
+
+Deno.test("a call held for another's approval: 202, decided by CLI and REST, run once, bound to its arguments", async () => {
+  await using tmp = await tempHome();
+  const { home } = tmp;
+  const env = { TOOLGATE_API_TOKEN: ADMIN };
+  await using server = await startHttpServer({
+    home,
+    env,
+    config: { policies: POLICIES, plugins: { upstream_settings: { poll_ms: 50 } } },
+  });
+  const { url } = server;
+  const key = async (name: string) =>
+    (await runCli(["keys", "create", "--name", name], { home, env })).stdout.trim();
+  const ci = await key("ci");
+  const lead = await key("lead");
+  const other = await key("other");
+  await post(`${url}/tools/memory_set`, ci, { key: "k", value: 1 });
+
+  // Held: 202 with where a person decides.
+  const held = await post(`${url}/tools/memory_delete`, ci, { key: "k" });
+  assertEquals(held.status, 202);
+  const { id, status, url: where } = held.body.approval;
+  assertEquals([status, where], ["pending", `/approvals/${id}`]);
+  assertEquals((await get(`${url}${where}`, ci)).body.status, "pending");
+  // Another key is neither approver nor caller: the approval does not exist for it.
+  assertEquals((await post(`${url}${where}/approve`, other)).status, 404);
+  assertEquals((await get(`${url}${where}`, other)).status, 404);
+
+  const listed = await runCli(["approvals", "list", "--status", "pending"], { home, env });
+  assertStringIncludes(listed.stdout, id);
+  assertStringIncludes(listed.stdout, "memory_delete");
+  const approved = await runCli(["approvals", "approve", id, "--reason", "cleanup"], { home, env });
+  assertEquals(approved.code, 0, approved.stderr);
+  // Nobody waits for it: the server's runner runs it, once, and keeps the result.
+  await until(
+    async () => (await get(`${url}${where}`, ci)).body.result !== null,
+    "the run",
+    15_000,
+  );
+  const done = (await get(`${url}${where}`, ci)).body;
+  assertEquals([done.status, done.decided_by, done.decision_reason], [
+    "approved",
+    "admin",
+    "cleanup",
+  ]);
+  assertEquals(done.result.ok, true);
+  assertEquals(done.result.output, { key: "k", deleted: true });
+  assertEquals((await runCli(["approvals", "approve", id], { home, env })).code, 1);
+
+  // Waiting with ?wait: approved by the lead key over REST meanwhile, the same request runs it.
+  await post(`${url}/tools/memory_set`, ci, { key: "k2", value: 2 });
+  const waiting = post(`${url}/tools/memory_delete?wait=20`, ci, { key: "k2" });
+  let pending: { id: string } | undefined;
+  await until(async () => {
+    pending = (await get(`${url}/approvals?status=pending`, lead)).body.approvals[0];
+    return pending !== undefined;
+  }, "the second approval");
+  const decided = await post(`${url}/approvals/${pending!.id}/approve`, lead, { reason: "ok" });
+  assertEquals(decided.status, 200);
+  assert(String(decided.body.decided_by).startsWith("key:"), decided.body.decided_by);
+  const answered = await waiting;
+  assertEquals(answered.status, 200);
+  assertEquals(answered.body.structuredContent?.deleted ?? answered.body.output?.deleted, true);
+
+  // Other arguments are another call: a new approval; a denial ends the wait.
+  const denying = post(`${url}/tools/memory_delete?wait=20`, ci, { key: "other-key" });
+  let third: { id: string; args: Record<string, unknown> } | undefined;
+  await until(async () => {
+    third = (await get(`${url}/approvals?status=pending`, lead)).body.approvals[0];
+    return third !== undefined;
+  }, "the third approval");
+  assert(third!.id !== pending!.id);
+  assertEquals(third!.args, { key: "other-key" });
+  await post(`${url}/approvals/${third!.id}/deny`, lead, { reason: "keep it" });
+  const refused = await denying;
+  assertEquals(refused.status, 403);
+  assertEquals(refused.body.error.code, "APPROVAL_DENIED");
+  assertStringIncludes(refused.body.error.message, "keep it");
+
+  // Nobody decides in time.
+  const late = await post(`${url}/tools/memory_list?wait=5`, ci, {});
+  assertEquals(late.status, 403);
+  assertEquals(late.body.error.code, "APPROVAL_EXPIRED");
+
+  // Requests, decisions, expiry and the calls that ran, linked by the approval id.
+  const audit = (await get(`${url}/audit?limit=1000`, ADMIN)).body.entries as {
+    kind: string;
+    input: Record<string, unknown>;
+    outcome: Record<string, unknown>;
+  }[];
+  const about = (approval: string) =>
+    audit.filter((e) => e.input?.approval_id === approval || e.outcome?.approval_id === approval)
+      .map((e) => e.kind);
+  assertEquals(about(id), ["approval.requested", "approval.decided", "tool.call"]);
+  assertEquals(about(third!.id), ["approval.requested", "approval.decided", "tool.call"]);
+  assert(audit.some((e) => e.kind === "approval.expired"));
+  await server.stop();
+});
+
+Deno.test("the caller confirms its own call by elicitation: the 2025 and the 2026-07-28 client", async () => {
+  await using tmp = await tempHome();
+  await Deno.writeTextFile(
+    `${tmp.home}/config.json`,
+    JSON.stringify({
+      policies: [{
+        name: "confirm-sets",
+        tools: ["memory_set"],
+        effect: "require_approval",
+        approver: "caller",
+        reason: "writes are kept",
+      }],
+    }),
+  );
+  let asked = "";
+  const answer = (params: { message?: string }, approve: boolean) => {
+    asked = params.message ?? "";
+    return { action: "accept" as const, content: { approve } };
+  };
+  for (const era of ["2025", "2026"]) {
+    for (const approve of [true, false]) {
+      let client: Client | ModernClient;
+      if (era === "2025") {
+        const legacy = new Client({ name: "legacy", version: "1.0.0" }, {
+          capabilities: { elicitation: {} },
+        });
+        legacy.setRequestHandler(
+          ElicitRequestSchema,
+          (request: { params: Record<string, unknown> }) => answer(request.params, approve),
+        );
+        await legacy.connect(new StdioClientTransport(toolgateStdio(tmp.home)));
+        client = legacy;
+      } else {
+        const modern = new ModernClient({ name: "modern", version: "1.0.0" }, {
+          capabilities: { elicitation: {} },
+          versionNegotiation: { mode: "auto" },
+        });
+        modern.setRequestHandler(
+          "elicitation/create",
+          (request) => answer(request.params as never, approve) as never,
+        );
+        await modern.connect(new ModernStdioTransport(toolgateStdio(tmp.home)) as never);
+        client = modern;
+      }
+      try {
+        const result = await client.callTool({
+          name: "memory_set",
+          arguments: { key: `${era}-${approve}`, value: 1 },
+        });
+        const text = JSON.stringify(result.content);
+        assertStringIncludes(asked, "Run memory_set with");
+        assertStringIncludes(asked, "writes are kept");
+        if (approve) assert(!result.isError, `${era}: ${text}`);
+        else {
+          assertEquals(result.isError, true, `${era}: ${text}`);
+          assertStringIncludes(text, "APPROVAL_DENIED");
+        }
+      } finally {
+        await client.close();
+      }
+    }
+  }
+  // A client that cannot be asked gets APPROVAL_REQUIRED with where a person decides.
+  const plain = new Client({ name: "plain", version: "1.0.0" });
+  await plain.connect(new StdioClientTransport(toolgateStdio(tmp.home)));
+  try {
+    const result = await plain.callTool({ name: "memory_set", arguments: { key: "x", value: 1 } });
+    assertEquals(result.isError, true);
+    assertStringIncludes(JSON.stringify(result.content), "APPROVAL_REQUIRED");
+    assertStringIncludes(JSON.stringify(result.content), "/approvals/apr_");
+  } finally {
+    await plain.close();
+  }
+});
