@@ -20,7 +20,7 @@ import { egressFetch, type EgressPolicy, egressPolicyFromConfig } from "../egres
 import { EventBus, relayEvents } from "../events/mod.ts";
 import { followVirtualServers, Gateway, VirtualServers } from "../gateway/mod.ts";
 import { ToolPins } from "../pins/mod.ts";
-import { Approvals, runApprovedCalls } from "../approvals/mod.ts";
+import { approvalPath, Approvals, runApprovedCalls } from "../approvals/mod.ts";
 import { loadPolicies, type Policies } from "../policies/mod.ts";
 import { createKeychain, secretReaderFor } from "../keychain/mod.ts";
 import { builtinPlugins, ServerStatusPublisher } from "../plugins/mod.ts";
@@ -228,6 +228,18 @@ export async function createRuntime(
     store,
     mode: pinning,
     audit: (input) => audit.append(input),
+    // The opt-in tool.quarantined event, for webhooks that name it.
+    onQuarantined: (pin) => {
+      bus.emit("tool.quarantined", {
+        tool_name: pin.tool,
+        plugin: pin.plugin,
+        kind: pin.kind,
+        status: pin.status as "changed" | "new" | "rejected",
+        changed: pin.changed,
+        pinned_sha256: pin.pinned_sha256,
+        offered_sha256: pin.pending_sha256,
+      }).catch((error) => logOf("plugins")(`event not sent: ${(error as Error).message}`));
+    },
   });
   // Policies: config `policies`, then `toolgate policies add` rules (read again when they change).
   const policies = await loadPolicies(config.policies, await store.policies.list());
@@ -241,7 +253,35 @@ export async function createRuntime(
     }
   };
   // Calls `require_approval` rules hold, in the store for any instance to decide and run.
-  const approvals = new Approvals({ store, audit: (input) => audit.append(input) });
+  const approvals = new Approvals({
+    store,
+    audit: (input) => audit.append(input),
+    // The opt-in approval.* events, for webhooks that name them.
+    onChange: (kind, record) => {
+      const emitted = kind === "requested"
+        ? bus.emit("approval.requested", {
+          approval_id: record.id,
+          tool_name: record.tool,
+          plugin: record.plugin,
+          caller: record.caller as { kind: string; id?: string; name?: string },
+          policy: record.policy,
+          reason: record.reason,
+          approvers: record.approvers,
+          args_sha256: record.args_sha256,
+          expires_at: record.expires_at,
+          url: approvalPath(record.id),
+        })
+        : bus.emit("approval.decided", {
+          approval_id: record.id,
+          tool_name: record.tool,
+          status: record.status as "approved" | "denied",
+          decided_by: record.decided_by ?? "",
+          reason: record.decision_reason,
+          decided_at: record.decided_at ?? "",
+        });
+      emitted.catch((error) => logOf("approvals")(`event not sent: ${(error as Error).message}`));
+    },
+  });
   // Virtual servers: config `servers`, then `toolgate servers create` definitions.
   const servers = new VirtualServers(config.servers);
   servers.setStored(await store.servers.list());

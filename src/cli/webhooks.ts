@@ -7,7 +7,7 @@
  */
 import { egressPolicyFromConfig } from "../egress/mod.ts";
 import type { Command } from "commander";
-import { EVENT_TYPES } from "../events/mod.ts";
+import { EVENT_TYPES, OPT_IN_EVENT_TYPES } from "../events/mod.ts";
 import { GatewayError } from "../errors/mod.ts";
 import type { IncomingLogEntry, IncomingWebhook, OutgoingWebhook } from "../store/mod.ts";
 import { builtinPlugins } from "../plugins/mod.ts";
@@ -410,7 +410,9 @@ export function registerWebhooks(program: Command, context: CliContext): void {
     .requiredOption("--url <url>", "http(s) endpoint that receives the signed events")
     .option(
       "--events <types>",
-      `comma-separated event types (default: all): ${EVENT_TYPES.join(",")}`,
+      `comma-separated event types (default: the 8): ${EVENT_TYPES.join(",")}; opt-in: ${
+        OPT_IN_EVENT_TYPES.join(",")
+      }`,
     )
     .option(
       "--secret <secret>",

@@ -1,5 +1,8 @@
 /**
- * Wire schemas of the 8 event types and the envelope (spec §2.3, §6).
+ * Wire schemas of the 8 event types and the envelope (spec §2.3, §6), and
+ * of the opt-in types (`approval.requested`, `approval.decided`,
+ * `tool.quarantined`): sent only to webhooks that name them in their
+ * events, and on `/events` only when asked for by name.
  *
  * @module
  */
@@ -87,20 +90,90 @@ export const EVENT_DATA_SCHEMAS = {
   "server.started": ServerStartedDataSchema,
 } as const;
 
-/** The 8 event types, in documentation order. */
-export const EVENT_TYPES = Object.keys(EVENT_DATA_SCHEMAS) as EventType[];
+const CallerSchema = z.object({
+  kind: z.string(),
+  id: z.string().optional(),
+  name: z.string().optional(),
+});
 
-/** One of the 8 event types. */
-export type EventType = keyof typeof EVENT_DATA_SCHEMAS;
+/** `approval.requested` (opt-in): a policy holds a call until a person decides. */
+export const ApprovalRequestedDataSchema = z.object({
+  approval_id: z.string(),
+  tool_name: z.string(),
+  plugin: z.string(),
+  caller: CallerSchema,
+  policy: z.string(),
+  reason: z.string().nullable(),
+  approvers: z.array(z.string()),
+  args_sha256: z.string().regex(/^[0-9a-f]{64}$/),
+  expires_at: z.string(),
+  url: z.string(),
+});
+
+/** `approval.decided` (opt-in): a held call was approved or denied. */
+export const ApprovalDecidedDataSchema = z.object({
+  approval_id: z.string(),
+  tool_name: z.string(),
+  status: z.enum(["approved", "denied"]),
+  decided_by: z.string(),
+  reason: z.string().nullable(),
+  decided_at: z.string(),
+});
+
+/** `tool.quarantined` (opt-in): an upstream changed a pinned definition, or offers a new one held. */
+export const ToolQuarantinedDataSchema = z.object({
+  tool_name: z.string(),
+  plugin: z.string(),
+  kind: z.enum(["tool", "prompt", "resource_template"]),
+  status: z.enum(["changed", "new", "rejected"]),
+  changed: z.array(z.string()),
+  pinned_sha256: z.string().nullable(),
+  offered_sha256: z.string().nullable(),
+});
+
+/** The `data` schema of each opt-in event type. */
+export const OPT_IN_EVENT_DATA_SCHEMAS = {
+  "approval.requested": ApprovalRequestedDataSchema,
+  "approval.decided": ApprovalDecidedDataSchema,
+  "tool.quarantined": ToolQuarantinedDataSchema,
+} as const;
+
+/** The `data` schema of every event type. */
+export const ALL_EVENT_DATA_SCHEMAS = { ...EVENT_DATA_SCHEMAS, ...OPT_IN_EVENT_DATA_SCHEMAS };
+
+/** One of the 8 default event types. */
+export type DefaultEventType = keyof typeof EVENT_DATA_SCHEMAS;
+
+/** The 8 event types, in documentation order: the default set. */
+export const EVENT_TYPES = Object.keys(EVENT_DATA_SCHEMAS) as DefaultEventType[];
+
+/** The opt-in event types: only those who name them get them. */
+export const OPT_IN_EVENT_TYPES = Object.keys(OPT_IN_EVENT_DATA_SCHEMAS) as EventType[];
+
+/** Every event type: the 8, then the opt-in ones. */
+export const ALL_EVENT_TYPES: readonly EventType[] = [...EVENT_TYPES, ...OPT_IN_EVENT_TYPES];
+
+/** One of the event types (the 8 and the opt-in ones). */
+export type EventType = keyof typeof ALL_EVENT_DATA_SCHEMAS;
 
 /** The `data` of an event of type `T`. */
-export type EventData<T extends EventType> = z.infer<(typeof EVENT_DATA_SCHEMAS)[T]>;
+export type EventData<T extends EventType> = z.infer<(typeof ALL_EVENT_DATA_SCHEMAS)[T]>;
+
+/** Whether `type` is one of the 8 default types (not opt-in). */
+export function isDefaultEventType(type: string): boolean {
+  return Object.hasOwn(EVENT_DATA_SCHEMAS, type);
+}
+
+/** The valid types, for messages: `a, b, … (opt-in: x, y)`. */
+export function describeEventTypes(): string {
+  return `${EVENT_TYPES.join(", ")} (opt-in, only when named: ${OPT_IN_EVENT_TYPES.join(", ")})`;
+}
 
 /** Type of the ping sent by `webhooks test`; never emitted otherwise. */
 export const TEST_EVENT_TYPE = "webhook.test";
 
-/** Schema of an event type name. */
-export const EventTypeSchema = z.enum(EVENT_TYPES as [EventType, ...EventType[]]);
+/** Schema of an event type name (the 8 and the opt-in ones). */
+export const EventTypeSchema = z.enum(ALL_EVENT_TYPES as [EventType, ...EventType[]]);
 
 /** The envelope every outgoing event uses. */
 export const EventEnvelopeSchema = z.object({
@@ -118,7 +191,7 @@ export type EventEnvelope<T extends string = string> = {
   data: T extends EventType ? EventData<T> : Record<string, unknown>;
 };
 
-/** Whether `name` is one of the 8 event types. */
+/** Whether `name` is an event type (one of the 8 or an opt-in one). */
 export function isEventType(name: string): name is EventType {
-  return Object.hasOwn(EVENT_DATA_SCHEMAS, name);
+  return Object.hasOwn(ALL_EVENT_DATA_SCHEMAS, name);
 }

@@ -14,7 +14,13 @@
  */
 import { z } from "@hono/zod-openapi";
 import { GatewayError } from "../errors/mod.ts";
-import { EVENT_TYPES, type EventEnvelope, isEventType } from "../events/mod.ts";
+import {
+  ALL_EVENT_TYPES,
+  describeEventTypes,
+  type EventEnvelope,
+  isDefaultEventType,
+  isEventType,
+} from "../events/mod.ts";
 import type { Caller } from "../gateway/caller.ts";
 import type { Gateway } from "../gateway/mod.ts";
 import { errorResponses } from "./errors.ts";
@@ -116,7 +122,8 @@ class EventStream {
 
   /** Whether the stream wants events of `type`. */
   wants(type: string): boolean {
-    return this.types === undefined || this.types.has(type);
+    // Opt-in types only when named.
+    return this.types === undefined ? isDefaultEventType(type) : this.types.has(type);
   }
 
   /** Queues a frame without any limit check (the opening and replay). */
@@ -256,8 +263,8 @@ function parseTypes(raw: string | undefined): ReadonlySet<string> | undefined {
       : `unknown event type${unknown.length > 1 ? "s" : ""} ${unknown.join(", ")}`;
     throw new GatewayError(
       "USAGE",
-      `Invalid types: ${what}; valid types are ${EVENT_TYPES.join(", ")}`,
-      { details: { unknown, valid: EVENT_TYPES } },
+      `Invalid types: ${what}; valid types are ${describeEventTypes()}`,
+      { details: { unknown, valid: ALL_EVENT_TYPES } },
     );
   }
   return new Set(names);
@@ -274,9 +281,8 @@ function positive(name: string, value: number, zeroAllowed = false): number {
 
 const QuerySchema = z.object({
   types: z.string().optional().openapi({
-    description: `Comma-separated event types to receive (default: all). One of ${
-      EVENT_TYPES.join(", ")
-    }; an unknown type is 400 \`USAGE\` naming the valid ones.`,
+    description:
+      `Comma-separated event types to receive (default: the 8). One of ${describeEventTypes()}; an unknown type is 400 \`USAGE\` naming the valid ones.`,
     example: "tool.called,tool.failed",
   }),
 });

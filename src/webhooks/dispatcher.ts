@@ -24,6 +24,7 @@ import {
   type EventBus,
   type EventEnvelope,
   type EventType,
+  isDefaultEventType,
 } from "../events/mod.ts";
 import { derivedId, newId } from "../ids.ts";
 import {
@@ -314,8 +315,9 @@ function pendingKey(record: { event_id: string; webhook_id: string }): string {
   return `${record.event_id}/${record.webhook_id}`;
 }
 
+/** Whether `hook` gets events of `type`: all of the 8 by default; an opt-in type only when named. */
 function matches(hook: OutgoingWebhook, type: string): boolean {
-  return hook.events === "*" || hook.events.includes(type);
+  return hook.events === "*" ? isDefaultEventType(type) : hook.events.includes(type);
 }
 
 function attemptRecord(attempt: number, at: number, result: SendResult): AttemptRecord {

@@ -10,7 +10,7 @@
 import type { EgressPolicy } from "../egress/mod.ts";
 import { Buffer } from "node:buffer";
 import { GatewayError } from "../errors/mod.ts";
-import { EVENT_TYPES, isEventType } from "../events/mod.ts";
+import { describeEventTypes, isEventType } from "../events/mod.ts";
 import type { DisabledReason, OutgoingWebhook, OutgoingWebhookPatch, Store } from "../store/mod.ts";
 import { MAX_SCHEDULE_DELAY_MS, MAX_SCHEDULE_RETRIES } from "./retry_policy.ts";
 import { STANDARD_SECRET_PREFIX, standardKeyBytes } from "./signer.ts";
@@ -193,18 +193,18 @@ export function parseEventList(raw: string | readonly string[], field = "events"
   if (names.length === 0) {
     throw invalid(
       field,
-      ` "${typeof raw === "string" ? raw : ""}": empty; leave it out for all, or list some of: ${
-        EVENT_TYPES.join(", ")
-      }`,
+      ` "${
+        typeof raw === "string" ? raw : ""
+      }": empty; leave it out for all, or list some of: ${describeEventTypes()}`,
     );
   }
   const unknown = names.filter((name) => !isEventType(name));
   if (unknown.length) {
     throw invalid(
       field,
-      `: unknown event type ${unknown.map((u) => `"${u}"`).join(", ")}; valid: ${
-        EVENT_TYPES.join(", ")
-      }`,
+      `: unknown event type ${
+        unknown.map((u) => `"${u}"`).join(", ")
+      }; valid: ${describeEventTypes()}`,
     );
   }
   return [...new Set(names)];

@@ -14,6 +14,8 @@ import { ElicitRequestSchema } from "@modelcontextprotocol/sdk/types.js";
 import { assert, assertEquals, assertStringIncludes } from "../_asserts.ts";
 import { runCli, tempHome, toolgateStdio, until } from "../_helpers.ts";
 import { startHttpServer } from "./_http_server.ts";
+import { Receiver } from "../webhooks/_receiver.ts";
+import { OPT_IN_EVENT_DATA_SCHEMAS } from "../../src/events/mod.ts";
 
 const ADMIN = "admin-token-approvals-e2e";
 
@@ -66,6 +68,21 @@ Deno.test("a call held for another's approval: 202, decided by CLI and REST, run
   const ci = await key("ci");
   const lead = await key("lead");
   const other = await key("other");
+  // One webhook gets the 8 default types, one names the opt-in approval events.
+  await using everything = new Receiver();
+  await using optIn = new Receiver();
+  assertEquals(
+    (await post(`${url}/webhooks`, ADMIN, { url: everything.url, secret: null })).status,
+    201,
+  );
+  assertEquals(
+    (await post(`${url}/webhooks`, ADMIN, {
+      url: optIn.url,
+      secret: null,
+      events: ["approval.requested", "approval.decided"],
+    })).status,
+    201,
+  );
   await post(`${url}/tools/memory_set`, ci, { key: "k", value: 1 });
 
   // Held: 202 with where a person decides.
@@ -146,6 +163,28 @@ Deno.test("a call held for another's approval: 202, decided by CLI and REST, run
   assertEquals(about(id), ["approval.requested", "approval.decided", "tool.call"]);
   assertEquals(about(third!.id), ["approval.requested", "approval.decided", "tool.call"]);
   assert(audit.some((e) => e.kind === "approval.expired"));
+
+  // The opt-in events went only to the webhook that named them, as their schemas say.
+  const typesOf = (receiver: Receiver) =>
+    receiver.requests.map((r) => JSON.parse(new TextDecoder().decode(r.body)) as Json);
+  await until(() => typesOf(optIn).length >= 6, "the approval events");
+  const events = typesOf(optIn);
+  assertEquals(
+    new Set(events.map((e) => e.type)),
+    new Set(["approval.requested", "approval.decided"]),
+  );
+  for (const event of events) {
+    const schema = OPT_IN_EVENT_DATA_SCHEMAS[event.type as "approval.requested"];
+    assert(schema.safeParse(event.data).success, JSON.stringify(event));
+  }
+  const first = events.find((e) => e.type === "approval.requested" && e.data.approval_id === id)!;
+  assertEquals([first.data.tool_name, first.data.policy, first.data.url], [
+    "memory_delete",
+    "ask-deletes",
+    `/approvals/${id}`,
+  ]);
+  assert(!typesOf(everything).some((e) => String(e.type).startsWith("approval.")));
+  assert(typesOf(everything).some((e) => e.type === "tool.called"));
   await server.stop();
 });
 

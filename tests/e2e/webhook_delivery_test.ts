@@ -3,7 +3,7 @@ import { Buffer } from "node:buffer";
 import { assert, assertEquals, assertMatch } from "../_asserts.ts";
 import { LOOPBACK_ALLOW, ROOT, runCli, tempHome, until } from "../_helpers.ts";
 import {
-  EVENT_DATA_SCHEMAS,
+  ALL_EVENT_DATA_SCHEMAS,
   EVENT_TYPES,
   EventEnvelopeSchema,
   type EventType,
@@ -70,7 +70,7 @@ Deno.test("all 8 event types reach a real receiver with the spec's headers, fiel
 
   for (const { headers, raw, body } of all.requests) {
     const envelope = EventEnvelopeSchema.strict().parse(body);
-    EVENT_DATA_SCHEMAS[envelope.type as EventType].strict().parse(envelope.data);
+    ALL_EVENT_DATA_SCHEMAS[envelope.type as EventType].strict().parse(envelope.data);
     assertEquals(headers.get("content-type"), "application/json");
     assertEquals(headers.get("x-service-event"), envelope.type);
     assertEquals(headers.get("x-service-delivery"), envelope.id);

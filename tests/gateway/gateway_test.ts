@@ -6,7 +6,7 @@ import {
   assertStringIncludes,
 } from "../_asserts.ts";
 import { GatewayError } from "../../src/errors/mod.ts";
-import { EVENT_DATA_SCHEMAS, type EventType } from "../../src/events/mod.ts";
+import { ALL_EVENT_DATA_SCHEMAS, type EventType } from "../../src/events/mod.ts";
 import type { PluginDefinition } from "../../src/gateway/mod.ts";
 import { z } from "zod";
 import { brokenPlugin, testGateway, testPlugin, unconfiguredPlugin } from "./_fixtures.ts";
@@ -17,7 +17,7 @@ function types(events: { type: string }[]): string[] {
 
 function assertValidEvents(events: { type: string; data: unknown }[]): void {
   for (const event of events) {
-    EVENT_DATA_SCHEMAS[event.type as EventType].strict().parse(event.data);
+    ALL_EVENT_DATA_SCHEMAS[event.type as EventType].strict().parse(event.data);
   }
 }
 

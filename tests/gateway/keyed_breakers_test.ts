@@ -7,7 +7,7 @@
 import { z } from "zod";
 import { assert, assertEquals, assertMatch, assertThrows } from "../_asserts.ts";
 import { EventBus, type EventEnvelope } from "../../src/events/mod.ts";
-import { EVENT_DATA_SCHEMAS, type EventType } from "../../src/events/mod.ts";
+import { ALL_EVENT_DATA_SCHEMAS, type EventType } from "../../src/events/mod.ts";
 import { GatewayError } from "../../src/errors/mod.ts";
 import {
   Gateway,
@@ -200,7 +200,7 @@ Deno.test("a tool's breakerKey opens one destination's circuit; its other destin
   const opened = t.events.filter((e) => e.type === "circuit.opened").map((e) => e.data);
   assertEquals(opened.map((d) => d.tool_name), ["net_call", "plain"]);
   for (const event of t.events) {
-    EVENT_DATA_SCHEMAS[event.type as EventType].strict().parse(event.data);
+    ALL_EVENT_DATA_SCHEMAS[event.type as EventType].strict().parse(event.data);
   }
 });
 

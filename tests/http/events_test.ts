@@ -1,6 +1,12 @@
 import { Validator } from "@seriousme/openapi-schema-validator";
 import { assert, assertEquals, assertMatch, assertStringIncludes } from "../_asserts.ts";
-import { EVENT_TYPES, type EventData, type EventType } from "../../src/events/mod.ts";
+import {
+  ALL_EVENT_TYPES,
+  type DefaultEventType,
+  EVENT_TYPES,
+  type EventData,
+  type EventType,
+} from "../../src/events/mod.ts";
 import { eventsRoutes, type EventsRoutesOptions, serveHttp } from "../../src/http/mod.ts";
 import { testGateway } from "../gateway/_fixtures.ts";
 import { httpConfig, postJson, testApp, type TestAppOptions } from "./_fixtures.ts";
@@ -70,7 +76,7 @@ class FrameReader {
   }
 }
 
-const SAMPLE: { [T in EventType]: EventData<T> } = {
+const SAMPLE: { [T in DefaultEventType]: EventData<T> } = {
   "tool.called": {
     tool_name: "echo",
     plugin: "test",
@@ -187,7 +193,7 @@ Deno.test("GET /events?types= keeps only the named types; an unknown type is 400
     const body = await response.json();
     assertEquals(body.error.code, "USAGE");
     assertStringIncludes(body.error.message, `valid types are ${EVENT_TYPES.join(", ")}`);
-    assertEquals(body.error.details.valid, EVENT_TYPES);
+    assertEquals(body.error.details.valid, [...ALL_EVENT_TYPES]);
   }
   const unknown = await (await t.app.request("/events?types=tool.complete")).json();
   assertMatch(unknown.error.message, /^Invalid types: unknown event type tool\.complete; /);
@@ -347,4 +353,28 @@ Deno.test("serveHttp() shutdown ends open /events streams promptly", async () =>
   assert(performance.now() - started < 1500, "shutdown did not wait for the stream");
   assertEquals(await stream.next(), { comments: ["server shutting down"] });
   assert(await stream.ends());
+});
+
+Deno.test("GET /events sends an opt-in type only to a stream that names it", async () => {
+  await using t = await eventsApp();
+  const all = await open(t, "/events");
+  const named = await open(t, "/events?types=tool.quarantined,tool.failed");
+  const quarantined = {
+    tool_name: "fix__echo",
+    plugin: "fix",
+    kind: "tool" as const,
+    status: "changed" as const,
+    changed: ["description"],
+    pinned_sha256: "a".repeat(64),
+    offered_sha256: "b".repeat(64),
+  };
+  await t.gateway.bus.emit("tool.quarantined", quarantined);
+  await t.gateway.bus.emit("tool.failed", SAMPLE["tool.failed"]);
+  assertEquals((await all.nextEvent())?.event, "tool.failed");
+  const first = await named.nextEvent();
+  assertEquals(first?.event, "tool.quarantined");
+  assertEquals(JSON.parse(first!.data!).data, quarantined);
+  assertEquals((await named.nextEvent())?.event, "tool.failed");
+  await all.cancel();
+  await named.cancel();
 });
