@@ -267,8 +267,16 @@ export class Approvals implements ApprovalGate {
     return out;
   }
 
-  /** Whether `caller` may decide on `record`: one of its approvers, the caller itself for `caller`, or an administrator. */
-  mayDecide(record: ApprovalRecord, caller: Caller | undefined): boolean {
+  /**
+   * Whether `caller` may decide on `record`: one of its approvers, the
+   * caller itself for `caller`, or an administrator. A Slack user (`by`
+   * `slack:<user id>`, from a signed interaction) may when the approvers
+   * name `slack` or `slack:<user id>`.
+   */
+  mayDecide(record: ApprovalRecord, caller: Caller | undefined, by?: string): boolean {
+    if (by?.startsWith("slack:")) {
+      return record.approvers.includes("slack") || record.approvers.includes(by);
+    }
     const who = caller ?? { kind: "local" as const };
     if (who.kind === "admin" || who.kind === "local") return true;
     if (record.approvers.includes("caller") && record.caller_ref === callerRef(who)) return true;
@@ -298,13 +306,15 @@ export class Approvals implements ApprovalGate {
           },
         );
       }
-      if (who.by !== "caller" && !this.mayDecide(current, who.caller)) {
+      if (who.by !== "caller" && !this.mayDecide(current, who.caller, who.by)) {
+        const whom = who.by.startsWith("slack:")
+          ? `Slack user ${who.by.slice("slack:".length)}`
+          : describeCaller(who.caller ?? { kind: "local" });
         throw new GatewayError(
           "FORBIDDEN",
-          `Forbidden: ${
-            describeCaller(who.caller ?? { kind: "local" })
-          } may not decide approval ${id} ` +
-            `(its approvers: ${current.approvers.join(", ")})`,
+          `Forbidden: ${whom} may not decide approval ${id} (its approvers: ${
+            current.approvers.join(", ")
+          })`,
           { details: { approval_id: id } },
         );
       }

@@ -15,3 +15,9 @@ export {
 export type { ApprovalAudit, ApprovalsOptions, ApprovalView, HoldOptions } from "./approvals.ts";
 export { runApprovedCalls } from "./runner.ts";
 export type { ApprovedCallRunnerOptions } from "./runner.ts";
+export {
+  APPROVAL_NOTICE_SOURCE,
+  approvalMessage,
+  approvalsPlugin,
+  slackNotifier,
+} from "./slack.ts";

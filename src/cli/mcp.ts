@@ -228,6 +228,8 @@ async function startHttp(context: CliContext): Promise<void> {
           audit: runtime.audit,
           egress: runtime.egress,
           wakeIncoming: () => incoming.wake(),
+          pins: runtime.pins,
+          approvals: runtime.approvals,
         }),
         incomingRoutes(incoming), // A catch-all: last.
       ],

@@ -20,7 +20,13 @@ import { egressFetch, type EgressPolicy, egressPolicyFromConfig } from "../egres
 import { EventBus, relayEvents } from "../events/mod.ts";
 import { followVirtualServers, Gateway, VirtualServers } from "../gateway/mod.ts";
 import { ToolPins } from "../pins/mod.ts";
-import { approvalPath, Approvals, runApprovedCalls } from "../approvals/mod.ts";
+import {
+  approvalPath,
+  Approvals,
+  approvalsPlugin,
+  runApprovedCalls,
+  slackNotifier,
+} from "../approvals/mod.ts";
 import { loadPolicies, type Policies } from "../policies/mod.ts";
 import { createKeychain, secretReaderFor } from "../keychain/mod.ts";
 import { builtinPlugins, ServerStatusPublisher } from "../plugins/mod.ts";
@@ -33,7 +39,7 @@ import {
   upstreamSpecs,
 } from "../plugins/mcp/upstream_spec.ts";
 import { UpstreamSync } from "../plugins/mcp/upstream_sync.ts";
-import { ensureKey, type Store } from "../store/mod.ts";
+import { type ApprovalRecord, ensureKey, type Store } from "../store/mod.ts";
 import { type AttemptObservation, createDispatcher, type Dispatcher } from "../webhooks/mod.ts";
 import type { CallObservation } from "../gateway/mod.ts";
 import type { CliContext } from "./context.ts";
@@ -202,7 +208,7 @@ export async function createRuntime(
   const keychain = createKeychain({ store, dataDir: config.dataDir, env: config.env });
   // MCP upstreams: config.json, then `toolgate plugins add` registrations.
   const builtins = builtinPlugins({ egress });
-  const reserved = builtins.map((plugin) => plugin.name);
+  const reserved = [...builtins.map((plugin) => plugin.name), "approvals"];
   const upstreamsVersion = await store.registrationsVersion();
   const upstreams = upstreamSpecs({
     config,
@@ -253,11 +259,13 @@ export async function createRuntime(
     }
   };
   // Calls `require_approval` rules hold, in the store for any instance to decide and run.
+  let notifySlack: ((record: ApprovalRecord) => void) | undefined;
   const approvals = new Approvals({
     store,
     audit: (input) => audit.append(input),
-    // The opt-in approval.* events, for webhooks that name them.
+    // The opt-in approval.* events, for webhooks that name them; the Slack message of a request.
     onChange: (kind, record) => {
+      if (kind === "requested") notifySlack?.(record);
       const emitted = kind === "requested"
         ? bus.emit("approval.requested", {
           approval_id: record.id,
@@ -290,7 +298,12 @@ export async function createRuntime(
     config,
     store,
     bus,
-    plugins: [...builtins, ...upstreams.map(upstreamPlugin)],
+    plugins: [
+      ...builtins,
+      // Slack approvals (approvals.slack_channel): the handler of Slack's button clicks.
+      ...(config.approvals.slack_channel ? [approvalsPlugin(approvals)] : []),
+      ...upstreams.map(upstreamPlugin),
+    ],
     audit,
     receipts: checkpointer && config.audit.receipts
       ? (entry) => checkpointer.keys.receipt(entry)
@@ -303,6 +316,9 @@ export async function createRuntime(
     redact,
     onCall: observers.onCall,
   });
+  if (config.approvals.slack_channel) {
+    notifySlack = slackNotifier(gateway, config.approvals.slack_channel, logOf("approvals"));
+  }
   // Other instances on the same database stream this one's events on /events.
   const relay = relayEvents(bus, store.changes, {
     onError: (error) => logOf("events")(`events: ${(error as Error).message}`),

@@ -271,6 +271,10 @@ export const ConfigFileSchema = z.strictObject({
   audit: AuditConfigSchema,
   /** Policy rules, first match decides (docs/policies.md); `toolgate policies add` adds more. */
   policies: PolicyRulesSchema.default([]),
+  approvals: z.strictObject({
+    /** Slack channel (id or #name) where calls held for someone's approval are posted, with buttons. */
+    slack_channel: z.string().min(1).optional(),
+  }).prefault({}),
   server: z.strictObject({
     host: z.string().min(1).default("127.0.0.1"),
     port: z.number().int().min(0).max(65535).default(7821),

@@ -847,7 +847,8 @@ export class Gateway {
     // A policy that denies it: refused (and audited) before anything runs; one that asks for
     // an approval: held until a person decides.
     let approval: HeldApproval | undefined;
-    if (this.#policies?.active) {
+    // toolgate's own approval notices (to Slack) are not held by policies: they would hold themselves.
+    if (this.#policies?.active && options.source !== "approvals") {
       const held: HeldCall = {
         tool: name,
         plugin: tool.plugin.definition.name,
@@ -1125,6 +1126,7 @@ export class Gateway {
         ...(onProgress ? { progress: onProgress } : {}),
         ...(onLogMessage ? { logMessage: onLogMessage } : {}),
         ...(caller ? { input: caller } : {}),
+        ...(options.source ? { source: options.source } : {}),
       });
       const output = await Promise.race([run, timeout]);
       if (output === null || typeof output !== "object" || Array.isArray(output)) {

@@ -51,6 +51,8 @@ export interface ToolContext extends PluginContext {
   logMessage?: (message: LogMessage) => void;
   /** How to ask the caller for input (MCP elicitation, sampling, roots), when its client can answer. */
   input?: CallerInput;
+  /** The entry point of the call (`rest`, `mcp-http`, `webhook`, …). */
+  source?: string;
 }
 
 /** A tool's output: a JSON object (it becomes `output` in `tool.called`). */

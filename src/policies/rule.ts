@@ -14,7 +14,7 @@ const TOOL_GLOB = /^[A-Za-z0-9_.*?-]+$/;
 
 /** A caller selector (see {@linkcode CALLER_SELECTOR}). */
 export const CALLER_SELECTOR =
-  /^(?:admin|local|key|oauth|(?:key|oauth|client|scope):[^\s]{1,256})$/;
+  /^(?:admin|local|key|oauth|slack|(?:key|oauth|client|scope|slack):[^\s]{1,256})$/;
 
 /** The annotations a rule may match on (MCP `ToolAnnotations` hints). */
 export const ANNOTATION_HINTS = [
@@ -63,7 +63,7 @@ export const PolicyRuleSchema = z.strictObject({
   callers: z.array(
     z.string().regex(CALLER_SELECTOR, {
       message:
-        "expected admin, local, key, oauth, key:<id or name>, oauth:<subject>, client:<client_id> or scope:<scope>",
+        "expected admin, local, key, oauth, slack, key:<id or name>, oauth:<subject>, client:<client_id>, scope:<scope> or slack:<user id>",
     }),
   ).min(1).optional(),
   /** Virtual servers the call comes through (`/mcp/<name>`, an API key bound to one). */
@@ -83,7 +83,7 @@ export const PolicyRuleSchema = z.strictObject({
   approvers: z.array(
     z.string().regex(CALLER_SELECTOR, {
       message:
-        "expected admin, local, key, oauth, key:<id or name>, oauth:<subject>, client:<client_id> or scope:<scope>",
+        "expected admin, local, key, oauth, slack, key:<id or name>, oauth:<subject>, client:<client_id>, scope:<scope> or slack:<user id>",
     }),
   ).min(1).optional(),
   /** `require_approval`: how long a request waits for a decision. @default "30m" */

@@ -5,7 +5,6 @@ import {
   type DefaultEventType,
   EVENT_TYPES,
   type EventData,
-  type EventType,
 } from "../../src/events/mod.ts";
 import { eventsRoutes, type EventsRoutesOptions, serveHttp } from "../../src/http/mod.ts";
 import { testGateway } from "../gateway/_fixtures.ts";

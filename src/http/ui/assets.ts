@@ -57,6 +57,9 @@ legend{font-weight:600;padding:0 .3rem}
 .plot .y{display:flex;flex-direction:column;justify-content:space-between;text-align:right;height:120px}
 .plot .x{grid-column:2;display:flex;justify-content:space-between}
 time{white-space:nowrap}
+.diff-add{color:var(--ok);font-weight:600}.diff-del{color:var(--bad);font-weight:600}
+.diff-hunk{color:var(--accent)}.diff-file{color:var(--muted)}
+.decision input[name=reason]{width:100%}
 .chart .ok{fill:var(--ok)}.chart .bad{fill:var(--bad)}.chart .lat{stroke:var(--accent);fill:none;stroke-width:1.5}
 #live-feed{list-style:none;padding:0;margin:0;max-height:16rem;overflow:auto;font-size:.9rem}
 #live-feed li{padding:.2rem 0;border-bottom:1px solid var(--line)}

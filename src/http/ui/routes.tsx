@@ -8,11 +8,14 @@
 import type { Context, MiddlewareHandler } from "hono";
 import { deleteCookie, getCookie, setCookie } from "hono/cookie";
 import type { JSX } from "hono/jsx/jsx-runtime";
+import { type Approvals, approvalView } from "../../approvals/mod.ts";
 import { AUDIT_KINDS, type AuditEntry, type AuditLog, verifyAuditChain } from "../../audit/mod.ts";
 import type { EgressPolicy } from "../../egress/mod.ts";
-import { GatewayError } from "../../errors/mod.ts";
+import { type ErrorCode, GatewayError } from "../../errors/mod.ts";
 import { ADMIN_CALLER, LOCAL_CALLER, toToolResult } from "../../gateway/mod.ts";
 import { newId } from "../../ids.ts";
+import type { ToolPins } from "../../pins/mod.ts";
+import { createRedactor } from "../../redact.ts";
 import type { Store } from "../../store/mod.ts";
 import {
   DEFAULT_ROTATION_OVERLAP_MS,
@@ -31,8 +34,18 @@ import {
   testWebhook,
 } from "../../webhooks/mod.ts";
 import { VERSION } from "../../version.ts";
+import { decidedBy } from "../pins.ts";
 import type { AppEnv, RouteMount, ToolgateApp } from "../types.ts";
 import { CONSOLE_CSS, CONSOLE_JS } from "./assets.ts";
+import {
+  approvalFlash,
+  ApprovalPage,
+  ApprovalsPage,
+  pinFlash,
+  PinPage,
+  PinsPage,
+  sortPins,
+} from "./integrity.tsx";
 import { ConsoleSessions, SESSION_COOKIE, SESSION_TTL_MS } from "./session.ts";
 import { CallStats } from "./stats.ts";
 import {
@@ -67,6 +80,10 @@ export interface ConsoleOptions {
   egress?: EgressPolicy;
   /** Tells the incoming router that replayed jobs wait (`IncomingRouter.wake`). @default none */
   wakeIncoming?: () => void;
+  /** The pins of upstream definitions the pins page shows and decides. @default none: pinning is off */
+  pins?: ToolPins;
+  /** The held calls the approvals page shows and decides. @default none: the page says so */
+  approvals?: Approvals;
   /**
    * Clock of the console's sessions and of the times a secret rotation
    * shows and uses, in ms since the epoch. @default Date.now
@@ -93,6 +110,12 @@ const FAILED_SHOWN = 100;
 const DLQ_RECOUNT_MS = 5000;
 /** Records per dead-letter page. */
 const DLQ_PAGE = 50;
+/** Pending approvals shown. */
+const PENDING_SHOWN = 100;
+/** Approvals read for the recently decided ones (pending ones among them are left out). */
+const RECENT_APPROVALS = 50;
+/** Longest reason of a decision, in characters (as `POST /approvals/{id}/approve` takes). */
+const MAX_REASON_CHARS = 1024;
 /** Entries per audit page. */
 const AUDIT_PAGE = 50;
 /**
@@ -112,7 +135,11 @@ const NO_ADMIN = "The console needs TOOLGATE_API_TOKEN: API keys or an OAuth iss
   "may use the management API the console shows. Start the server with TOOLGATE_API_TOKEN set " +
   "and sign in with it.";
 
-function html(c: Ctx, page: JSX.Element, status: 200 | 400 | 401 | 404 = 200): Promise<Response> {
+function html(
+  c: Ctx,
+  page: JSX.Element,
+  status: 200 | 400 | 401 | 403 | 404 | 409 = 200,
+): Promise<Response> {
   return Promise.resolve(page).then((body) =>
     c.html(`<!doctype html>${body}`, status, { "cache-control": "no-store" })
   );
@@ -160,9 +187,10 @@ function sinceOf(raw: string | undefined): string | undefined {
  * ```
  */
 export function consoleRoutes(options: ConsoleOptions): RouteMount {
-  const { store, audit, egress, now } = options;
+  const { store, audit, egress, now, pins, approvals } = options;
   const clock = now ?? Date.now;
   return function mountConsole(app: ToolgateApp, { gateway, config, lifecycle }) {
+    const redact = createRedactor({ patterns: config.redact.patterns });
     const auth = new ConsoleSessions({ token: config.apiToken, store: store.consoleSessions, now });
     // Open like the rest of the API: no token, no OAuth issuer, and no API key yet.
     const isOpen = async () => !config.apiToken && !config.auth.oauth && !await store.apiKeys.any();
@@ -387,6 +415,112 @@ export function consoleRoutes(options: ConsoleOptions): RouteMount {
         );
       }
     });
+
+    // Who decides from the console: the administrator (signed in with the API token), or the
+    // local user of an open console, as REST records them.
+    const deciderOf = (c: Ctx) => sessions.get(c.req.raw) === "open" ? LOCAL_CALLER : ADMIN_CALLER;
+
+    const pinsOf = (tool: string): ToolPins => {
+      // `*` decides every pin at once in ToolPins: the console decides one pin a form.
+      if (!pins || tool === "*") {
+        const why = pins ? "" : ": pinning is off (plugins.upstream_settings.pinning)";
+        throw new GatewayError("NOT_FOUND", `No pin named ${JSON.stringify(tool)}${why}`, {
+          details: { tool },
+        });
+      }
+      return pins;
+    };
+    const pinsPage = async (c: Ctx, flash?: Flash) => {
+      const list = pins && sortPins(await pins.list());
+      return html(c, <PinsPage frame={frameOf(c, `${UI}/pins`)} pins={list} flash={flash} />);
+    };
+    const pinPage = async (c: Ctx, tool: string, flash?: Flash, status?: 409) => {
+      const pin = await pinsOf(tool).diff(tool);
+      const path = `${UI}/pins/${encodeURIComponent(pin.tool)}`;
+      return html(c, <PinPage frame={frameOf(c, path)} pin={pin} flash={flash} />, status);
+    };
+    app.get(`${UI}/pins`, (c) => pinsPage(c));
+    app.get(`${UI}/pins/:tool`, (c) => pinPage(c, c.req.param("tool")));
+    for (const [action, decision] of [["approve", "approved"], ["reject", "rejected"]] as const) {
+      app.post(`${UI}/pins/:tool/${action}`, async (c) => {
+        const tool = c.req.param("tool");
+        const by = decidedBy(deciderOf(c));
+        try {
+          const decided = action === "approve"
+            ? await pinsOf(tool).approve(tool, by)
+            : await pinsOf(tool).reject(tool, by);
+          return pinsPage(c, pinFlash(decision, decided));
+        } catch (error) {
+          if (!isRefusal(error, ["CONFLICT"])) throw error;
+          return pinPage(c, tool, refusalFlash(error), 409);
+        }
+      });
+    }
+
+    const approvalsPage = async (c: Ctx, flash?: Flash) => {
+      const frame = frameOf(c, `${UI}/approvals`);
+      const at = clock();
+      if (!approvals) return html(c, <ApprovalsPage frame={frame} now={at} flash={flash} />);
+      // One after the other: each list expires the pending approvals past their time.
+      const pending = await approvals.list({ status: "pending", limit: PENDING_SHOWN });
+      const latest = await approvals.list({ limit: RECENT_APPROVALS });
+      return html(
+        c,
+        <ApprovalsPage
+          frame={frame}
+          pending={pending.map((r) => approvalView(r, redact))}
+          recent={latest.filter((r) => r.status !== "pending").map((r) => approvalView(r, redact))}
+          now={at}
+          flash={flash}
+        />,
+      );
+    };
+    const approvalOf = async (id: string) => {
+      const record = approvals && /^apr_[0-9A-Za-z]+$/.test(id) ? await approvals.get(id) : null;
+      if (!approvals || !record) {
+        throw new GatewayError("NOT_FOUND", `No approval ${id}`, { details: { approval_id: id } });
+      }
+      return { approvals, record };
+    };
+    const approvalPage = async (c: Ctx, id: string, flash?: Flash, status?: 400 | 403 | 409) => {
+      const { record } = await approvalOf(id);
+      const path = `${UI}/approvals/${encodeURIComponent(record.id)}`;
+      return html(
+        c,
+        <ApprovalPage
+          frame={frameOf(c, path)}
+          approval={approvalView(record, redact)}
+          now={clock()}
+          flash={flash}
+        />,
+        status,
+      );
+    };
+    app.get(`${UI}/approvals`, (c) => approvalsPage(c));
+    app.get(`${UI}/approvals/:id`, (c) => approvalPage(c, c.req.param("id")));
+    for (const [action, decision] of [["approve", "approved"], ["deny", "denied"]] as const) {
+      app.post(`${UI}/approvals/:id/${action}`, async (c) => {
+        const id = c.req.param("id");
+        const { approvals } = await approvalOf(id);
+        const reason = field(await c.req.parseBody(), "reason")?.trim() || undefined;
+        if (reason && reason.length > MAX_REASON_CHARS) {
+          const text = `Invalid reason: ${reason.length} characters; at most ${MAX_REASON_CHARS}`;
+          return approvalPage(c, id, { kind: "bad", text }, 400);
+        }
+        const caller = deciderOf(c);
+        try {
+          const decided = await approvals.decide(id, decision, {
+            by: decidedBy(caller),
+            caller,
+            ...(reason ? { reason } : {}),
+          });
+          return approvalsPage(c, approvalFlash(approvalView(decided, redact)));
+        } catch (error) {
+          if (!isRefusal(error, ["CONFLICT", "APPROVAL_EXPIRED"])) throw error;
+          return approvalPage(c, id, refusalFlash(error), error.status === 409 ? 409 : 403);
+        }
+      });
+    }
 
     const webhooksPage = async (c: Ctx, flash?: Flash) => {
       const hooks = await listWebhooks(store);
@@ -648,6 +782,16 @@ export function consoleRoutes(options: ConsoleOptions): RouteMount {
       });
     });
   };
+}
+
+/** Whether `error` is a decision refused for one of `codes` (shown as a flash, not an error page). */
+function isRefusal(error: unknown, codes: readonly ErrorCode[]): error is GatewayError {
+  return error instanceof GatewayError && codes.includes(error.code);
+}
+
+/** The flash of a refused decision: its message and code. */
+function refusalFlash(error: GatewayError): Flash {
+  return { kind: "bad", text: `${error.message} (${error.code})` };
 }
 
 const securityHeaders: MiddlewareHandler<AppEnv> = async (c, next) => {

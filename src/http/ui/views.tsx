@@ -25,6 +25,8 @@ import { UI } from "./paths.ts";
 const NAV = [
   ["overview", "Overview", `${UI}`],
   ["tools", "Tools", `${UI}/tools`],
+  ["pins", "Pins", `${UI}/pins`],
+  ["approvals", "Approvals", `${UI}/approvals`],
   ["webhooks", "Webhooks", `${UI}/webhooks`],
   ["dlq", "Dead letters", `${UI}/dlq`],
   ["incoming", "Incoming", `${UI}/incoming`],
@@ -50,12 +52,13 @@ export interface Flash {
   text: Child;
 }
 
-function Csrf({ token }: { token: string }) {
+/** The hidden field carrying a form's CSRF token. */
+export function Csrf({ token }: { token: string }) {
   return <input type="hidden" name="_csrf" value={token} />;
 }
 
 /** A POST form with one button. */
-function Action(
+export function Action(
   props: { action: string; csrf: string; label: string; primary?: boolean; name?: string },
 ) {
   return (
@@ -68,7 +71,6 @@ function Action(
   );
 }
 
-/** A table in its scrolling wrapper: column headers, then the rows given. */
 /** A JSX node as Hono builds one (only what {@linkcode labelCells} reads). */
 interface JsxNode {
   tag: unknown;
@@ -110,7 +112,8 @@ function labelCells(rows: unknown, head: readonly string[]): void {
   visit(rows.children);
 }
 
-function DataTable(
+/** A table in its scrolling wrapper: column headers, then the rows given. */
+export function DataTable(
   props: { head: string[]; label?: string; children?: unknown },
 ) {
   labelCells(props.children, props.head);
@@ -128,11 +131,13 @@ function DataTable(
   );
 }
 
-function json(value: unknown): string {
+/** A value as the pages show it: indented JSON. */
+export function json(value: unknown): string {
   return JSON.stringify(value, null, 2) ?? "";
 }
 
-function Time({ iso }: { iso: string | undefined }) {
+/** A time in UTC, or a dash when there is none. */
+export function Time({ iso }: { iso: string | undefined }) {
   if (!iso) return <span class="muted">—</span>;
   return <time datetime={iso}>{iso.replace("T", " ").replace(/\.\d+Z$|Z$/, " UTC")}</time>;
 }

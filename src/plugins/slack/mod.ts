@@ -27,6 +27,9 @@ const PostMessageInput = z.strictObject({
     "Invalid thread_ts: expected a Slack ts like 1700000000.000100",
   )
     .optional().describe("Reply in the thread of this message ts"),
+  blocks: z.array(z.record(z.string(), z.unknown())).max(50).optional().describe(
+    "Block Kit blocks (text is then the notification fallback)",
+  ),
 });
 
 const ListChannelsInput = z.strictObject({
@@ -228,9 +231,14 @@ export function slackPlugin(): PluginDefinition {
         input: PostMessageInput,
         mcpListing: { annotations: { destructiveHint: false, openWorldHint: true } },
         async execute(args, context) {
-          const { channel, text, thread_ts } = PostMessageInput.parse(args);
+          const { channel, text, thread_ts, blocks } = PostMessageInput.parse(args);
           const body = await callSlack(context, "chat.postMessage", {
-            json: { channel, text, ...(thread_ts ? { thread_ts } : {}) },
+            json: {
+              channel,
+              text,
+              ...(thread_ts ? { thread_ts } : {}),
+              ...(blocks ? { blocks } : {}),
+            },
           });
           const answer = PostMessageResponseSchema.safeParse(body);
           if (!answer.success) throw invalidAnswer("chat.postMessage", answer.error);
