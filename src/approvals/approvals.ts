@@ -445,7 +445,7 @@ export class Approvals implements ApprovalGate {
       running: null,
       ran: null,
     };
-    await this.#store.approvals.create(record);
+    // Recorded before anyone can see it: a process killed after that leaves no unrecorded request.
     await this.#audit?.({
       kind: "approval.requested",
       tool: call.tool,
@@ -461,6 +461,7 @@ export class Approvals implements ApprovalGate {
       },
       outcome: { ok: true, status: "pending" },
     });
+    await this.#store.approvals.create(record);
     this.#onChange?.("requested", record);
     return record;
   }
