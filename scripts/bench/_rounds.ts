@@ -12,7 +12,7 @@
 import type { LoadResult } from "./_load.ts";
 import { runLoadProcess } from "./_proc.ts";
 import { latency, round3 } from "./_stats.ts";
-import type { Throughput } from "./http_server.ts";
+import type { BenchMode, Throughput } from "./http_server.ts";
 
 /** Throughput, and the server process's CPU time per call (`null` without `/proc`). */
 export interface Measured extends Throughput {
@@ -38,6 +38,15 @@ export interface RoundsOptions {
   /** `POST` path and body. */
   path: string;
   body: string;
+}
+
+/** Rounds and phase lengths of a mode: full, quick (half), smoke (one short round). */
+export function roundSizes(mode: BenchMode) {
+  return mode === "full"
+    ? { rounds: 6, durationMs: 4000, warmupMs: 1000, pacedMs: 3000 }
+    : mode === "quick"
+    ? { rounds: 3, durationMs: 2000, warmupMs: 500, pacedMs: 1500 }
+    : { rounds: 1, durationMs: 600, warmupMs: 200, pacedMs: 300 };
 }
 
 /** The median of `values` (the mean of the middle two for an even count). */

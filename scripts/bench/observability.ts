@@ -16,7 +16,7 @@
  * @module
  */
 import { benchFile, startPortScript, startToolgateHttp, tempDir } from "./_proc.ts";
-import { type Latency, type Measured, measureInRounds } from "./_rounds.ts";
+import { type Latency, type Measured, measureInRounds, roundSizes } from "./_rounds.ts";
 import { ratio, round3 } from "./_stats.ts";
 import { type BenchMode, modeFromArgs } from "./http_server.ts";
 
@@ -47,14 +47,6 @@ const TOOL = "memory_get";
 const ARGS = JSON.stringify({ key: "bench/missing-key" });
 const PACED_CALLS_PER_S = 100;
 
-function sizes(mode: BenchMode) {
-  return mode === "full"
-    ? { rounds: 6, durationMs: 4000, warmupMs: 1000, pacedMs: 3000 }
-    : mode === "quick"
-    ? { rounds: 3, durationMs: 2000, warmupMs: 500, pacedMs: 1500 }
-    : { rounds: 1, durationMs: 600, warmupMs: 200, pacedMs: 300 };
-}
-
 /**
  * REST calls/s at 64 connections and the p50 of paced calls with metrics
  * and tracing on, against both off, in alternating rounds.
@@ -63,7 +55,7 @@ export async function benchObservabilityCost(
   { mode }: { mode: BenchMode },
 ): Promise<ObservabilityCostResult> {
   const connections = 64;
-  const { rounds, durationMs, warmupMs, pacedMs } = sizes(mode);
+  const { rounds, durationMs, warmupMs, pacedMs } = roundSizes(mode);
   await using sink = await startPortScript([
     "run",
     "-A",

@@ -12,7 +12,7 @@
  * @module
  */
 import { startToolgateHttp, tempDir } from "./_proc.ts";
-import { type Latency, type Measured, measureInRounds } from "./_rounds.ts";
+import { type Latency, type Measured, measureInRounds, roundSizes } from "./_rounds.ts";
 import { round3 } from "./_stats.ts";
 import { type BenchMode, modeFromArgs } from "./http_server.ts";
 
@@ -55,17 +55,9 @@ export function fiftyRules(): Record<string, unknown>[] {
   return rules;
 }
 
-function sizes(mode: BenchMode) {
-  return mode === "full"
-    ? { rounds: 6, durationMs: 4000, warmupMs: 1000, pacedMs: 3000 }
-    : mode === "quick"
-    ? { rounds: 3, durationMs: 2000, warmupMs: 500, pacedMs: 1500 }
-    : { rounds: 1, durationMs: 600, warmupMs: 200, pacedMs: 300 };
-}
-
 /** Servers without rules and with 50, in alternating rounds. */
 export async function benchPolicyCost({ mode }: { mode: BenchMode }): Promise<PolicyCostResult> {
-  const { rounds, durationMs, warmupMs, pacedMs } = sizes(mode);
+  const { rounds, durationMs, warmupMs, pacedMs } = roundSizes(mode);
   await using noneHome = await tempDir("policies-none");
   await using fiftyHome = await tempDir("policies-fifty");
   await Deno.writeTextFile(

@@ -7,6 +7,7 @@
  *
  * @module
  */
+import { keyCaller } from "../auth/api_keys.ts";
 import { GatewayError } from "../errors/mod.ts";
 import type { Caller, Gateway } from "../gateway/mod.ts";
 import type { ApprovalRecord, Store } from "../store/mod.ts";
@@ -31,14 +32,7 @@ async function callerOf(store: Store, record: ApprovalRecord): Promise<Caller | 
   if (kind === "local" || kind === "admin") return { kind };
   if (kind === "key") {
     const key = await store.apiKeys.get(String(record.caller.id));
-    if (!key) return undefined;
-    return {
-      kind: "key",
-      id: key.id,
-      name: key.name,
-      ...(key.tools ? { tools: key.tools } : {}),
-      ...(key.server ? { server: key.server } : {}),
-    };
+    return key ? keyCaller(key) : undefined;
   }
   // An OAuth caller's token is not kept: it runs with the rights the approval records.
   return {

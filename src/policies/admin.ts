@@ -5,6 +5,7 @@
  *
  * @module
  */
+import { keyCaller } from "../auth/api_keys.ts";
 import { GatewayError } from "../errors/mod.ts";
 import type { Caller } from "../gateway/mod.ts";
 import type { Store } from "../store/mod.ts";
@@ -146,11 +147,5 @@ export async function testCaller(
         "oauth:<subject>[@client] or a key (toolgate keys list shows them)",
     );
   }
-  return {
-    kind: "key",
-    id: key.id,
-    name: key.name,
-    ...(key.tools ? { tools: key.tools } : {}),
-    ...(key.server ? { server: key.server } : {}),
-  };
+  return keyCaller(key);
 }
