@@ -13,6 +13,7 @@ import { GatewayError } from "../errors/mod.ts";
 import { createRedactor } from "../redact.ts";
 import type { ApprovalRecord } from "../store/mod.ts";
 import { type CliContext, table, usage } from "./context.ts";
+import { startQuietRuntime } from "./tools.ts";
 
 const STATUSES = ["pending", "approved", "denied", "expired"] as const;
 
@@ -104,15 +105,23 @@ export function registerApprovals(program: Command, context: CliContext): void {
         }
         const config = await context.config();
         const redact = createRedactor({ patterns: config.redact.patterns });
-        const record = await withApprovals(
-          context,
-          (a) =>
-            a.decide(id, decision === "approve" ? "approved" : "denied", {
+        // A one-shot runtime (no upstreams): its approval.decided event is recorded for the
+        // server to deliver, as a one-shot tool call's events are.
+        const runtime = await startQuietRuntime(context, false, () => false);
+        let record;
+        try {
+          record = await runtime.approvals.decide(
+            id,
+            decision === "approve" ? "approved" : "denied",
+            {
               by: "admin",
               caller: { kind: "admin" },
               ...(options.reason ? { reason: options.reason } : {}),
-            }),
-        );
+            },
+          );
+        } finally {
+          await runtime.close();
+        }
         if (options.json) context.printJson(approvalView(record, redact));
         else {
           context.print(
