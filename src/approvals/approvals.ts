@@ -52,6 +52,12 @@ export interface ApprovalsOptions {
   processId?: string;
   /** How often a waiter reads its approval again, in ms. @default 250 */
   pollMs?: number;
+  /**
+   * The server's base URL (`http://host:port`), once it listens: a caller
+   * whose client answers URL-mode elicitation is pointed at the approval's
+   * console page instead of being held with progress. @default none
+   */
+  baseUrl?: () => string | undefined;
   /** Clock, ms since the epoch. @default Date.now */
   now?: () => number;
 }
@@ -171,6 +177,7 @@ export class Approvals implements ApprovalGate {
   #onChange: ApprovalsOptions["onChange"];
   #pollMs: number;
   #now: () => number;
+  #baseUrl: () => string | undefined;
   /** This process, as `running.by` names it. */
   readonly processId: string;
 
@@ -180,6 +187,7 @@ export class Approvals implements ApprovalGate {
     this.#audit = options.audit;
     this.#onChange = options.onChange;
     this.#pollMs = options.pollMs ?? 250;
+    this.#baseUrl = options.baseUrl ?? (() => undefined);
     this.#now = options.now ?? Date.now;
     this.processId = options.processId ?? `proc_${ulid()}`;
   }
@@ -503,9 +511,21 @@ export class Approvals implements ApprovalGate {
     return { approve, ...(reason ? { reason } : {}) };
   }
 
-  /** Waits up to `options.waitMs` for a decision on `record`, reporting progress. */
+  /**
+   * Waits up to `options.waitMs` for a decision on `record`: a caller whose
+   * client answers URL-mode elicitation is sent the approval's page (MCP
+   * 2026-07-28: an `input_required` result; its retry looks again), any
+   * other is held with progress notifications.
+   */
   async #waitForDecision(record: ApprovalRecord, options: HoldOptions): Promise<ApprovalRecord> {
     const until = Math.min(this.#now() + options.waitMs, Date.parse(record.expires_at));
+    const base = this.#baseUrl();
+    const elicitation = options.input?.capabilities?.elicitation as
+      | Record<string, unknown>
+      | undefined;
+    const pointAt = base && options.input?.ask && elicitation && "url" in elicitation
+      ? `${base.replace(/\/+$/, "")}/ui/approvals/${record.id}`
+      : undefined;
     let current = record;
     let beats = 0;
     let nextBeat = this.#now();
@@ -515,6 +535,28 @@ export class Approvals implements ApprovalGate {
         current = await this.#expireDue(current);
         if (current.status === "pending") throw new ApprovalPending(current);
         break;
+      }
+      if (pointAt) {
+        await options.input!.ask!({
+          approval: {
+            method: "elicitation/create",
+            params: {
+              mode: "url",
+              elicitationId: current.id,
+              url: pointAt,
+              message: `${current.tool} waits for approval ${current.id} (policy ${current.policy}${
+                current.reason ? `: ${current.reason}` : ""
+              }); an approver decides at this page. Answer when it is decided.`,
+            },
+          },
+        }, options.signal ?? new AbortController().signal);
+        current = (await this.#store.approvals.get(current.id)) ?? current;
+        // Still pending after the answer: a short pause before asking again.
+        if (current.status === "pending") {
+          await new Promise((resolve) => setTimeout(resolve, Math.max(this.#pollMs, 1000)));
+          current = (await this.#store.approvals.get(current.id)) ?? current;
+        }
+        continue;
       }
       if (options.onProgress && this.#now() >= nextBeat) {
         options.onProgress({

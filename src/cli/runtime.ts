@@ -260,8 +260,10 @@ export async function createRuntime(
   };
   // Calls `require_approval` rules hold, in the store for any instance to decide and run.
   let notifySlack: ((record: ApprovalRecord) => void) | undefined;
+  let listening: string | undefined;
   const approvals = new Approvals({
     store,
+    baseUrl: () => listening,
     audit: (input) => audit.append(input),
     // The opt-in approval.* events, for webhooks that name them; the Slack message of a request.
     onChange: (kind, record) => {
@@ -402,6 +404,7 @@ export async function createRuntime(
     dispatcher,
     egress,
     announceUrl: async (url) => {
+      listening = url;
       await publisherStarting;
       await publisher?.announceUrl(url);
     },

@@ -6,7 +6,10 @@
  * caller confirming its own call by elicitation with the official 2025 and
  * 2026-07-28 clients. Every step is in the audit log, linked by the id.
  */
-import { Client as ModernClient } from "@modelcontextprotocol/client";
+import {
+  Client as ModernClient,
+  StreamableHTTPClientTransport as ModernHttpTransport,
+} from "@modelcontextprotocol/client";
 import { StdioClientTransport as ModernStdioTransport } from "@modelcontextprotocol/client/stdio";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
@@ -419,5 +422,53 @@ Deno.test("Slack: a held call is posted with buttons; a signed click on the inco
     actions: [{ action_id: "deny", value: id }],
   });
   assertEquals(direct.status, 403);
+  await server.stop();
+});
+
+Deno.test("a 2026-07-28 client waiting for someone else's approval is sent its page (URL elicitation) until decided", async () => {
+  await using tmp = await tempHome();
+  const env = { TOOLGATE_API_TOKEN: ADMIN };
+  await using server = await startHttpServer({
+    home: tmp.home,
+    env,
+    config: {
+      policies: [{
+        name: "ask",
+        tools: ["memory_set"],
+        effect: "require_approval",
+        approvers: ["admin"],
+      }],
+    },
+  });
+  const { url } = server;
+  const pages: string[] = [];
+  const client = new ModernClient({ name: "modern-http", version: "1.0.0" }, {
+    capabilities: { elicitation: { form: {}, url: {} } },
+    versionNegotiation: { mode: "auto" },
+  });
+  client.setRequestHandler("elicitation/create", async (request) => {
+    const params = request.params as { mode?: string; url?: string };
+    pages.push(`${params.mode} ${params.url}`);
+    // The person at the page: the first time they look, the second time they approve.
+    if (pages.length === 2) {
+      const id = params.url!.slice(params.url!.lastIndexOf("/") + 1);
+      const decided = await post(`${url}/approvals/${id}/approve`, ADMIN, {});
+      assertEquals(decided.status, 200);
+    }
+    return { action: "accept" } as never;
+  });
+  await client.connect(
+    new ModernHttpTransport(new URL(`${url}/mcp`), {
+      requestInit: { headers: { authorization: `Bearer ${ADMIN}` } },
+    }) as never,
+  );
+  try {
+    const result = await client.callTool({ name: "memory_set", arguments: { key: "k", value: 1 } });
+    assert(!result.isError, JSON.stringify(result.content));
+    assertEquals(pages.length, 2);
+    assert(pages.every((p) => p.startsWith(`url ${url}/ui/approvals/apr_`)), pages.join());
+  } finally {
+    await client.close();
+  }
   await server.stop();
 });
