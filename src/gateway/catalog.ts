@@ -28,6 +28,11 @@ export interface PromptEntry {
     signal: AbortSignal,
     input?: CallerInput,
   ): Promise<Record<string, unknown>>;
+  /**
+   * Why the plugin holds the prompt back (`TOOL_QUARANTINED`: pinning): it is
+   * not listed, and a get is refused with this. @default offered
+   */
+  withheld?: GatewayError;
 }
 
 /** What one plugin offers beside its tools. */
@@ -228,18 +233,21 @@ export class Catalog {
 
   /** The names of the prompts `plugin` offers. */
   promptNames(plugin: string): string[] {
-    return this.#sources.get(plugin)?.prompts.map((prompt) => prompt.name) ?? [];
+    return this.#sources.get(plugin)?.prompts.filter((p) => !p.withheld).map((p) => p.name) ?? [];
   }
 
   /** Whether any plugin offers prompts. */
   get hasPrompts(): boolean {
-    return [...this.#sources.values()].some((source) => source.prompts.length > 0);
+    return [...this.#sources.values()].some((source) => source.prompts.some((p) => !p.withheld));
   }
 
   /** Every prompt, as `prompts/list` shows it (of the plugins `visible` allows, when given). */
   listPrompts(visible?: (plugin: string) => boolean): Record<string, unknown>[] {
     return this.#visible(visible).flatMap((source) =>
-      source.prompts.map((prompt) => ({ ...prompt.info, name: prompt.name }))
+      source.prompts.filter((prompt) => !prompt.withheld).map((prompt) => ({
+        ...prompt.info,
+        name: prompt.name,
+      }))
     );
   }
 
@@ -275,6 +283,7 @@ export class Catalog {
     if (!owner || !prompt || options.visible?.(owner.plugin) === false) {
       throw new GatewayError("NOT_FOUND", `Unknown prompt: ${name}`, { details: { prompt: name } });
     }
+    if (prompt.withheld) throw prompt.withheld;
     return await this.#recorded(
       {
         kind: "prompt.get",

@@ -200,3 +200,16 @@ Deno.test("Catalog.subscribe: a plugin that refuses leaves nothing watched, and 
   await catalog.subscribe("a://readme", () => {});
   assertEquals(asked, 2);
 });
+
+Deno.test("a prompt its plugin holds back (pinning) is not listed, and a get is refused with why", async () => {
+  const { audit } = recorder();
+  const catalog = new Catalog({ audit, timeoutMs: 1000 });
+  const withheld = new GatewayError("TOOL_QUARANTINED", "Prompt one__greet is quarantined");
+  const held = source("one");
+  held.prompts = [{ ...held.prompts[0], withheld }];
+  catalog.set("one", held);
+  assertEquals(catalog.listPrompts(), []);
+  assertEquals(catalog.promptNames("one"), []);
+  const error = await assertRejects(() => catalog.getPrompt("one__greet", {}), GatewayError);
+  assertEquals(error.code, "TOOL_QUARANTINED");
+});

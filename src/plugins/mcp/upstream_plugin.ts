@@ -134,12 +134,10 @@ export function mcpUpstreamPlugin(
             shaper,
             {
               ...shown,
-              prompts: shown.prompts.filter((p) =>
-                !catalogHeld.has(shaper.exposedName(String(p.name)))
-              ),
               templates: shown.templates.filter((t) => !catalogHeld.has(String(t.uriTemplate))),
             },
             () => connection!,
+            catalogHeld,
           ));
         };
         publishing = publishing.then(run).catch((error) =>
@@ -262,17 +260,21 @@ function catalogSource(
   shaper: Shaper,
   catalog: UpstreamCatalog,
   connection: () => UpstreamConnection,
+  held: ReadonlyMap<string, GatewayError> = new Map(),
 ): CatalogSource {
   return {
     prompts: catalog.prompts.filter((prompt) => shaper.exposes(String(prompt.name))).map(
       (prompt) => {
         const own = String(prompt.name);
         const { name: _name, ...info } = prompt;
+        const name = shaper.exposedName(own);
+        const withheld = held.get(name);
         return {
-          name: shaper.exposedName(own),
+          name,
           ownName: own,
           info,
           get: (args, signal, input) => connection().getPrompt(own, args, signal, input),
+          ...(withheld ? { withheld } : {}),
         };
       },
     ),
