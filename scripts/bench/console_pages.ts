@@ -19,7 +19,7 @@
  * @module
  */
 import { type BenchMode, modeFromArgs } from "./http_server.ts";
-import type { Figure } from "./main.ts";
+import type { Figure } from "./_figure.ts";
 import { startBenchPostgres } from "./_postgres.ts";
 import { startToolgateHttp, tempDir } from "./_proc.ts";
 import { percentile, round3 } from "./_stats.ts";

@@ -42,22 +42,8 @@ import { benchWebhookClients } from "./webhook_clients.ts";
 import { benchWebhooks } from "./webhooks.ts";
 import { VERSION } from "../../src/version.ts";
 
-/** One figure: toolgate's value, its baseline, the ratio and the target. */
-export interface Figure {
-  scenario: string;
-  /** What is measured, e.g. `req/s`. */
-  figure: string;
-  toolgate: number;
-  /** Name of the baseline, e.g. `bare Hono`. */
-  baseline_name: string;
-  baseline: number | null;
-  /** `toolgate / baseline` (or the difference for `added` figures). */
-  ratio: number | null;
-  /** Target, as text, e.g. `≥ 0.5×`; empty when none. */
-  target: string;
-  /** Whether the target is met; `null` without a target. */
-  met: boolean | null;
-}
+export type { Figure } from "./_figure.ts";
+import type { Figure } from "./_figure.ts";
 
 /** A scenario: a name and how to run it. */
 interface Scenario {

@@ -25,7 +25,7 @@
  * @module
  */
 import { type BenchMode, modeFromArgs } from "./http_server.ts";
-import type { Figure } from "./main.ts";
+import type { Figure } from "./_figure.ts";
 import type { LoadResult } from "./_load.ts";
 import { type BenchPostgres, startBenchPostgres, type TransactionCounts } from "./_postgres.ts";
 import { type ReadyProcess, runLoadProcess, startToolgateHttp, tempDir } from "./_proc.ts";

@@ -14,7 +14,7 @@ import { parseDuration } from "../duration.ts";
 // Not the folder's mod.ts: parsing the config needs only the entry check.
 import { allowEntryProblem } from "../egress/allow_list.ts";
 import { EventTypeSchema } from "../events/schemas.ts";
-import { rateProblem } from "../gateway/rate_limit.ts";
+import { rateProblem } from "../rate_syntax.ts";
 // The rules' shape only (zod): their CEL is compiled where they are used.
 import { PolicyRulesSchema } from "../policies/rule.ts";
 
@@ -37,35 +37,16 @@ const ToolSettingsSchema = z.strictObject({
   rate: RateSettingSchema.optional(),
 });
 
-/** Pattern of an MCP upstream plugin name (also the prefix of its tools: `<name>__<tool>`). */
-export const UPSTREAM_NAME_PATTERN = /^[a-z0-9][a-z0-9_-]{0,31}$/;
-
-/** A virtual server's name: it is a URL path segment (`/mcp/<name>`). */
-export const VIRTUAL_SERVER_NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/;
-
-/**
- * The fields that describe how to reach an MCP upstream, shared by
- * `config.json` entries and `toolgate plugins add` registrations.
- */
-export const MCP_UPSTREAM_FIELDS = {
-  kind: z.literal("mcp"),
-  command: z.string().min(1).optional(),
-  args: z.array(z.string()).default([]),
-  env: z.record(z.string(), z.string()).default({}),
-  url: z.url({ protocol: /^https?$/ }).optional(),
-  headers: z.record(z.string(), z.string()).default({}),
-  /** Only the tools, prompts (by the upstream's names) and resources (by URI) matching a glob. */
-  include: z.array(z.string().min(1)).default([]),
-  /** None of those matching a glob. */
-  exclude: z.array(z.string().min(1)).default([]),
-  /** The upstream's name of a tool or prompt → the name toolgate offers it under. */
-  rename: z.record(
-    z.string().min(1),
-    z.string().regex(/^[A-Za-z0-9_.-]{1,128}$/, "expected 1-128 of A-Z a-z 0-9 _ . -"),
-  ).default({}),
-  /** `false`: offer the names as they are (after `rename`), without `<plugin>__`. */
-  prefix: z.boolean().default(true),
-};
+export {
+  MCP_UPSTREAM_FIELDS,
+  UPSTREAM_NAME_PATTERN,
+  VIRTUAL_SERVER_NAME_PATTERN,
+} from "./upstream_fields.ts";
+import {
+  MCP_UPSTREAM_FIELDS,
+  UPSTREAM_NAME_PATTERN,
+  VIRTUAL_SERVER_NAME_PATTERN,
+} from "./upstream_fields.ts";
 
 /** An MCP server hosted as a plugin: a stdio `command` or a Streamable HTTP `url`. */
 export const McpUpstreamSchema = z.strictObject({

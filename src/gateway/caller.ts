@@ -6,7 +6,6 @@
  * @module
  */
 import { GatewayError } from "../errors/mod.ts";
-import type { PolicyDecision } from "./types.ts";
 
 /**
  * The caller of a request.
@@ -88,27 +87,6 @@ export function forbiddenCall(caller: Caller, tool: string): GatewayError {
       `(it may call ${caller.tools?.length ? caller.tools.join(", ") : "no tool"})`,
     { details: { tool, caller: auditCaller(caller) } },
   );
-}
-
-/**
- * The refusal of a call a policy does not let run now: `FORBIDDEN` for
- * `deny`, naming the rule and its reason; `APPROVAL_REQUIRED` for
- * `require_approval` when the call cannot wait for the approval.
- */
-export function refusedBy(tool: string, decision: PolicyDecision): GatewayError {
-  const reason = decision.reason ? `: ${decision.reason}` : "";
-  const details = {
-    tool,
-    policy: decision.policy,
-    ...(decision.reason ? { reason: decision.reason } : {}),
-  };
-  return decision.effect === "deny"
-    ? new GatewayError("FORBIDDEN", `Forbidden by policy ${decision.policy}${reason}`, { details })
-    : new GatewayError(
-      "APPROVAL_REQUIRED",
-      `Call of ${tool} needs approval (policy ${decision.policy}${reason})`,
-      { details },
-    );
 }
 
 /** The caller in words, for messages: `API key ci`, `the administrator`. */

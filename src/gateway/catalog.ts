@@ -14,55 +14,9 @@ import { redact as builtinRedact, type Redactor } from "../redact.ts";
 import { auditCaller, type Caller } from "./caller.ts";
 import type { AuditSink, CallerInput } from "./types.ts";
 
-/** A prompt as a plugin offers it. */
-export interface PromptEntry {
-  /** The gateway's name of the prompt (`<plugin>__<prompt>` for an upstream's). */
-  name: string;
-  /** The plugin's own name of it (what its `completion/complete` knows). */
-  ownName: string;
-  /** What clients see in `prompts/list` besides the name (description, arguments, title, icons, `_meta`). */
-  info: Record<string, unknown>;
-  /** Gets the prompt with its arguments (`prompts/get` upstream), asking the caller what the plugin needs. */
-  get(
-    args: Record<string, string>,
-    signal: AbortSignal,
-    input?: CallerInput,
-  ): Promise<Record<string, unknown>>;
-  /**
-   * Why the plugin holds the prompt back (`TOOL_QUARANTINED`: pinning): it is
-   * not listed, and a get is refused with this. @default offered
-   */
-  withheld?: GatewayError;
-}
-
-/** What one plugin offers beside its tools. */
-export interface CatalogSource {
-  /** Its prompts. */
-  prompts: PromptEntry[];
-  /** Its resources as listed (each with `uri`). */
-  resources: Record<string, unknown>[];
-  /** Its resource templates as listed (each with `uriTemplate`). */
-  templates: Record<string, unknown>[];
-  /** Reads a resource (`resources/read` upstream); a missing one throws `NOT_FOUND`. */
-  read(uri: string, signal: AbortSignal, input?: CallerInput): Promise<Record<string, unknown>>;
-  /** Completes a prompt or template argument (`completion/complete` upstream). */
-  complete?(params: CompleteParams, signal: AbortSignal): Promise<Record<string, unknown>>;
-  /**
-   * Asks to be told when a resource changes (`resources/subscribe`, or a
-   * 2026-07-28 `subscriptions/listen`, upstream); the plugin then reports
-   * updates with `PluginContext.resourceUpdated`. Absent: no subscriptions.
-   */
-  subscribe?(uri: string): Promise<void>;
-  /** Stops the updates of a resource. */
-  unsubscribe?(uri: string): Promise<void>;
-}
-
-/** `completion/complete` params: the prompt (by the plugin's own name) or template, and the argument. */
-export interface CompleteParams {
-  ref: { type: "ref/prompt"; name: string } | { type: "ref/resource"; uri: string };
-  argument: { name: string; value: string };
-  context?: { arguments?: Record<string, string> };
-}
+// What plugins offer beside their tools is declared with the other plugin types.
+export type { CatalogSource, CompleteParams, PromptEntry } from "./types.ts";
+import type { CatalogSource, CompleteParams, PromptEntry } from "./types.ts";
 
 /** What {@linkcode Catalog} records calls with. */
 export interface CatalogRequestOptions {

@@ -17,7 +17,7 @@ import { newId } from "../ids.ts";
 import { createRedactor, type Redactor } from "../redact.ts";
 import type { Store } from "../store/mod.ts";
 import { VERSION } from "../version.ts";
-import { auditCaller, type Caller, forbiddenCall, mayCall, refusedBy } from "./caller.ts";
+import { auditCaller, type Caller, forbiddenCall, mayCall } from "./caller.ts";
 import { traced } from "../tracing/mod.ts";
 import { Catalog, pausingWhileAsking } from "./catalog.ts";
 import { CircuitBreaker, type CircuitState } from "./circuit_breaker.ts";
@@ -38,6 +38,7 @@ import type {
   PluginContext,
   PluginDefinition,
   PluginStatus,
+  PolicyDecision,
   PolicyGuard,
   ReceiptSigner,
   SecretReader,
@@ -1225,6 +1226,27 @@ function toJsonSchema(schema: z.ZodType): Record<string, unknown> {
 }
 
 /** Stops the reset timers of a tool's breakers. */
+/**
+ * The refusal of a call a policy does not let run now: `FORBIDDEN` for
+ * `deny`, naming the rule and its reason; `APPROVAL_REQUIRED` for
+ * `require_approval` when the call cannot wait for the approval.
+ */
+function refusedBy(tool: string, decision: PolicyDecision): GatewayError {
+  const reason = decision.reason ? `: ${decision.reason}` : "";
+  const details = {
+    tool,
+    policy: decision.policy,
+    ...(decision.reason ? { reason: decision.reason } : {}),
+  };
+  return decision.effect === "deny"
+    ? new GatewayError("FORBIDDEN", `Forbidden by policy ${decision.policy}${reason}`, { details })
+    : new GatewayError(
+      "APPROVAL_REQUIRED",
+      `Call of ${tool} needs approval (policy ${decision.policy}${reason})`,
+      { details },
+    );
+}
+
 function disposeBreakers(tool: RegisteredTool | undefined): void {
   tool?.breaker.dispose();
   tool?.keyed?.dispose();

@@ -30,7 +30,6 @@ export {
   matchesToolPatterns,
   mayCall,
   parseToolPatterns,
-  refusedBy,
 } from "./caller.ts";
 export type { AuditCaller, Caller } from "./caller.ts";
 export {

@@ -11,43 +11,12 @@
  * @module
  */
 import { GatewayError } from "../errors/mod.ts";
+import { parseRate, RATE_UNITS } from "../rate_syntax.ts";
+
+export { parseRate, RATE_UNITS, rateProblem } from "../rate_syntax.ts";
 import type { Caller } from "./caller.ts";
 import { describeCaller } from "./caller.ts";
 import type { RateLimitStore, RateRule, RateTake } from "../store/mod.ts";
-
-/** Units of a rate (`10/s`), in ms. */
-export const RATE_UNITS: Readonly<Record<string, number>> = Object.freeze({
-  s: 1000,
-  m: 60_000,
-  h: 3_600_000,
-  d: 86_400_000,
-});
-
-const RATE_RE = /^\s*(\d{1,7})\s*\/\s*([a-z]+)\s*$/;
-
-/**
- * Checks a rate limit (`10/s`, `600/m`, `1000/h`, `5000/d`).
- *
- * @returns The rate, normalized (`10/s`).
- * @throws {GatewayError} `USAGE` naming `field` and the form.
- */
-export function parseRate(raw: string, field = "--rate"): string {
-  const problem = rateProblem(raw);
-  if (problem) {
-    throw new GatewayError("USAGE", `Invalid ${field} ${JSON.stringify(raw)}: ${problem}`);
-  }
-  const match = RATE_RE.exec(raw)!;
-  return `${Number(match[1])}/${match[2]}`;
-}
-
-/** What is wrong with a rate, or `undefined` when it is one (for config validation). */
-export function rateProblem(raw: string): string | undefined {
-  const match = RATE_RE.exec(raw);
-  if (!match || Number(match[1]) < 1 || !(match[2] in RATE_UNITS)) {
-    return "use <calls>/<s|m|h|d> with at least 1 call, e.g. 10/s or 1000/h";
-  }
-  return undefined;
-}
 
 /**
  * The bucket of a rate: `n/<unit>` refills `n` tokens per unit and holds

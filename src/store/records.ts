@@ -7,7 +7,7 @@
  * @module
  */
 import { z } from "zod";
-import { MCP_UPSTREAM_FIELDS, UPSTREAM_NAME_PATTERN } from "../config/mod.ts";
+import { MCP_UPSTREAM_FIELDS, UPSTREAM_NAME_PATTERN } from "../config/upstream_fields.ts";
 import { GatewayError } from "../errors/mod.ts";
 import { newId, ulid } from "../ids.ts";
 

@@ -6,7 +6,8 @@
  *
  * @module
  */
-import { TOOL_NAME_SEPARATOR } from "./upstream_spec.ts";
+/** Separator between the plugin name and the upstream tool name: `<plugin>__<tool>`. */
+export const TOOL_NAME_SEPARATOR = "__";
 
 /** How an upstream is shaped (`config.json` or `toolgate plugins add`). */
 export interface UpstreamShape {

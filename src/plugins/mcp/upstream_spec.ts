@@ -7,12 +7,11 @@
  */
 import { type Config, UPSTREAM_NAME_PATTERN } from "../../config/mod.ts";
 import type { UpstreamRecord } from "../../store/mod.ts";
-import type { UpstreamShape } from "./_shape.ts";
+import { TOOL_NAME_SEPARATOR, type UpstreamShape } from "./_shape.ts";
 
 export { UPSTREAM_NAME_PATTERN };
 
-/** Separator between the plugin name and the upstream tool name: `<plugin>__<tool>`. */
-export const TOOL_NAME_SEPARATOR = "__";
+export { TOOL_NAME_SEPARATOR } from "./_shape.ts";
 
 /** An MCP server to host as a plugin. */
 export interface UpstreamSpec {

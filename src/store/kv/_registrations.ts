@@ -6,7 +6,7 @@
  * @module
  */
 import { registrationsVersionKey } from "./keys.ts";
-import type { KvStore } from "./kv_store.ts";
+import type { KvHandle } from "./_handle.ts";
 
 /**
  * Deletes the registration at `key` and bumps the registrations version,
@@ -14,7 +14,7 @@ import type { KvStore } from "./kv_store.ts";
  *
  * @returns Whether it existed.
  */
-export async function removeRegistration(store: KvStore, key: Deno.KvKey): Promise<boolean> {
+export async function removeRegistration(store: KvHandle, key: Deno.KvKey): Promise<boolean> {
   return await store.retry(async () => {
     for (;;) {
       const entry = await store.kv.get(key);

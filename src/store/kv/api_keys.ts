@@ -9,17 +9,17 @@ import { parseRecord } from "../_records.ts";
 import { type ApiKeyRecord, ApiKeyRecordSchema } from "../records.ts";
 import type { ApiKeyStore } from "../store.ts";
 import { apiKeyHashIndexKey, apiKeyKey, apiKeyNameIndexKey, apiKeysPrefix } from "./keys.ts";
-import type { KvStore } from "./kv_store.ts";
+import type { KvHandle } from "./_handle.ts";
 
 function parse(value: unknown, what: string): ApiKeyRecord {
   return parseRecord(ApiKeyRecordSchema, value, `API key ${what}`);
 }
 
-async function byId(store: KvStore, id: string): Promise<Deno.KvEntryMaybe<unknown>> {
+async function byId(store: KvHandle, id: string): Promise<Deno.KvEntryMaybe<unknown>> {
   return await store.get(apiKeyKey(id));
 }
 
-async function byIndex(store: KvStore, key: Deno.KvKey): Promise<ApiKeyRecord | null> {
+async function byIndex(store: KvHandle, key: Deno.KvKey): Promise<ApiKeyRecord | null> {
   const index = await store.get<string>(key);
   if (typeof index.value !== "string") return null;
   const entry = await byId(store, index.value);
@@ -27,7 +27,7 @@ async function byIndex(store: KvStore, key: Deno.KvKey): Promise<ApiKeyRecord | 
 }
 
 /** The API keys, on Deno KV. */
-export function createKvApiKeyStore(store: KvStore): ApiKeyStore {
+export function createKvApiKeyStore(store: KvHandle): ApiKeyStore {
   return {
     async add(record) {
       const value = ApiKeyRecordSchema.parse(record);

@@ -13,7 +13,7 @@ import { sameJson } from "../_same_json.ts";
 import type { ApprovalRecord } from "../records.ts";
 import type { ApprovalStore } from "../store.ts";
 import { approvalKey, approvalsPrefix } from "./keys.ts";
-import type { KvStore } from "./kv_store.ts";
+import type { KvHandle } from "./_handle.ts";
 
 /**
  * Largest approval stored, in bytes as Deno KV counts them (its V8
@@ -54,7 +54,7 @@ function storable(record: ApprovalRecord): ApprovalRecord {
 }
 
 /** The approvals, on Deno KV. */
-export function createKvApprovalStore(store: KvStore): ApprovalStore {
+export function createKvApprovalStore(store: KvHandle): ApprovalStore {
   return {
     async create(record) {
       const value = storable(record);

@@ -28,7 +28,7 @@ import { applyDeliveryOps } from "./deliveries.ts";
 import { applyStagedWrites } from "./_staged.ts";
 import { checkAuditBatch, sortLogKeys } from "../_rules.ts";
 import type { StagedWrites } from "../store.ts";
-import type { KvStore } from "./kv_store.ts";
+import type { KvHandle } from "./_handle.ts";
 import { parseRecord } from "../_records.ts";
 import {
   type AuditChainState,
@@ -101,7 +101,7 @@ function parseHead(value: unknown): AuditHead {
 
 /** Reads the head (on the read handle); `head` is `null` for an empty log. */
 export async function readAuditHead(
-  store: KvStore,
+  store: KvHandle,
 ): Promise<{ head: AuditHead | null; versionstamp: string | null }> {
   const entry = await store.get(auditHeadKey());
   return {
@@ -115,7 +115,7 @@ export async function readAuditHead(
  * consistent read (used to tell a concurrent append from a stale head).
  */
 export async function readAuditHeadAndNext(
-  store: KvStore,
+  store: KvHandle,
   seq: number,
 ): Promise<{ head: AuditHead | null; nextExists: boolean }> {
   const [head, next] = await store.retry(() =>
@@ -147,11 +147,11 @@ function toRecord(seq: number, parts: Deno.KvEntry<unknown>[]): AuditRecord {
 }
 
 /** Reads the stored entry at `seq` (on the read handle), or `null` when none is stored. */
-export function readAuditRecord(store: KvStore, seq: number): Promise<AuditRecord | null> {
+export function readAuditRecord(store: KvHandle, seq: number): Promise<AuditRecord | null> {
   return readRecord(store, store.reader, seq);
 }
 
-async function readRecord(store: KvStore, kv: Deno.Kv, seq: number): Promise<AuditRecord | null> {
+async function readRecord(store: KvHandle, kv: Deno.Kv, seq: number): Promise<AuditRecord | null> {
   const parts = await store.retry(async () => {
     const out: Deno.KvEntry<unknown>[] = [];
     for await (const part of kv.list({ prefix: auditEntryKey(seq) })) out.push(part);
@@ -168,7 +168,7 @@ async function readRecord(store: KvStore, kv: Deno.Kv, seq: number): Promise<Aud
  * @throws {GatewayError} `STORE_CORRUPT` when the head is unreadable, or an
  * entry is stored after the head (appending would overwrite it).
  */
-export async function readAuditChainState(store: KvStore, hintSeq = 0): Promise<AuditChainState> {
+export async function readAuditChainState(store: KvHandle, hintSeq = 0): Promise<AuditChainState> {
   let guess = hintSeq;
   for (let round = 0; round < 100; round++) {
     const [headEntry, next] = await store.retry(() =>
@@ -211,7 +211,7 @@ export async function readAuditChainState(store: KvStore, hintSeq = 0): Promise<
  * limits (the caller sizes batches with {@linkcode auditEntryCost}).
  */
 export async function commitAuditEntries(
-  store: KvStore,
+  store: KvHandle,
   guard: AuditCommitGuard,
   entries: readonly AuditEntryWrite[],
   head: AuditHead,
@@ -258,7 +258,7 @@ const GET_MANY_MAX = 10;
 
 /** Reads tiles (on the read handle), ten keys per read, the reads in parallel. */
 export async function readAuditTiles(
-  store: KvStore,
+  store: KvHandle,
   refs: readonly AuditTileRef[],
 ): Promise<(Uint8Array | null)[]> {
   const reads: Promise<Deno.KvEntryMaybe<unknown>[]>[] = [];
@@ -283,7 +283,7 @@ export async function readAuditTiles(
 }
 
 /** The log's signing keys, the current one first. */
-export async function readAuditLogKeys(store: KvStore): Promise<AuditLogKey[]> {
+export async function readAuditLogKeys(store: KvHandle): Promise<AuditLogKey[]> {
   const keys = await store.retry(async () => {
     const out: AuditLogKey[] = [];
     for await (const entry of store.reader.list({ prefix: auditLogKeysPrefix() })) {
@@ -298,7 +298,7 @@ export async function readAuditLogKeys(store: KvStore): Promise<AuditLogKey[]> {
 
 /** Adds a signing key, retiring the current one, if the current one is still `retiring`. */
 export async function addAuditLogKey(
-  store: KvStore,
+  store: KvHandle,
   key: AuditLogKey,
   retiring: { id: string; retired_at: string } | null,
 ): Promise<boolean> {
@@ -321,7 +321,7 @@ export async function addAuditLogKey(
 }
 
 /** The latest stored checkpoint. */
-export async function readAuditCheckpoint(store: KvStore): Promise<AuditCheckpoint | null> {
+export async function readAuditCheckpoint(store: KvHandle): Promise<AuditCheckpoint | null> {
   const entry = await store.get(auditCheckpointKey());
   return entry.value === null
     ? null
@@ -330,7 +330,7 @@ export async function readAuditCheckpoint(store: KvStore): Promise<AuditCheckpoi
 
 /** Stores a checkpoint unless one of the same or a larger size is stored. */
 export async function putAuditCheckpoint(
-  store: KvStore,
+  store: KvHandle,
   checkpoint: AuditCheckpoint,
 ): Promise<boolean> {
   return await store.retry(async () => {
@@ -348,7 +348,7 @@ export async function putAuditCheckpoint(
 }
 
 /** How far entries were pruned. */
-export async function readAuditPruned(store: KvStore): Promise<AuditPruned | null> {
+export async function readAuditPruned(store: KvHandle): Promise<AuditPruned | null> {
   const entry = await store.get(auditPrunedKey());
   return entry.value === null
     ? null
@@ -360,7 +360,7 @@ const PRUNE_BATCH = 500;
 
 /** Stores each of `tiles` unless a copy at least as long is stored, in checked commits. */
 export async function keepAuditTiles(
-  store: KvStore,
+  store: KvHandle,
   tiles: readonly AuditTileWrite[],
 ): Promise<void> {
   // 100 checks and sets a commit: Deno KV allows 100 checks, 1000 mutations, 800 KB.
@@ -386,7 +386,7 @@ export async function keepAuditTiles(
 }
 
 /** Moves the prune mark forward, then deletes the bodies of the entries up to it. */
-export async function pruneAuditEntries(store: KvStore, pruned: AuditPruned): Promise<number> {
+export async function pruneAuditEntries(store: KvHandle, pruned: AuditPruned): Promise<number> {
   await store.retry(async () => {
     for (;;) {
       const stored = await store.kv.get(auditPrunedKey());
@@ -422,7 +422,7 @@ export async function pruneAuditEntries(store: KvStore, pruned: AuditPruned): Pr
  * snapshot.
  */
 export async function* readAuditRecordPages(
-  store: KvStore,
+  store: KvHandle,
   options: ReadAuditRecordPagesOptions = {},
 ): AsyncGenerator<AuditRecord[]> {
   const { after = 0, before, pageSize = 1000 } = options;

@@ -10,13 +10,13 @@ import { CONSOLE_SESSION_SLACK_MS, consoleSessionHash } from "../_console_sessio
 import { parseRecord } from "../_records.ts";
 import type { ConsoleSessionStore } from "../store.ts";
 import { consoleSessionKey } from "./keys.ts";
-import type { KvStore } from "./kv_store.ts";
+import type { KvHandle } from "./_handle.ts";
 
 /** A stored session: its expiry, in ms since the epoch. */
 const ConsoleSessionRecordSchema = z.object({ expires_at: z.number().int() });
 
 /** The console sessions, on Deno KV. */
-export function createKvConsoleSessionStore(store: KvStore): ConsoleSessionStore {
+export function createKvConsoleSessionStore(store: KvHandle): ConsoleSessionStore {
   return {
     async create(id, expiresAt) {
       const record = ConsoleSessionRecordSchema.parse({ expires_at: expiresAt });

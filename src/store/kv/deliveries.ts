@@ -53,7 +53,7 @@ import {
   outboxFanoutKey,
   outboxFanoutPrefix,
 } from "./keys.ts";
-import type { KvStore } from "./kv_store.ts";
+import type { KvHandle } from "./_handle.ts";
 import {
   BytesSchema,
   type ClaimDueOptions,
@@ -78,6 +78,9 @@ import {
   type WriteResult,
 } from "../records.ts";
 import { parseRecord } from "../_records.ts";
+
+/** The handle, with the claims on pending deliveries it keeps in memory. */
+type KvStore = KvHandle & { readonly claims: DeliveryClaims };
 
 /** Bodies larger than this are stored in chunks of this size (a KV value holds 64 KiB). */
 export const BODY_CHUNK_BYTES = 60_000;

@@ -24,7 +24,7 @@ import {
   incomingStatsKey,
 } from "./keys.ts";
 import type { KvStagedWrites } from "./_staged.ts";
-import type { KvStore } from "./kv_store.ts";
+import type { KvHandle } from "./_handle.ts";
 import {
   checkIncomingFailure,
   type ClaimIncomingOptions,
@@ -38,6 +38,9 @@ import {
   IncomingLogEntrySchema,
   type ReserveDedupeOptions,
 } from "../records.ts";
+
+/** The handle, with the claims on incoming jobs it keeps in memory. */
+type KvStore = KvHandle & { readonly incomingClaims: IncomingClaims };
 
 const CHUNK_BYTES = 60 * 1024;
 const CHUNKS_PER_COMMIT = 10;

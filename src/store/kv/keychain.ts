@@ -6,7 +6,7 @@
  * @module
  */
 import { keychainKey, keychainPrefix, keyCheckKey } from "./keys.ts";
-import type { KvStore } from "./kv_store.ts";
+import type { KvHandle } from "./_handle.ts";
 import { parseRecord } from "../_records.ts";
 import {
   type KeychainRecord,
@@ -20,7 +20,7 @@ function parseKeychainRecord(name: string, value: unknown): KeychainRecord {
 }
 /** Writes (creates or replaces) the keychain entry `name`. */
 export async function putKeychainRecord(
-  store: KvStore,
+  store: KvHandle,
   name: string,
   record: KeychainRecord,
 ): Promise<void> {
@@ -30,7 +30,7 @@ export async function putKeychainRecord(
 
 /** The keychain entry `name`, or `null`. */
 export async function getKeychainRecord(
-  store: KvStore,
+  store: KvHandle,
   name: string,
 ): Promise<KeychainRecord | null> {
   const entry = await store.retry(() => store.kv.get(keychainKey(name)));
@@ -39,7 +39,7 @@ export async function getKeychainRecord(
 
 /** Every keychain entry with its name, in name order. */
 export async function listKeychainRecords(
-  store: KvStore,
+  store: KvHandle,
 ): Promise<{ name: string; record: KeychainRecord }[]> {
   return await store.retry(async () => {
     const out: { name: string; record: KeychainRecord }[] = [];
@@ -56,7 +56,7 @@ export async function listKeychainRecords(
  *
  * @returns Whether it existed.
  */
-export async function deleteKeychainRecord(store: KvStore, name: string): Promise<boolean> {
+export async function deleteKeychainRecord(store: KvHandle, name: string): Promise<boolean> {
   const key = keychainKey(name);
   return await store.retry(async () => {
     const existing = await store.kv.get(key);
@@ -68,14 +68,14 @@ export async function deleteKeychainRecord(store: KvStore, name: string): Promis
 }
 
 /** The recorded key check value, or `null`. */
-export async function readKeyCheck(store: KvStore): Promise<KeyCheckRecord | null> {
+export async function readKeyCheck(store: KvHandle): Promise<KeyCheckRecord | null> {
   const entry = await store.retry(() => store.kv.get(keyCheckKey()));
   return entry.value === null ? null : parseRecord(KeyCheckRecordSchema, entry.value, "key check");
 }
 
 /** Records `record` unless a key check value is recorded; the one recorded. */
 export async function writeKeyCheck(
-  store: KvStore,
+  store: KvHandle,
   record: KeyCheckRecord,
 ): Promise<KeyCheckRecord> {
   const value = KeyCheckRecordSchema.parse(record);

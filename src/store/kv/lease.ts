@@ -6,7 +6,7 @@
  */
 import { deliveryLeaseKey } from "./keys.ts";
 import { leaseHolderIsGone } from "../_rules.ts";
-import type { KvStore } from "./kv_store.ts";
+import type { KvHandle } from "./_handle.ts";
 import { type ClaimLeaseOptions, type DeliveryLease, DeliveryLeaseSchema } from "../records.ts";
 
 /**
@@ -16,7 +16,7 @@ import { type ClaimLeaseOptions, type DeliveryLease, DeliveryLeaseSchema } from 
  * @returns Whether this process holds the lease now.
  */
 export async function claimDeliveryLease(
-  store: KvStore,
+  store: KvHandle,
   options: ClaimLeaseOptions,
 ): Promise<boolean> {
   const { owner, ttlMs, now = Date.now() } = options;
@@ -41,7 +41,7 @@ export async function claimDeliveryLease(
 }
 
 /** Gives the lease up, if this process holds it. */
-export async function releaseDeliveryLease(store: KvStore, owner: string): Promise<void> {
+export async function releaseDeliveryLease(store: KvHandle, owner: string): Promise<void> {
   await store.retry(async () => {
     const entry = await store.kv.get(deliveryLeaseKey());
     const held = DeliveryLeaseSchema.safeParse(entry.value);

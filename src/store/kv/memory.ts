@@ -6,7 +6,7 @@
  */
 import { z } from "zod";
 import { memoryKey, memoryPrefix } from "./keys.ts";
-import type { KvStore } from "./kv_store.ts";
+import type { KvHandle } from "./_handle.ts";
 import type {
   ListMemoryOptions,
   ListMemoryResult,
@@ -47,7 +47,7 @@ function parseRecord(key: string, value: unknown): MemoryEntry {
  * acceptable (empty or long key, value not JSON or over 60 KiB).
  */
 export async function setMemory(
-  store: KvStore,
+  store: KvHandle,
   key: string,
   value: unknown,
   now: Date = new Date(),
@@ -75,7 +75,7 @@ export async function setMemory(
  * @throws {GatewayError} `TOOL_INPUT_INVALID` for a bad key, `STORE_CORRUPT`
  * when the stored value cannot be read.
  */
-export async function getMemory(store: KvStore, key: string): Promise<MemoryEntry | null> {
+export async function getMemory(store: KvHandle, key: string): Promise<MemoryEntry | null> {
   checkMemoryKey(key);
   const entry = await store.get(memoryKey(key));
   return entry.value === null ? null : parseRecord(key, entry.value);
@@ -86,7 +86,7 @@ export async function getMemory(store: KvStore, key: string): Promise<MemoryEntr
  * `prefix`.
  */
 export async function listMemory(
-  store: KvStore,
+  store: KvHandle,
   options: ListMemoryOptions = {},
 ): Promise<ListMemoryResult> {
   const { prefix, limit } = memoryListBounds(options);
@@ -118,7 +118,7 @@ export async function listMemory(
  *
  * @returns Whether there was a value to delete.
  */
-export async function deleteMemory(store: KvStore, key: string): Promise<boolean> {
+export async function deleteMemory(store: KvHandle, key: string): Promise<boolean> {
   checkMemoryKey(key);
   const kvKey = memoryKey(key);
   return await store.retry(async () => {

@@ -10,7 +10,7 @@ import { sameJson } from "../_same_json.ts";
 import { type ToolPinRecord, ToolPinRecordSchema } from "../records.ts";
 import type { PinStore } from "../store.ts";
 import { pinKey, pinsPrefix, registrationsVersionKey } from "./keys.ts";
-import type { KvStore } from "./kv_store.ts";
+import type { KvHandle } from "./_handle.ts";
 import { removeRegistration } from "./_registrations.ts";
 
 function parse(value: unknown, key: Deno.KvKey): ToolPinRecord {
@@ -23,7 +23,7 @@ function parse(value: unknown, key: Deno.KvKey): ToolPinRecord {
 }
 
 /** The pins, on Deno KV. */
-export function createKvPinStore(store: KvStore): PinStore {
+export function createKvPinStore(store: KvHandle): PinStore {
   return {
     async list() {
       return await store.retry(async () => {

@@ -10,7 +10,7 @@ import { parseRecord } from "../_records.ts";
 import { type PolicyRecord, PolicyRecordSchema } from "../records.ts";
 import type { PolicyStore } from "../store.ts";
 import { policiesPrefix, policyKey, registrationsVersionKey } from "./keys.ts";
-import type { KvStore } from "./kv_store.ts";
+import type { KvHandle } from "./_handle.ts";
 import { removeRegistration } from "./_registrations.ts";
 
 function parse(value: unknown, name: string): PolicyRecord {
@@ -18,7 +18,7 @@ function parse(value: unknown, name: string): PolicyRecord {
 }
 
 /** The stored policy rules, on Deno KV. */
-export function createKvPolicyStore(store: KvStore): PolicyStore {
+export function createKvPolicyStore(store: KvHandle): PolicyStore {
   return {
     async add(record) {
       const value = PolicyRecordSchema.parse(record);

@@ -18,7 +18,7 @@ import {
   upstreamKey,
   upstreamsPrefix,
 } from "./keys.ts";
-import type { KvStore } from "./kv_store.ts";
+import type { KvHandle } from "./_handle.ts";
 import { removeRegistration } from "./_registrations.ts";
 import {
   type NewUpstream,
@@ -44,7 +44,7 @@ function parseUpstream(value: unknown, name: string): UpstreamRecord {
  *
  * @throws {GatewayError} `CONFLICT` when an upstream of that name exists.
  */
-export async function addUpstream(store: KvStore, input: NewUpstream): Promise<UpstreamRecord> {
+export async function addUpstream(store: KvHandle, input: NewUpstream): Promise<UpstreamRecord> {
   const now = new Date().toISOString();
   const record = UpstreamRecordSchema.parse({
     ...input,
@@ -70,7 +70,7 @@ export async function addUpstream(store: KvStore, input: NewUpstream): Promise<U
 }
 
 /** All stored upstreams, by name. */
-export async function listUpstreams(store: KvStore): Promise<UpstreamRecord[]> {
+export async function listUpstreams(store: KvHandle): Promise<UpstreamRecord[]> {
   return await store.retry(async () => {
     const out: UpstreamRecord[] = [];
     for await (const entry of store.kv.list({ prefix: upstreamsPrefix() })) {
@@ -85,7 +85,7 @@ export async function listUpstreams(store: KvStore): Promise<UpstreamRecord[]> {
  *
  * @returns Whether it existed.
  */
-export function removeUpstream(store: KvStore, name: string): Promise<boolean> {
+export function removeUpstream(store: KvHandle, name: string): Promise<boolean> {
   return removeRegistration(store, upstreamKey(name));
 }
 
@@ -97,7 +97,7 @@ export function removeUpstream(store: KvStore, name: string): Promise<boolean> {
  * @returns The updated record, or `null` when there is none.
  */
 export async function setUpstreamEnabled(
-  store: KvStore,
+  store: KvHandle,
   name: string,
   enabled: boolean,
 ): Promise<UpstreamRecord | null> {
@@ -124,7 +124,7 @@ export async function setUpstreamEnabled(
  * unless published again.
  */
 export async function putServerStatus(
-  store: KvStore,
+  store: KvHandle,
   status: ServerStatus,
   ttlMs: number,
 ): Promise<void> {
@@ -135,7 +135,7 @@ export async function putServerStatus(
 }
 
 /** Withdraws a server's published states (on shutdown). */
-export async function deleteServerStatus(store: KvStore, serverId: string): Promise<void> {
+export async function deleteServerStatus(store: KvHandle, serverId: string): Promise<void> {
   await store.retry(() => store.kv.delete(serverStatusKey(serverId)));
 }
 
@@ -144,7 +144,7 @@ export async function deleteServerStatus(store: KvStore, serverId: string): Prom
  * than `maxAgeMs` (a server that died without withdrawing) are left out.
  */
 export async function listServerStatuses(
-  store: KvStore,
+  store: KvHandle,
   maxAgeMs: number,
   now: number = Date.now(),
 ): Promise<ServerStatus[]> {

@@ -10,7 +10,7 @@ import { parseRecord } from "../_records.ts";
 import { type VirtualServerRecord, VirtualServerRecordSchema } from "../records.ts";
 import type { VirtualServerStore } from "../store.ts";
 import { registrationsVersionKey, virtualServerKey, virtualServersPrefix } from "./keys.ts";
-import type { KvStore } from "./kv_store.ts";
+import type { KvHandle } from "./_handle.ts";
 import { removeRegistration } from "./_registrations.ts";
 
 function parse(value: unknown, name: string): VirtualServerRecord {
@@ -18,7 +18,7 @@ function parse(value: unknown, name: string): VirtualServerRecord {
 }
 
 /** The virtual servers, on Deno KV. */
-export function createKvVirtualServerStore(store: KvStore): VirtualServerStore {
+export function createKvVirtualServerStore(store: KvHandle): VirtualServerStore {
   return {
     async add(record) {
       const value = VirtualServerRecordSchema.parse(record);

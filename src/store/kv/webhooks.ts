@@ -17,7 +17,7 @@ import {
   outgoingWebhooksPrefix,
   registrationsVersionKey,
 } from "./keys.ts";
-import type { KvStore } from "./kv_store.ts";
+import type { KvHandle } from "./_handle.ts";
 import {
   type DeliveryOutcome,
   type IncomingStats,
@@ -50,7 +50,7 @@ function bump(atomic: Deno.AtomicOperation): Deno.AtomicOperation {
 
 /** Stores a new outgoing webhook and returns it. */
 export async function addOutgoingWebhook(
-  store: KvStore,
+  store: KvHandle,
   input: NewOutgoingWebhook,
 ): Promise<OutgoingWebhook> {
   const record = OutgoingWebhookSchema.parse({
@@ -74,7 +74,7 @@ export async function addOutgoingWebhook(
 
 /** All outgoing webhooks, oldest first. */
 export async function listOutgoingWebhooks(
-  store: KvStore,
+  store: KvHandle,
   options: ListOutgoingOptions = {},
 ): Promise<ListedOutgoingWebhook[]> {
   const open = options.unreadableSecrets === "report" ? openOutgoingReporting : openOutgoing;
@@ -90,7 +90,7 @@ export async function listOutgoingWebhooks(
 
 /** One outgoing webhook, or `null`. */
 export async function getOutgoingWebhook(
-  store: KvStore,
+  store: KvHandle,
   id: string,
 ): Promise<OutgoingWebhook | null> {
   const entry = await store.retry(() => store.kv.get(outgoingWebhookKey(id)));
@@ -99,7 +99,7 @@ export async function getOutgoingWebhook(
 
 /** Changes an outgoing webhook (read, patch, write if unchanged meanwhile). */
 export async function updateOutgoingWebhook(
-  store: KvStore,
+  store: KvHandle,
   id: string,
   patch: OutgoingWebhookPatch,
 ): Promise<OutgoingWebhook | null> {
@@ -121,7 +121,7 @@ export async function updateOutgoingWebhook(
 
 /** Records an event's final outcome at an outgoing webhook; returns the dead-letter streak. */
 export async function recordWebhookOutcome(
-  store: KvStore,
+  store: KvHandle,
   id: string,
   outcome: DeliveryOutcome,
 ): Promise<number> {
@@ -149,7 +149,7 @@ export async function recordWebhookOutcome(
  * @throws {GatewayError} `CONFLICT` when the name or path is taken.
  */
 export async function addIncomingWebhook(
-  store: KvStore,
+  store: KvHandle,
   input: NewIncomingWebhook,
 ): Promise<IncomingWebhook> {
   const record = IncomingWebhookSchema.parse({
@@ -196,7 +196,7 @@ export async function addIncomingWebhook(
 }
 
 /** All incoming endpoints, oldest first. */
-export async function listIncomingWebhooks(store: KvStore): Promise<IncomingWebhook[]> {
+export async function listIncomingWebhooks(store: KvHandle): Promise<IncomingWebhook[]> {
   const entries = await store.retry(async () => {
     const out: Deno.KvEntry<unknown>[] = [];
     for await (const entry of store.kv.list({ prefix: incomingWebhooksPrefix() })) out.push(entry);
@@ -211,7 +211,7 @@ export async function listIncomingWebhooks(store: KvStore): Promise<IncomingWebh
 
 /** One incoming endpoint, or `null`. */
 export async function getIncomingWebhook(
-  store: KvStore,
+  store: KvHandle,
   id: string,
 ): Promise<IncomingWebhook | null> {
   const entry = await store.retry(() => store.kv.get(incomingWebhookKey(id)));
@@ -224,7 +224,7 @@ export async function getIncomingWebhook(
  * @returns The removed record's kind, or `null` when no such id exists.
  */
 export async function removeWebhook(
-  store: KvStore,
+  store: KvHandle,
   id: string,
 ): Promise<"outgoing" | "incoming" | null> {
   return await store.retry(async () => {
@@ -261,7 +261,7 @@ export async function removeWebhook(
 }
 
 /** Reads the counters of an incoming endpoint. */
-export async function readIncomingStats(store: KvStore, id: string): Promise<IncomingStats> {
+export async function readIncomingStats(store: KvHandle, id: string): Promise<IncomingStats> {
   const stats: IncomingStats = { received: 0, rejected: 0, failed: 0 };
   await store.retry(async () => {
     for await (const entry of store.kv.list({ prefix: incomingStatsPrefix(id) })) {
@@ -281,7 +281,7 @@ export async function readIncomingStats(store: KvStore, id: string): Promise<Inc
  *
  * @returns How many registrations were rewritten.
  */
-export async function sealPlaintextSecrets(store: KvStore): Promise<number> {
+export async function sealPlaintextSecrets(store: KvHandle): Promise<number> {
   let sealed = 0;
   for (const prefix of [outgoingWebhooksPrefix(), incomingWebhooksPrefix()]) {
     const entries = await store.retry(async () => {
