@@ -49,24 +49,24 @@ import {
 import { ConsoleSessions, SESSION_COOKIE, SESSION_TTL_MS } from "./session.ts";
 import { CallStats } from "./stats.ts";
 import {
-  AuditPage,
-  DlqPage,
-  DlqRecordPage,
   ErrorPage,
   type Flash,
-  IncomingPage,
-  type IncomingPayload,
   OverviewPage,
   type PageFrame,
+  SignInPage,
+  ToolPage,
+  ToolsPage,
+} from "./views.tsx";
+import {
+  DlqPage,
+  DlqRecordPage,
   replayFlash,
   RotateSecretPage,
   secretFlash,
-  SignInPage,
   testFlash,
-  ToolPage,
-  ToolsPage,
   WebhooksPage,
-} from "./views.tsx";
+} from "./delivery_views.tsx";
+import { AuditPage, IncomingPage, type IncomingPayload } from "./log_views.tsx";
 import { isConsolePath, UI } from "./paths.ts";
 import { OVERLAP_CHOICES, rotationTimes, signatureSwitchAt } from "./rotation.ts";
 
