@@ -106,11 +106,7 @@ export function registerPins(tools: Command, context: CliContext): void {
         }
         if (tool && options.all) throw usage("Invalid arguments: give <tool> or --all, not both");
         const decided = await withPins(context, async (pins) => {
-          if (options.all) {
-            const waiting = (await pins.list({ changed: true }))
-              .filter((pin) => pin.status === "changed" || pin.status === "new");
-            return waiting.length ? await pins.approve("*", "admin") : [];
-          }
+          if (options.all) return await pins.approve("*", "admin");
           return decision === "approve"
             ? await pins.approve(tool!, "admin")
             : await pins.reject(tool!, "admin");

@@ -13,7 +13,6 @@ import type { Caller } from "../gateway/mod.ts";
 import type { Redactor } from "../redact.ts";
 import type { ApprovalRecord } from "../store/mod.ts";
 import { errorResponses } from "./errors.ts";
-import { decidedBy } from "./pins.ts";
 import type { RouteMount } from "./types.ts";
 
 const ApprovalSchema = z.object({
@@ -153,7 +152,7 @@ export function approvalRoutes(approvals: Approvals, redact: Redactor): RouteMou
         const current = await approvals.get(id);
         if (!current || !mayRead(approvals, current, caller)) throw hidden(id);
         const record = await approvals.decide(id, decision === "approve" ? "approved" : "denied", {
-          by: decidedBy(caller),
+          by: callerRef(caller),
           caller,
           ...(body.reason ? { reason: body.reason } : {}),
         });

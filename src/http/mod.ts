@@ -56,7 +56,7 @@ export { ToolInfoSchema, ToolListSchema, ToolResultSchema } from "./tools.ts";
 export { HealthSchema } from "./health.ts";
 export { Readiness, type ReadinessOptions } from "./readiness.ts";
 export { AuditPageSchema, auditRoutes } from "./audit.ts";
-export { decidedBy, pinRoutes } from "./pins.ts";
+export { pinRoutes } from "./pins.ts";
 export { policyRoutes } from "./policies.ts";
 export { approvalRoutes } from "./approvals.ts";
 export { incomingRoutes } from "./incoming.ts";

@@ -6,7 +6,7 @@
  * @module
  */
 import { createRoute, z } from "@hono/zod-openapi";
-import type { Caller } from "../gateway/mod.ts";
+import { callerRef } from "../approvals/mod.ts";
 import type { ToolPins } from "../pins/mod.ts";
 import { errorResponses } from "./errors.ts";
 import type { RouteMount } from "./types.ts";
@@ -117,13 +117,6 @@ const approveAllRoute = createRoute({
   },
 });
 
-/** Who decided, as a pin records it: `admin`, `key:<id>`, `oauth:<subject>`, `local`. */
-export function decidedBy(caller: Caller | undefined): string {
-  if (!caller || caller.kind === "local") return "local";
-  if (caller.kind === "admin") return "admin";
-  return `${caller.kind}:${caller.id ?? caller.name ?? "?"}`;
-}
-
 /** Mounts `/pins` (the management API: the administrator's only). */
 export function pinRoutes(pins: ToolPins): RouteMount {
   return function mountPins(app) {
@@ -132,20 +125,16 @@ export function pinRoutes(pins: ToolPins): RouteMount {
       return c.json({ pins: await pins.list({ changed: changed === "true" }) }, 200);
     });
     app.openapi(approveAllRoute, async (c) => {
-      const changed = await pins.list({ changed: true });
-      const waiting = changed.filter((pin) => pin.status === "changed" || pin.status === "new");
-      return c.json({
-        pins: waiting.length ? await pins.approve("*", decidedBy(c.get("caller"))) : [],
-      }, 200);
+      return c.json({ pins: await pins.approve("*", callerRef(c.get("caller"))) }, 200);
     });
     app.openapi(showRoute, async (c) => c.json(await pins.diff(c.req.valid("param").tool), 200));
     app.openapi(decisionRoute("approve"), async (c) =>
       c.json({
-        pins: await pins.approve(c.req.valid("param").tool, decidedBy(c.get("caller"))),
+        pins: await pins.approve(c.req.valid("param").tool, callerRef(c.get("caller"))),
       }, 200));
     app.openapi(decisionRoute("reject"), async (c) =>
       c.json({
-        pins: await pins.reject(c.req.valid("param").tool, decidedBy(c.get("caller"))),
+        pins: await pins.reject(c.req.valid("param").tool, callerRef(c.get("caller"))),
       }, 200));
   };
 }

@@ -263,7 +263,7 @@ export class ToolPins implements PinGuard {
       out.push(view);
     }
     // This instance's proxies list (or hold) what was decided before the answer goes.
-    await this.changed();
+    if (out.length) await this.changed();
     return out;
   }
 

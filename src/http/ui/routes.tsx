@@ -8,7 +8,7 @@
 import type { Context, MiddlewareHandler } from "hono";
 import { deleteCookie, getCookie, setCookie } from "hono/cookie";
 import type { JSX } from "hono/jsx/jsx-runtime";
-import { type Approvals, approvalView } from "../../approvals/mod.ts";
+import { type Approvals, approvalView, callerRef } from "../../approvals/mod.ts";
 import { AUDIT_KINDS, type AuditEntry, type AuditLog, verifyAuditChain } from "../../audit/mod.ts";
 import type { EgressPolicy } from "../../egress/mod.ts";
 import { type ErrorCode, GatewayError } from "../../errors/mod.ts";
@@ -34,7 +34,6 @@ import {
   testWebhook,
 } from "../../webhooks/mod.ts";
 import { VERSION } from "../../version.ts";
-import { decidedBy } from "../pins.ts";
 import type { AppEnv, RouteMount, ToolgateApp } from "../types.ts";
 import { CONSOLE_CSS, CONSOLE_JS } from "./assets.ts";
 import {
@@ -444,7 +443,7 @@ export function consoleRoutes(options: ConsoleOptions): RouteMount {
     for (const [action, decision] of [["approve", "approved"], ["reject", "rejected"]] as const) {
       app.post(`${UI}/pins/:tool/${action}`, async (c) => {
         const tool = c.req.param("tool");
-        const by = decidedBy(deciderOf(c));
+        const by = callerRef(deciderOf(c));
         try {
           const decided = action === "approve"
             ? await pinsOf(tool).approve(tool, by)
@@ -510,7 +509,7 @@ export function consoleRoutes(options: ConsoleOptions): RouteMount {
         const caller = deciderOf(c);
         try {
           const decided = await approvals.decide(id, decision, {
-            by: decidedBy(caller),
+            by: callerRef(caller),
             caller,
             ...(reason ? { reason } : {}),
           });
