@@ -15,7 +15,6 @@
  * @module
  */
 import {
-  type AuthInfo,
   createMcpHandler,
   isLegacyRequest,
   type McpHttpHandler,
@@ -26,7 +25,17 @@ import { DeadlineQueue } from "../deadlines.ts";
 import type { Config } from "../config/mod.ts";
 import { type Caller, type Gateway, LOCAL_CALLER } from "../gateway/mod.ts";
 import { InputRelay } from "./input_relay.ts";
-import { CALLER_AUTH_KEY, createMcpServer } from "./server.ts";
+import { createMcpServer } from "./server.ts";
+import { isEventStream, jsonWhenAlone, onBodyEnd, rpcError } from "./_http_answers.ts";
+import {
+  callerKey,
+  carriesEnvelope,
+  isSingleRequest,
+  listenedResources,
+  type ParsedRequest,
+  withCaller,
+  withParsedBody,
+} from "./_http_requests.ts";
 
 /** Options of {@linkcode McpHttpSessions}. */
 export interface McpHttpSessionsOptions {
@@ -421,255 +430,4 @@ export class McpHttpSessions {
       ...[...this.#virtual.values()].map((sessions) => sessions.closeAll()),
     ]);
   }
-}
-
-function rpcError(
-  status: number,
-  code: number,
-  message: string,
-  headers: Record<string, string> = {},
-): Response {
-  return new Response(JSON.stringify({ jsonrpc: "2.0", error: { code, message }, id: null }), {
-    status,
-    headers: { "content-type": "application/json", ...headers },
-  });
-}
-
-/**
- * Calls `done` once the response body finished, failed or was cancelled (at
- * once when there is no body).
- */
-function onBodyEnd(response: Response, done: () => void): Response {
-  // A JSON (or empty) body is complete already: only an SSE stream stays
-  // open. (The header first: reading `response.body` creates a stream.)
-  if (!isEventStream(response) || response.body === null) {
-    done();
-    return response;
-  }
-  let finished = false;
-  const finish = () => {
-    if (finished) return;
-    finished = true;
-    done();
-  };
-  const reader = response.body.getReader();
-  const body = new ReadableStream<Uint8Array>({
-    async pull(controller) {
-      try {
-        const chunk = await reader.read();
-        if (chunk.done) {
-          finish();
-          controller.close();
-        } else {
-          controller.enqueue(chunk.value);
-        }
-      } catch (error) {
-        finish();
-        controller.error(error);
-      }
-    },
-    async cancel(reason) {
-      finish();
-      await reader.cancel(reason);
-    },
-  });
-  return new Response(body, {
-    status: response.status,
-    statusText: response.statusText,
-    headers: response.headers,
-  });
-}
-
-/** Whether a POST body is one request, other than `initialize`, with a 2026-07-28 `_meta` envelope. */
-function carriesEnvelope(body: unknown): boolean {
-  const request = body as
-    | { method?: unknown; params?: { _meta?: Record<string, unknown> } }
-    | undefined;
-  return typeof request === "object" && request !== null && !Array.isArray(request) &&
-    request.method !== "initialize" &&
-    typeof request.params?._meta?.["io.modelcontextprotocol/protocolVersion"] === "string";
-}
-
-/** The resources a 2026 `subscriptions/listen` request asks to hear about. */
-function listenedResources(body: unknown): string[] {
-  const request = body as
-    | { method?: unknown; params?: { notifications?: { resourceSubscriptions?: unknown } } }
-    | undefined;
-  if (request?.method !== "subscriptions/listen") return [];
-  const uris = request.params?.notifications?.resourceSubscriptions;
-  return Array.isArray(uris) ? uris.filter((uri): uri is string => typeof uri === "string") : [];
-}
-
-/** Whether a POST body is one JSON-RPC request (not a batch, not a notification or response). */
-function isSingleRequest(body: unknown): boolean {
-  return typeof body === "object" && body !== null && !Array.isArray(body) && "method" in body &&
-    "id" in body;
-}
-
-/**
- * A request's SSE answer as one JSON body when its first event is the
- * result (nothing was sent before it, so nothing follows: one request per
- * POST); otherwise the stream as it is, from its first byte. So a call that
- * reports progress, log messages or asks its caller for input gets a stream,
- * and every other request costs the client no SSE parsing. Comments
- * (keep-alives) before the first event are not events.
- */
-async function jsonWhenAlone(response: Response): Promise<Response> {
-  if (!isEventStream(response) || response.body === null) return response;
-  const reader = response.body.getReader();
-  const decoder = new TextDecoder();
-  const chunks: Uint8Array[] = [];
-  let text = "";
-  for (;;) {
-    const chunk = await reader.read();
-    if (chunk.done) break;
-    chunks.push(chunk.value);
-    text += decoder.decode(chunk.value, { stream: true });
-    const data = firstEventData(text);
-    if (data === undefined) continue;
-    if (data !== null && isAnswer(data)) {
-      void reader.cancel().catch(() => {});
-      const headers = new Headers(response.headers);
-      headers.set("content-type", "application/json");
-      for (const name of ["cache-control", "connection", "x-accel-buffering"]) headers.delete(name);
-      return new Response(data, { status: response.status, headers });
-    }
-    break;
-  }
-  let replayed = false;
-  const body = new ReadableStream<Uint8Array>({
-    async pull(controller) {
-      if (!replayed) {
-        replayed = true;
-        for (const chunk of chunks) controller.enqueue(chunk);
-        return;
-      }
-      try {
-        const chunk = await reader.read();
-        if (chunk.done) controller.close();
-        else controller.enqueue(chunk.value);
-      } catch (error) {
-        controller.error(error);
-      }
-    },
-    async cancel(reason) {
-      await reader.cancel(reason);
-    },
-  });
-  return new Response(body, {
-    status: response.status,
-    statusText: response.statusText,
-    headers: response.headers,
-  });
-}
-
-/**
- * The data of the first complete SSE event in `text`: `undefined` while none
- * is complete, `null` for one without data.
- */
-function firstEventData(text: string): string | null | undefined {
-  // The SDK writes each message as one `event: message` with one data line, in one chunk.
-  const end = text.indexOf("\n\n");
-  if (text.startsWith(SDK_EVENT_PREFIX) && end === text.length - 2) {
-    const data = text.slice(SDK_EVENT_PREFIX.length, end);
-    if (!data.includes("\n")) return data;
-  }
-  let rest = text;
-  for (;;) {
-    const end = rest.search(/\r?\n\r?\n/);
-    if (end < 0) return undefined;
-    const lines = rest.slice(0, end).split(/\r?\n/);
-    rest = rest.slice(end).replace(/^\r?\n\r?\n/, "");
-    if (lines.every((line) => line.startsWith(":"))) continue;
-    const data = lines.filter((line) => line.startsWith("data:"))
-      .map((line) => line.slice(5).replace(/^ /, ""));
-    return data.length ? data.join("\n") : null;
-  }
-}
-
-/** How the SDK starts an SSE event without an id. */
-const SDK_EVENT_PREFIX = "event: message\ndata: ";
-
-/** Whether an SSE event's data is a JSON-RPC response (a result or an error). */
-function isAnswer(data: string): boolean {
-  // The SDK writes a result with `result` first; a request or notification never starts so.
-  if (data.startsWith('{"result":')) return true;
-  try {
-    const message = JSON.parse(data);
-    return typeof message === "object" && message !== null && "id" in message &&
-      ("result" in message || "error" in message);
-  } catch {
-    return false;
-  }
-}
-
-function isEventStream(response: Response): boolean {
-  return response.headers.get("content-type")?.startsWith("text/event-stream") ?? false;
-}
-
-/**
- * The request and its parsed JSON body for the transport. A POST's body is
- * read here in one piece: the SDK transport would read it chunk by chunk
- * through a stream reader, which cost more per call than the rest of its
- * request handling. A body that is not JSON, or is over `maxBytes` (the HTTP
- * app's body limit normally refused it before), is handed back to the
- * transport in a new request, so that it answers with its own error as
- * before; other methods go through untouched.
- */
-async function withParsedBody(
-  request: Request,
-  maxBytes: number,
-): Promise<ParsedRequest | Response> {
-  // `request.body` is not touched: creating its stream would make text() read through it.
-  if (request.method !== "POST") return [request];
-  const bytes = new Uint8Array(await request.arrayBuffer());
-  let text: string;
-  try {
-    text = strictUtf8.decode(bytes);
-  } catch {
-    // Never decoded with U+FFFD in place of the bad bytes and passed on.
-    return Response.json({
-      jsonrpc: "2.0",
-      id: null,
-      error: { code: -32700, message: "Parse error: the body is not UTF-8 (INVALID_JSON)" },
-    }, { status: 400 });
-  }
-  const overLimit = text.length > maxBytes ||
-    (text.length * 3 > maxBytes && encoder.encode(text).length > maxBytes);
-  if (!overLimit) {
-    try {
-      return [request, { parsedBody: JSON.parse(text) }];
-    } catch {
-      // Not JSON: the transport answers it.
-    }
-  }
-  return [new Request(request, { body: text })];
-}
-
-const encoder = new TextEncoder();
-const strictUtf8 = new TextDecoder("utf-8", { fatal: true });
-
-/** A request and, for a JSON POST, its parsed body; the caller rides along as `authInfo`. */
-type ParsedRequest = [Request, { parsedBody?: unknown; authInfo?: AuthInfo }?];
-
-/**
- * Hands the caller to the SDK as the request's `authInfo` (its `extra`
- * carries the {@linkcode Caller}); handlers read it back with
- * `callerOf` in `server.ts`. The token is never passed on.
- */
-function withCaller(parsed: ParsedRequest, caller: Caller | undefined): ParsedRequest {
-  if (!caller) return parsed;
-  const authInfo: AuthInfo = {
-    token: "",
-    clientId: caller.id ?? caller.kind,
-    scopes: [],
-    extra: { [CALLER_AUTH_KEY]: caller },
-  };
-  return [parsed[0], { ...parsed[1], authInfo }];
-}
-
-/** Who a session belongs to, as a string. */
-function callerKey(caller: Caller | undefined): string {
-  if (!caller || caller.kind === "local" || caller.kind === "admin") return "admin";
-  return `${caller.kind}:${caller.id ?? caller.name ?? ""}`;
 }
