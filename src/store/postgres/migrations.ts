@@ -14,7 +14,7 @@
 import { GatewayError } from "../../errors/mod.ts";
 import { describeDatabase, isConnectionError, type Sql, withStore } from "./connection.ts";
 import { INITIAL_SCHEMA } from "./schema.ts";
-import { AUDIT_TREE_SCHEMA } from "./audit.ts";
+import { AUDIT_TREE_SCHEMA } from "./audit_schema.ts";
 import { PINS_SCHEMA } from "./pins.ts";
 import { POLICIES_SCHEMA } from "./policies.ts";
 import { APPROVALS_SCHEMA } from "./approvals.ts";

@@ -8,7 +8,7 @@ import { CONTEXT_SCHEMA } from "./_context.ts";
 import { CHANGES_SCHEMA } from "./changes.ts";
 import { CONSOLE_SESSIONS_SCHEMA } from "./console_sessions.ts";
 import { API_KEYS_SCHEMA } from "./api_keys.ts";
-import { AUDIT_SCHEMA } from "./audit.ts";
+import { AUDIT_SCHEMA } from "./audit_schema.ts";
 import { DELIVERIES_SCHEMA } from "./deliveries.ts";
 import { INCOMING_SCHEMA } from "./incoming.ts";
 import { KEYCHAIN_SCHEMA } from "./keychain.ts";
