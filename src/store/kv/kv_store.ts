@@ -110,7 +110,7 @@ import { createKvVirtualServerStore } from "./virtual_servers.ts";
 import { createKvPinStore } from "./pins.ts";
 import { createKvPolicyStore } from "./policies.ts";
 import { createKvApprovalStore } from "./approvals.ts";
-import { deploymentIdKey, registrationsVersionKey, schemaVersionKey, storeIdKey } from "./keys.ts";
+import { deploymentIdKey, registrationsVersionKey, schemaVersionKey } from "./keys.ts";
 import { claimDeliveryLease, releaseDeliveryLease } from "./lease.ts";
 import { deleteMemory, getMemory, listMemory, setMemory } from "./memory.ts";
 import {
@@ -139,7 +139,10 @@ import { DataKey } from "../data_key.ts";
 import { keySealGuard } from "../key_check.ts";
 import { ReadBatcher } from "./_reads.ts";
 import { KV_CHANGE_FEED } from "./changes.ts";
-import { createPrivateFile, ensureDataDir, writeFileOnce } from "../_data_dir.ts";
+import { createPrivateFile, ensureDataDir } from "../_data_dir.ts";
+import { checkStoreFile, claimStoreId } from "./_store_identity.ts";
+
+export { STORE_MARKER_FILE } from "./_store_identity.ts";
 
 /**
  * The schema version this release writes and reads. 2: pending deliveries
@@ -529,9 +532,6 @@ export async function openKvStore(options: OpenKvStoreOptions): Promise<KvStore>
   return store;
 }
 
-/** The data directory's record of its KV store (outside the KV file, so emptying the file cannot erase it). */
-export const STORE_MARKER_FILE = "toolgate.kv.id";
-
 /** SQLite's words for a damaged database file. */
 const CORRUPTION =
   /database disk image is malformed|file is not a database|SQLITE_CORRUPT|SQLITE_NOTADB/i;
@@ -548,76 +548,6 @@ function corruptionError(error: unknown): GatewayError {
       "(restore toolgate.kv from a backup of the data directory)",
     { cause: error },
   );
-}
-
-async function readMarker(dataDir: string): Promise<string | undefined> {
-  try {
-    return (await Deno.readTextFile(`${dataDir}/${STORE_MARKER_FILE}`)).trim() || undefined;
-  } catch (error) {
-    if (error instanceof Deno.errors.NotFound) return undefined;
-    throw new GatewayError(
-      "STORE_CORRUPT",
-      `Cannot read ${dataDir}/${STORE_MARKER_FILE}: ${(error as Error).message}`,
-      { cause: error },
-    );
-  }
-}
-
-function replacedError(path: string, marker: string, what: string): GatewayError {
-  return new GatewayError(
-    "STORE_CORRUPT",
-    `Cannot use ${path}: ${what}, yet this data directory held store ${marker} ` +
-      `(${STORE_MARKER_FILE}); nothing was created or changed. Restore toolgate.kv from a ` +
-      `backup, or, to start over with an empty store and lose the old one for good, move ` +
-      `${STORE_MARKER_FILE} and toolgate.kv away`,
-    { details: { store_id: marker } },
-  );
-}
-
-/** Refuses a missing or empty KV file where the marker says a store was. */
-async function checkStoreFile(dataDir: string, path: string): Promise<void> {
-  const marker = await readMarker(dataDir);
-  if (!marker) return;
-  let size: number | undefined;
-  try {
-    size = (await Deno.stat(path)).size;
-  } catch (error) {
-    if (!(error instanceof Deno.errors.NotFound)) throw error;
-  }
-  if (size === undefined) throw replacedError(path, marker, "the file is missing");
-  if (size === 0) throw replacedError(path, marker, "the file is empty (0 bytes)");
-}
-
-/**
- * Gives the KV file a store id (once) and keeps it in the marker file; a
- * file whose id is not the marker's (replaced by another store, or by a new
- * empty one) is refused.
- */
-async function claimStoreId(store: KvStore, dataDir: string, path: string): Promise<void> {
-  const marker = await readMarker(dataDir);
-  const key = storeIdKey();
-  let found = await store.retry(() => store.kv.get<string>(key));
-  if (marker) {
-    if (typeof found.value !== "string") {
-      throw replacedError(path, marker, "it holds no store id (a new or foreign file)");
-    }
-    if (found.value !== marker) {
-      throw replacedError(path, marker, `it is another store (${found.value})`);
-    }
-    return;
-  }
-  if (typeof found.value !== "string") {
-    const made = newId("kvs");
-    await store.retry(() =>
-      store.kv.atomic().check({ key, versionstamp: null }).set(key, made).commit()
-    );
-    found = await store.retry(() => store.kv.get<string>(key));
-  }
-  const id = String(found.value);
-  // Never replaces a marker another process wrote first (then compared below).
-  await writeFileOnce(`${dataDir}/${STORE_MARKER_FILE}`, new TextEncoder().encode(`${id}\n`));
-  const written = await readMarker(dataDir);
-  if (written !== id) throw replacedError(path, written ?? "?", `it is another store (${id})`);
 }
 
 async function checkSchemaVersion(store: KvStore, path: string): Promise<void> {
