@@ -1,0 +1,110 @@
+/**
+ * Claims on incoming jobs, kept in the memory of one {@linkcode KvHandle}
+ * (one server per KV file runs the jobs), and the checks of a claim's
+ * fields. Private to `src/store/kv`.
+ *
+ * @module
+ */
+import { GatewayError } from "../../errors/mod.ts";
+import type { KvHandle } from "./_handle.ts";
+import type { ClaimIncomingOptions, IncomingClaim } from "../records.ts";
+
+/** The handle, with the claims on incoming jobs it keeps in memory. */
+export type IncomingKvHandle = KvHandle & { readonly incomingClaims: IncomingClaims };
+
+/**
+ * Claims on incoming jobs, in one {@linkcode KvStore} handle's memory (the
+ * modules of `src/store` only). A claim may be set before its job is
+ * written (a job accepted by the claimer), and goes when the job is
+ * completed, when released, or when another owner claims the job after it
+ * lapsed.
+ */
+export class IncomingClaims {
+  /** Claims by job id, live or lapsed. */
+  #held = new Map<string, IncomingClaim>();
+  /** Claim scans in flight. */
+  #scans = 0;
+  /** Jobs completed while a scan was in flight: it may have listed them. */
+  #gone = new Set<string>();
+
+  /** Claims held, live or lapsed. */
+  get size(): number {
+    return this.#held.size;
+  }
+
+  /** Whether job `id` may be claimed at `now`: no live claim, not completed during a scan. */
+  free(id: string, now: number): boolean {
+    const held = this.#held.get(id);
+    return (held === undefined || held.until <= now) && !this.#gone.has(id);
+  }
+
+  /** Claims job `id` (replacing any claim on it). */
+  set(id: string, claim: IncomingClaim): void {
+    this.#held.set(id, { owner: claim.owner, until: claim.until });
+  }
+
+  /** Drops claims that lapsed at `now` (their jobs are anyone's). */
+  prune(now: number): void {
+    for (const [id, held] of this.#held) if (held.until <= now) this.#held.delete(id);
+  }
+
+  /** Extends `owner`'s claims to `until`; returns how many it holds. */
+  renew(owner: string, until: number): number {
+    let count = 0;
+    for (const held of this.#held.values()) {
+      if (held.owner !== owner) continue;
+      held.until = until;
+      count++;
+    }
+    return count;
+  }
+
+  /** Gives back `owner`'s claims: all, or those of the jobs `ids`. */
+  release(owner: string, ids?: readonly string[]): void {
+    for (const id of ids ?? [...this.#held.keys()]) {
+      if (this.#held.get(id)?.owner === owner) this.#held.delete(id);
+    }
+  }
+
+  /** Drops the claims of completed jobs. */
+  completed(ids: readonly string[]): void {
+    for (const id of ids) {
+      this.#held.delete(id);
+      // A scan in flight may have listed the job before it went.
+      if (this.#scans) this.#gone.add(id);
+    }
+  }
+
+  /** Runs a claim scan: jobs completed while it runs are never claimed by it. */
+  async scan<T>(run: () => Promise<T>): Promise<T> {
+    this.#scans++;
+    try {
+      return await run();
+    } finally {
+      if (--this.#scans === 0) this.#gone.clear();
+    }
+  }
+}
+
+/** Refuses a claim that cannot be held. */
+export function checkClaim(claim: IncomingClaim | undefined): void {
+  if (claim === undefined) return;
+  if (typeof claim.owner !== "string" || claim.owner === "") {
+    throw new GatewayError("INTERNAL", "Cannot claim incoming jobs: the owner is empty");
+  }
+  if (typeof claim.until !== "number" || !Number.isFinite(claim.until)) {
+    throw new GatewayError("INTERNAL", `Invalid until ${claim.until}: use epoch milliseconds`);
+  }
+}
+
+/** Refuses claim options that cannot claim anything. */
+export function checkClaimOptions(options: ClaimIncomingOptions): void {
+  const { now, limit } = options;
+  checkClaim(options);
+  if (!Number.isInteger(limit) || limit < 1) {
+    throw new GatewayError("INTERNAL", `Invalid limit ${limit}: use an integer of 1 or more`);
+  }
+  if (typeof now !== "number" || !Number.isFinite(now)) {
+    throw new GatewayError("INTERNAL", `Invalid now ${now}: use epoch milliseconds`);
+  }
+}
