@@ -31,6 +31,7 @@ import {
   REST_TOOL,
 } from "./http_server.ts";
 import { benchMcpHttp, benchMcpStdio, benchStartup } from "./mcp.ts";
+import { benchMcpBefore, type McpBeforeResult } from "./mcp_before.ts";
 import { benchMcpStateless } from "./mcp_stateless.ts";
 import { benchMcpUpstream, type UpstreamComparison } from "./mcp_upstream.ts";
 import { benchMcpUpstreamHttp } from "./mcp_upstream_http.ts";
@@ -417,6 +418,31 @@ const SCENARIOS: Scenario[] = [
       ] as const).map(([key, label]) =>
         figure("audit_before", label, r[key]!.after, "before", r[key]!.before, { min: 0.9 })
       ),
+  },
+  {
+    // MCP over HTTP and the proxied call before and after a change (TOOLGATE_BENCH_BEFORE only).
+    name: "mcp_before",
+    run: (mode) => benchMcpBefore({ mode }),
+    figures: (r: McpBeforeResult) =>
+      "skipped" in r ? [] : ([
+        ["memory_get", "MCP HTTP memory_get"],
+        ["proxied_echo", "MCP HTTP proxied everything__echo"],
+      ] as const).flatMap(([key, label]) => [
+        figure(
+          "mcp_before",
+          `${label} calls/s`,
+          r[key].here.calls_per_s,
+          "before",
+          r[key].before.calls_per_s,
+        ),
+        figure(
+          "mcp_before",
+          `${label} server CPU µs per call`,
+          r[key].here.cpu_us_per_call ?? 0,
+          "before",
+          r[key].before.cpu_us_per_call,
+        ),
+      ]),
   },
   {
     name: "audit_proofs",
