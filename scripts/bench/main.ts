@@ -18,6 +18,7 @@
 import { benchAudit } from "./audit.ts";
 import { benchAuditProofs } from "./audit_proofs.ts";
 import type { AuditCodeResult } from "./audit_code.ts";
+import type { GatewayCodeResult } from "./gateway_code.ts";
 import { benchPolicyCost } from "./policies.ts";
 import { alternate, beforeRoot, median } from "./_before.ts";
 import { benchConsolePages, consolePagesFigures } from "./console_pages.ts";
@@ -418,6 +419,63 @@ const SCENARIOS: Scenario[] = [
       ] as const).map(([key, label]) =>
         figure("audit_before", label, r[key]!.after, "before", r[key]!.before, { min: 0.9 })
       ),
+  },
+  {
+    // The gateway's call path in process before and after a change (TOOLGATE_BENCH_BEFORE only):
+    // this checkout's harness, each side's runtime.
+    name: "gateway_before",
+    run: async (mode) => {
+      const before = beforeRoot();
+      if (!before) return { skipped: "set TOOLGATE_BENCH_BEFORE=<another checkout>" };
+      const runs = await alternate<GatewayCodeResult>(
+        before,
+        "scripts/bench/gateway_code.ts",
+        mode === "full" ? [] : ["--quick"],
+        mode === "full" ? 6 : mode === "quick" ? 3 : 1,
+        { harness: "here" },
+      );
+      // Paired rounds: the machine drifts by more than a small change costs.
+      const ratios = runs.after.map((after, i) =>
+        after.cpu_us_per_call / runs.before[i].cpu_us_per_call
+      );
+      return {
+        after: median(runs.after.map((r) => r.cpu_us_per_call)),
+        before: median(runs.before.map((r) => r.cpu_us_per_call)),
+        paired_cpu_ratio: Math.round(median(ratios) * 1000) / 1000,
+        calls_per_s: {
+          after: median(runs.after.map((r) => r.calls_per_s)),
+          before: median(runs.before.map((r) => r.calls_per_s)),
+        },
+      };
+    },
+    figures: (
+      r: { skipped?: string; after?: number; before?: number; paired_cpu_ratio?: number } & {
+        calls_per_s?: { after: number; before: number };
+      },
+    ) =>
+      r.skipped ? [] : [
+        figure(
+          "gateway_before",
+          "in-process memory_get, CPU µs per call (median)",
+          r.after!,
+          "before",
+          r.before!,
+        ),
+        figure(
+          "gateway_before",
+          "paired CPU ratio (median of rounds)",
+          r.paired_cpu_ratio!,
+          "",
+          null,
+        ),
+        figure(
+          "gateway_before",
+          "in-process memory_get calls/s (median)",
+          r.calls_per_s!.after,
+          "before",
+          r.calls_per_s!.before,
+        ),
+      ],
   },
   {
     // MCP over HTTP and the proxied call before and after a change (TOOLGATE_BENCH_BEFORE only).
