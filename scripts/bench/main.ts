@@ -32,6 +32,7 @@ import {
   REST_TOOL,
 } from "./http_server.ts";
 import { benchMcpHttp, benchMcpStdio, benchStartup } from "./mcp.ts";
+import { benchLayerCost, type LayerCostResult } from "./layer_cost.ts";
 import { benchMcpBefore, type McpBeforeResult } from "./mcp_before.ts";
 import { benchMcpStateless } from "./mcp_stateless.ts";
 import { benchMcpUpstream, type UpstreamComparison } from "./mcp_upstream.ts";
@@ -591,6 +592,28 @@ const SCENARIOS: Scenario[] = [
         r.off.requests_per_s,
       ),
     ],
+  },
+  {
+    // Each per-call layer switched off in turn (TOOLGATE_BENCH_LAYERS_OFF), REST and MCP HTTP.
+    name: "layer_cost",
+    run: (mode) => benchLayerCost({ mode }),
+    figures: (r: LayerCostResult) =>
+      (["rest", "mcp_http"] as const).flatMap((transport) => {
+        const costs = r[transport];
+        const label = transport === "rest" ? "REST" : "MCP HTTP";
+        return [
+          figure(
+            "layer_cost",
+            `${label} server CPU µs per call, every layer off`,
+            costs.all_off,
+            "every layer on",
+            costs.all_on,
+          ),
+          ...Object.entries(costs.cost_us).map(([layer, us]) =>
+            figure("layer_cost", `${label} µs per call: ${layer}`, us, "", null)
+          ),
+        ];
+      }),
   },
   {
     name: "policy_cost",

@@ -12,6 +12,7 @@ import { IncomingRouter } from "../webhooks/mod.ts";
 import { VERSION } from "../version.ts";
 import { AuditProofs } from "../audit/mod.ts";
 import { createRedactor } from "../redact.ts";
+import { benchLayerOff } from "../config/mod.ts";
 import { type CliContext, usage } from "./context.ts";
 import { parseServerName, requireServer } from "./servers.ts";
 import { createRuntime, type Runtime } from "./runtime.ts";
@@ -150,7 +151,10 @@ async function startHttp(context: CliContext): Promise<void> {
   const { ToolgateMetrics } = await import("../metrics/mod.ts");
   const { OAuthValidator } = await import("../auth/oauth.ts");
   // `metrics.enabled: false`: no observers, no /metrics (to measure their cost, or to save it).
-  const metrics = (await context.config()).metrics.enabled ? new ToolgateMetrics() : undefined;
+  const settings = await context.config();
+  const metrics = settings.metrics.enabled && !benchLayerOff(settings, "metrics")
+    ? new ToolgateMetrics()
+    : undefined;
   const observers: Partial<typeof ToolgateMetrics.prototype.observers> = metrics?.observers ?? {};
   const runtime = await createRuntime(context, { role: "server", transport: "http", observers });
   const log = lineSink(getLog("http"));

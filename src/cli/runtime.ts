@@ -6,6 +6,7 @@
  */
 import { getLog, lineSink, type LogLevel } from "../log/mod.ts";
 import { redactLogsWith } from "./logging.ts";
+import { switchOffTracing } from "../tracing/mod.ts";
 import { join } from "node:path";
 import {
   type AuditLog,
@@ -15,7 +16,7 @@ import {
   scheduleRetention,
   startCheckpointer,
 } from "../audit/mod.ts";
-import type { Config } from "../config/mod.ts";
+import { benchLayerOff, type Config } from "../config/mod.ts";
 import { egressFetch, type EgressPolicy, egressPolicyFromConfig } from "../egress/mod.ts";
 import { EventBus, relayEvents } from "../events/mod.ts";
 import { followVirtualServers, Gateway, VirtualServers } from "../gateway/mod.ts";
@@ -161,7 +162,11 @@ export async function createRuntime(
   });
   // The deliveries of `tool.called` and `audit.written` ride in the entry's commit.
   // One redactor (built-in rules and config redact.patterns) for entries and events.
-  const redact = createRedactor({ patterns: config.redact.patterns });
+  // (A benchmark measuring what a layer costs may switch it off: never a user's server.)
+  const redact = benchLayerOff(config, "redaction")
+    ? <T>(value: T) => value
+    : createRedactor({ patterns: config.redact.patterns });
+  if (benchLayerOff(config, "tracing")) switchOffTracing();
   // A server checkpoints the tree as it grows and signs receipts; its key is made at first start.
   const checkpointer = role === "server"
     ? await startCheckpointer({
@@ -307,11 +312,11 @@ export async function createRuntime(
       ...upstreams.map(upstreamPlugin),
     ],
     audit,
-    receipts: checkpointer && config.audit.receipts
+    receipts: checkpointer && config.audit.receipts && !benchLayerOff(config, "receipts")
       ? (entry) => checkpointer.keys.receipt(entry)
       : undefined,
     pins,
-    policies,
+    policies: benchLayerOff(config, "policies") ? undefined : policies,
     approvals,
     log: given ?? getLog("gateway"),
     secrets: (plugin) => secretReaderFor(keychain, plugin),

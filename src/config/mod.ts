@@ -6,6 +6,7 @@
  *
  * @module
  */
+import { type BenchLayer, parseBenchLayers } from "./bench_layers.ts";
 import { describeIssues } from "./_issues.ts";
 import { MAX_NAMED } from "../errors/bounded.ts";
 import { z } from "zod";
@@ -37,6 +38,7 @@ const ToolSettingsSchema = z.strictObject({
   rate: RateSettingSchema.optional(),
 });
 
+export { BENCH_LAYERS, type BenchLayer, benchLayerOff } from "./bench_layers.ts";
 export {
   MCP_UPSTREAM_FIELDS,
   UPSTREAM_NAME_PATTERN,
@@ -429,6 +431,8 @@ export interface Config extends ConfigFile {
   readonly secretKey?: string;
   /** Environment variables, for secret overrides (`TOOLGATE_SECRET_*`). */
   readonly env: Readonly<Record<string, string>>;
+  /** Per-call layers switched off for a benchmark (`TOOLGATE_BENCH_LAYERS_OFF`); empty to serve users. */
+  readonly benchLayersOff?: readonly BenchLayer[];
 }
 
 /** Options of {@linkcode loadConfig}. */
@@ -598,6 +602,7 @@ export async function loadConfig(options: LoadConfigOptions = {}): Promise<Confi
     apiToken: env.TOOLGATE_API_TOKEN || undefined,
     ...(secretKey ? { secretKey } : {}),
     env: Object.freeze({ ...env }),
+    benchLayersOff: parseBenchLayers(env.TOOLGATE_BENCH_LAYERS_OFF),
   };
   return deepFreeze(config);
 }

@@ -45,6 +45,8 @@ export interface ToolRunnerOptions {
   log: Log;
   now: () => number;
   onCall: ((call: CallObservation) => void) | undefined;
+  /** Whether a call emits `tool.called` / `tool.failed` (off only in a benchmark). @default true */
+  callEvents?: boolean;
 }
 
 /** Runs the calls the pipeline let through, and records their outcomes. */
@@ -56,6 +58,7 @@ export class ToolRunner {
   #log: Log;
   #now: () => number;
   #onCall: ((call: CallObservation) => void) | undefined;
+  #callEvents: boolean;
 
   /** @param options The bus, audit log, receipt signer, redactor, log, clock and metrics hook. */
   constructor(options: ToolRunnerOptions) {
@@ -66,6 +69,7 @@ export class ToolRunner {
     this.#log = options.log;
     this.#now = options.now;
     this.#onCall = options.onCall;
+    this.#callEvents = options.callEvents ?? true;
   }
 
   /**
@@ -130,7 +134,11 @@ export class ToolRunner {
           session_id: sessionId,
         };
         let stored: unknown;
-        if (this.#audit?.publishesEvents) {
+        if (!this.#callEvents) {
+          const appending = this.#audit?.append(entry);
+          appended();
+          stored = await appending;
+        } else if (this.#audit?.publishesEvents) {
           // One commit holds the entry and the webhook deliveries of both events.
           const appending = this.#audit.append(entry, {
             events: [{ type: "tool.called", data: called }],

@@ -9,6 +9,7 @@
  */
 import { getLog, type LogLike, toLog } from "../log/mod.ts";
 import type { Config } from "../config/mod.ts";
+import { benchLayerOff } from "../config/bench_layers.ts";
 import type { GatewayError } from "../errors/mod.ts";
 import type { EventBus } from "../events/mod.ts";
 import { createRedactor, type Redactor } from "../redact.ts";
@@ -126,12 +127,17 @@ export class Gateway {
     const receipts = audit ? options.receipts : undefined;
     this.catalog = new Catalog({ audit, timeoutMs: config.tools.timeout_ms, now, redact });
     const gatewayLog = toLog(log);
-    const limiter = new RateLimiter(store.rateLimits, {
-      perCaller: config.limits.per_caller,
-      tools: Object.fromEntries(
-        Object.entries(config.tools.overrides).map(([tool, settings]) => [tool, settings.rate]),
-      ),
-    }, options.clock ?? Date.now);
+    // A benchmark may switch rate limits and call events off to measure them (never a user's server).
+    const limiter = new RateLimiter(
+      store.rateLimits,
+      benchLayerOff(config, "rate_limits") ? { tools: {} } : {
+        perCaller: config.limits.per_caller,
+        tools: Object.fromEntries(
+          Object.entries(config.tools.overrides).map(([tool, settings]) => [tool, settings.rate]),
+        ),
+      },
+      options.clock ?? Date.now,
+    );
     this.servers = options.servers ?? new VirtualServers(config.servers);
     const breakers = new ToolBreakers(gatewayLog, bus, options.maxBreakerKeys ?? 100);
     this.#tools = new ToolRegistry(config.tools, gatewayLog, breakers);
@@ -155,6 +161,7 @@ export class Gateway {
       log: gatewayLog,
       now,
       onCall: options.onCall,
+      callEvents: !benchLayerOff(config, "events"),
     });
     this.#pipeline = new CallPipeline({
       tools: this.#tools,

@@ -8,7 +8,7 @@
 import { getLog, lineSink } from "../log/mod.ts";
 import { OpenAPIHono } from "@hono/zod-openapi";
 import { cors } from "hono/cors";
-import type { Config } from "../config/mod.ts";
+import { benchLayerOff, type Config } from "../config/mod.ts";
 import { GatewayError } from "../errors/mod.ts";
 import { type Caller, describeCaller, type Gateway } from "../gateway/mod.ts";
 import type { ApiKeyStore } from "../store/mod.ts";
@@ -140,7 +140,9 @@ export function createApp(options: AppOptions): ToolgateApp {
       new GatewayError("NOT_FOUND", `No route for ${c.req.method} ${c.req.path}`),
     )
   );
-  if (isLoopback(server.host)) {
+  // A benchmark measuring what they cost may switch the request checks off (never a user's server).
+  const checks = !benchLayerOff(config, "http_checks");
+  if (checks && isLoopback(server.host)) {
     app.use(dnsRebindingProtection({
       allowedHosts: [server.host],
       allowedOrigins: server.cors_origins,
@@ -161,31 +163,35 @@ export function createApp(options: AppOptions): ToolgateApp {
   // nothing is configured.
   const oauth = options.oauth ??
     (config.auth.oauth && new OAuthValidator(config.auth.oauth, { now: options.now, log }));
-  app.use(authenticate({
-    adminToken: config.apiToken,
-    keys: options.keys,
-    oauth,
-    // The console checks its own session (signed in with TOOLGATE_API_TOKEN).
-    skip: (path) =>
-      path === "/health" || path === "/health/live" || path === "/health/ready" ||
-      (path === "/metrics" && config.metrics.public) ||
-      isConsolePath(path) || isPublicPath(path),
-    now: options.now,
-    log,
-  }));
+  if (!benchLayerOff(config, "identity")) {
+    app.use(authenticate({
+      adminToken: config.apiToken,
+      keys: options.keys,
+      oauth,
+      // The console checks its own session (signed in with TOOLGATE_API_TOKEN).
+      skip: (path) =>
+        path === "/health" || path === "/health/live" || path === "/health/ready" ||
+        (path === "/metrics" && config.metrics.public) ||
+        isConsolePath(path) || isPublicPath(path),
+      now: options.now,
+      log,
+    }));
+  }
   // Incoming webhook paths enforce `incoming.body_limit_bytes` themselves,
   // so their rejections are counted and logged per endpoint.
-  app.use(bodyLimit({
-    maxBytes: (path) => isPublicPath(path) ? undefined : server.body_limit_bytes,
-  }));
-  // Management routes validate bodies with zod through `c.req.json()`:
-  // strict UTF-8 first. /tools checks its own; /mcp answers JSON-RPC errors.
-  app.use(
-    utf8JsonBody((path) =>
-      path.startsWith("/tools/") || path === "/mcp" || path.startsWith("/mcp/") ||
-      isPublicPath(path)
-    ),
-  );
+  if (checks) {
+    app.use(bodyLimit({
+      maxBytes: (path) => isPublicPath(path) ? undefined : server.body_limit_bytes,
+    }));
+    // Management routes validate bodies with zod through `c.req.json()`:
+    // strict UTF-8 first. /tools checks its own; /mcp answers JSON-RPC errors.
+    app.use(
+      utf8JsonBody((path) =>
+        path.startsWith("/tools/") || path === "/mcp" || path.startsWith("/mcp/") ||
+        isPublicPath(path)
+      ),
+    );
+  }
   registerHealthRoute(app, {
     gateway,
     lifecycle,

@@ -23,6 +23,7 @@ export {
   annotate,
   type EndableSpan,
   startSpan,
+  switchOffTracing,
   type TraceAttributes,
   type TraceCarrier,
   traceCarrierOf,

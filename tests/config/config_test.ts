@@ -1,4 +1,5 @@
 import {
+  assert,
   assertEquals,
   assertMatch,
   assertRejects,
@@ -6,7 +7,7 @@ import {
   assertThrows,
 } from "../_asserts.ts";
 import { runCli, tempHome } from "../_helpers.ts";
-import { loadConfig, parseConfigFile } from "../../src/config/mod.ts";
+import { benchLayerOff, loadConfig, parseConfigFile } from "../../src/config/mod.ts";
 import { GatewayError } from "../../src/errors/mod.ts";
 
 Deno.test("loadConfig() applies defaults, then the file, then environment overrides", async () => {
@@ -269,4 +270,23 @@ Deno.test("audit: durations parse, bad ones and bad origins name their key", () 
     const error = assertThrows(() => parseConfigFile({ audit }));
     assertStringIncludes(error.message, key);
   }
+});
+
+Deno.test("TOOLGATE_BENCH_LAYERS_OFF names layers a benchmark switches off; an unknown one stops start-up", async () => {
+  await using tmp = await tempHome();
+  assertEquals((await loadConfig({ env: { TOOLGATE_HOME: tmp.home } })).benchLayersOff, []);
+  const config = await loadConfig({
+    env: { TOOLGATE_HOME: tmp.home, TOOLGATE_BENCH_LAYERS_OFF: " identity,receipts,identity " },
+  });
+  assertEquals(config.benchLayersOff, ["identity", "receipts"]);
+  assert(benchLayerOff(config, "identity") && !benchLayerOff(config, "tracing"));
+  const error = await assertRejects(
+    () => loadConfig({ env: { TOOLGATE_HOME: tmp.home, TOOLGATE_BENCH_LAYERS_OFF: "audit" } }),
+    GatewayError,
+  );
+  assertEquals(error.code, "CONFIG_INVALID");
+  assertStringIncludes(
+    error.message,
+    'unknown layer "audit"; expected some of http_checks, identity',
+  );
 });
