@@ -32,7 +32,10 @@ export interface LayerCosts {
   all_off: number;
   /** CPU µs per call with each layer off. */
   off: Record<BenchLayer, number>;
-  /** `all_on - off[layer]`: what the layer costs a call, µs (noise can make it negative). */
+  /**
+   * What the layer costs a call, µs: the median over the rounds of `all_on - off[layer]`
+   * within the round (noise can make it negative).
+   */
   cost_us: Record<BenchLayer, number>;
   /** Calls per second with every layer on and with every layer off (medians). */
   calls_per_s: { all_on: number; all_off: number };
@@ -53,7 +56,7 @@ const BODY = JSON.stringify({ key: "bench/missing-key" });
 
 function sizes(mode: BenchMode) {
   return mode === "full"
-    ? { rounds: 4, durationMs: 3000, warmupMs: 1000 }
+    ? { rounds: 6, durationMs: 2500, warmupMs: 1000 }
     : mode === "quick"
     ? { rounds: 2, durationMs: 1500, warmupMs: 500 }
     : { rounds: 1, durationMs: 300, warmupMs: 100 };
@@ -69,18 +72,21 @@ function costs(
   rates: Record<Variant, number[]>,
 ): LayerCosts {
   const at = (variant: Variant) => round3(median(cpu[variant]));
-  const allOn = at("all_on");
   const off = Object.fromEntries(BENCH_LAYERS.map((layer) => [layer, at(layer)])) as Record<
     BenchLayer,
     number
   >;
+  // Paired within each round (the machine drifts between rounds more than a layer costs).
+  const cost = (layer: BenchLayer) =>
+    round3(median(cpu.all_on.map((on, round) => on - cpu[layer][round])));
   return {
-    all_on: allOn,
+    all_on: at("all_on"),
     all_off: at("all_off"),
     off,
-    cost_us: Object.fromEntries(
-      BENCH_LAYERS.map((layer) => [layer, round3(allOn - off[layer])]),
-    ) as Record<BenchLayer, number>,
+    cost_us: Object.fromEntries(BENCH_LAYERS.map((layer) => [layer, cost(layer)])) as Record<
+      BenchLayer,
+      number
+    >,
     calls_per_s: {
       all_on: Math.round(median(rates.all_on)),
       all_off: Math.round(median(rates.all_off)),

@@ -248,3 +248,45 @@ export async function resolveApiKey(
   }
   return keyCaller(record);
 }
+
+/**
+ * Whether any API key exists, as a running server needs it on every request
+ * without a key (an open server on loopback serves them; one with keys
+ * refuses them): read once, kept, and read again by {@linkcode refresh} when
+ * the registrations counter moves (adding or removing a key moves it). So a
+ * request costs no store read; a first key made with `toolgate keys create`
+ * closes a running server within `plugins.upstream_settings.poll_ms` (at
+ * once on PostgreSQL).
+ */
+export class ApiKeyPresence {
+  #keys: ApiKeyStore;
+  #known: Promise<boolean> | undefined;
+
+  /** @param keys The API keys. */
+  constructor(keys: ApiKeyStore) {
+    this.#keys = keys;
+  }
+
+  /**
+   * Whether a key exists, as last read.
+   *
+   * @throws what the store throws when it has never answered (the next call asks again).
+   */
+  exists(): Promise<boolean> {
+    return this.#known ??= this.#read();
+  }
+
+  /** Reads it again; while the store cannot answer, the last answer stays. */
+  refresh(): void {
+    const next = this.#keys.any();
+    next.then(() => this.#known = next, () => {});
+  }
+
+  #read(): Promise<boolean> {
+    const read = this.#keys.any();
+    read.catch(() => {
+      if (this.#known === read) this.#known = undefined;
+    });
+    return read;
+  }
+}

@@ -8,6 +8,7 @@
 export {
   API_KEY_BYTES,
   API_KEY_PREFIX,
+  ApiKeyPresence,
   createApiKey,
   findApiKey,
   generateApiKey,

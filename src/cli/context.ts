@@ -8,6 +8,7 @@ import { type Config, loadConfig, readEnv } from "../config/mod.ts";
 import { GatewayError } from "../errors/mod.ts";
 import { getLog, type LogFormat, type LoggingOptions } from "../log/mod.ts";
 import { decodeSecretKey, openStore, type OpenStoreOptions, type Store } from "../store/mod.ts";
+import { loadTracing } from "../tracing/mod.ts";
 import { InputCancelledError, readHiddenLine } from "./_hidden_input.ts";
 
 /** The process I/O a command uses; injected so tests can capture it. */
@@ -89,7 +90,11 @@ export class CliContext {
 
   /** The configuration, loaded once. */
   config(): Promise<Config> {
-    this.#config ??= loadConfig({ env: this.io.env });
+    // Tracing's hooks are switched on (and the OpenTelemetry API loaded) with OTEL_DENO only.
+    this.#config ??= loadConfig({ env: this.io.env }).then(async (config) => {
+      await loadTracing(config.env);
+      return config;
+    });
     return this.#config;
   }
 

@@ -150,13 +150,22 @@ async function startHttp(context: CliContext): Promise<void> {
   } = await import("../http/mod.ts");
   const { ToolgateMetrics } = await import("../metrics/mod.ts");
   const { OAuthValidator } = await import("../auth/oauth.ts");
+  const { ApiKeyPresence } = await import("../auth/api_keys.ts");
   // `metrics.enabled: false`: no observers, no /metrics (to measure their cost, or to save it).
   const settings = await context.config();
   const metrics = settings.metrics.enabled && !benchLayerOff(settings, "metrics")
     ? new ToolgateMetrics()
     : undefined;
   const observers: Partial<typeof ToolgateMetrics.prototype.observers> = metrics?.observers ?? {};
-  const runtime = await createRuntime(context, { role: "server", transport: "http", observers });
+  // Whether any API key exists: read again when registrations move, not on every request.
+  let presence: InstanceType<typeof ApiKeyPresence> | undefined;
+  const runtime = await createRuntime(context, {
+    role: "server",
+    transport: "http",
+    observers,
+    onRegistrationsMoved: () => presence?.refresh(),
+  });
+  presence = new ApiKeyPresence(runtime.store.apiKeys);
   const log = lineSink(getLog("http"));
   // One OAuth validator (and key cache) for the API and ?wait=true on incoming endpoints.
   const oauth = runtime.config.auth.oauth &&
@@ -243,6 +252,7 @@ async function startHttp(context: CliContext): Promise<void> {
       healthReasons: problemReasons,
       readiness,
       keys: runtime.store.apiKeys,
+      keysExist: () => presence.exists(),
       oauth,
       onListen: ({ hostname, port, url }) => {
         // Never a destination of our own requests, whatever egress.allow says.

@@ -98,6 +98,12 @@ export interface RuntimeOptions {
   upstreams?: (spec: UpstreamSpec) => boolean;
   /** Observers of calls, deliveries and audit appends (a server's metrics). @default none */
   observers?: RuntimeObservers;
+  /**
+   * Called when a server sees the registrations counter move (another
+   * process or instance changed webhooks, upstreams, servers, pins,
+   * policies or API keys). @default none
+   */
+  onRegistrationsMoved?: () => void;
 }
 
 /** What {@linkcode RuntimeOptions.observers} may watch. */
@@ -364,6 +370,7 @@ export async function createRuntime(
       onMoved: () => {
         void pins?.changed();
         void reloadPolicies();
+        options.onRegistrationsMoved?.();
       },
     });
     sync = new UpstreamSync({

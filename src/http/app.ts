@@ -67,6 +67,12 @@ export interface AppOptions {
    */
   keys?: ApiKeyStore;
   /**
+   * Whether any API key exists (a request without a key is refused then),
+   * kept by the caller (`ApiKeyPresence`) so that a request reads nothing.
+   * @default `keys.any()` on every request that needs to know
+   */
+  keysExist?: () => Promise<boolean>;
+  /**
    * The validator of OAuth access tokens (`auth.oauth`), when the caller
    * shares it (its key cache) with other users of the same checks.
    * @default a new one when `auth.oauth` is set
@@ -167,6 +173,7 @@ export function createApp(options: AppOptions): ToolgateApp {
     app.use(authenticate({
       adminToken: config.apiToken,
       keys: options.keys,
+      ...(options.keysExist ? { keysExist: options.keysExist } : {}),
       oauth,
       // The console checks its own session (signed in with TOOLGATE_API_TOKEN).
       skip: (path) =>

@@ -38,6 +38,8 @@ export interface ServeHttpOptions {
   readiness?: AppOptions["readiness"];
   /** API keys; see {@linkcode AppOptions.keys}. */
   keys?: AppOptions["keys"];
+  /** Whether any API key exists; see {@linkcode AppOptions.keysExist}. */
+  keysExist?: AppOptions["keysExist"];
   /** The OAuth validator; see {@linkcode AppOptions.oauth}. */
   oauth?: AppOptions["oauth"];
 }
@@ -102,6 +104,7 @@ export function serveHttp(options: ServeHttpOptions): HttpServer {
     healthReasons: options.healthReasons,
     readiness: options.readiness,
     keys: options.keys,
+    keysExist: options.keysExist,
     oauth: options.oauth,
   });
   let url = "";

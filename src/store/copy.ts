@@ -9,18 +9,8 @@
 import { GatewayError } from "../errors/mod.ts";
 import { APPROVALS_LIST_MAX } from "./kv/approvals.ts";
 import { KV_FILE, openKvStore } from "./kv/kv_store.ts";
-import { describeDatabase, openPostgres } from "./postgres/connection.ts";
-import {
-  IMPORT_KINDS,
-  type ImportCounts,
-  importIntoPostgres,
-  type ImportKind,
-  nonEmptyTables,
-  notEmpty,
-  type PostgresImporter,
-} from "./postgres/import.ts";
-import { migrate } from "./postgres/migrations.ts";
-import { PostgresStore } from "./postgres/postgres_store.ts";
+import type { PostgresImporter } from "./postgres/import.ts";
+import { IMPORT_KINDS, type ImportCounts, type ImportKind } from "./postgres/_import_rows.ts";
 import { DataKey } from "./data_key.ts";
 import { ensureKey } from "./key_check.ts";
 import type { OpenStoreOptions } from "./open.ts";
@@ -124,6 +114,13 @@ export async function copyStore<V>(options: CopyStoreOptions<V>): Promise<CopySt
   const file = `${from.dataDir}/${KV_FILE}`;
   await requireFile(file);
 
+  // The PostgreSQL adapter and driver load only for a copy (not with every command).
+  const [{ describeDatabase, openPostgres }, { importIntoPostgres, nonEmptyTables, notEmpty }] =
+    await Promise.all([import("./postgres/connection.ts"), import("./postgres/import.ts")]);
+  const [{ migrate }, { PostgresStore }] = await Promise.all([
+    import("./postgres/migrations.ts"),
+    import("./postgres/postgres_store.ts"),
+  ]);
   const sql = openPostgres(to, from.pool);
   // The import seals inside its transaction: with a key of its own, unguarded
   // (the target's guard reads the target outside it); the check is recorded after.

@@ -1,13 +1,12 @@
 /**
  * Opens the store a configuration names: the embedded Deno KV file of the
- * data directory by default, or a PostgreSQL database.
+ * data directory by default, or a PostgreSQL database. The PostgreSQL
+ * adapter and its driver load only when a database is named (a stdio
+ * server on KV never loads them).
  *
  * @module
  */
 import { openKvStore, SCHEMA_VERSION } from "./kv/kv_store.ts";
-import { describeDatabase, openPostgres } from "./postgres/connection.ts";
-import { migrate, migrationStatus } from "./postgres/migrations.ts";
-import { openPostgresStore, PostgresStore } from "./postgres/postgres_store.ts";
 import { DataKey } from "./data_key.ts";
 import { type KeyStatus, readKeyStatus } from "./key_check.ts";
 import type { Store } from "./store.ts";
@@ -40,10 +39,19 @@ export interface OpenStoreOptions {
  * was written by a newer release (nothing is repaired or overwritten);
  * `STORE_UNAVAILABLE` when the database cannot be reached.
  */
-export function openStore(options: OpenStoreOptions): Promise<Store> {
+export async function openStore(options: OpenStoreOptions): Promise<Store> {
   const { dataDir, url, pool, secretKey } = options;
-  if (url) return openPostgresStore({ url, dataDir, pool, secretKey });
-  return openKvStore(options);
+  if (!url) return await openKvStore(options);
+  const { openPostgresStore } = await import("./postgres/postgres_store.ts");
+  return await openPostgresStore({ url, dataDir, pool, secretKey });
+}
+
+function postgresModules() {
+  return Promise.all([
+    import("./postgres/connection.ts"),
+    import("./postgres/migrations.ts"),
+    import("./postgres/postgres_store.ts"),
+  ]);
 }
 
 /** Where a store's schema stands: see {@linkcode storeSchemaStatus}. */
@@ -88,6 +96,8 @@ export async function storeSchemaStatus(options: OpenStoreOptions): Promise<Stor
       await store.close();
     }
   }
+  const [{ describeDatabase, openPostgres }, { migrationStatus }, { PostgresStore }] =
+    await postgresModules();
   const sql = openPostgres(url, { ...pool, max: 1 });
   try {
     const status = await migrationStatus(sql);
@@ -129,6 +139,7 @@ export async function migrateStore(
   const { url, pool } = options;
   let applied: number[] = [];
   if (url) {
+    const [{ openPostgres }, { migrate }] = await postgresModules();
     const sql = openPostgres(url, { ...pool, max: 1, statementTimeoutMs: 0 });
     try {
       applied = await migrate(sql);

@@ -3,8 +3,9 @@
  * each webhook delivery attempt, an incoming payload, an upstream request)
  * and W3C Trace Context propagation, on Deno's built-in OpenTelemetry
  * support. Switched on with the standard variables (`OTEL_DENO=true`,
- * `OTEL_EXPORTER_OTLP_ENDPOINT`, ...); off, every function here is a cheap
- * no-op. `@opentelemetry/api` is loaded only here.
+ * `OTEL_EXPORTER_OTLP_ENDPOINT`, ...) and {@linkcode loadTracing} at
+ * start-up; off, every function here returns at once, and
+ * `@opentelemetry/api` is not even loaded.
  *
  * @example
  * ```ts
@@ -22,6 +23,7 @@ export {
   activeTraceparent,
   annotate,
   type EndableSpan,
+  loadTracing,
   startSpan,
   switchOffTracing,
   type TraceAttributes,

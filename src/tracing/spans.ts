@@ -1,82 +1,33 @@
 /**
  * toolgate's own spans, on the OpenTelemetry API that Deno's built-in
- * support implements (`OTEL_DENO=true`). With tracing off the API is a no-op:
- * a span costs a fraction of a microsecond and nothing is sent.
+ * support implements (`OTEL_DENO=true`). The hooks here do nothing until
+ * {@linkcode loadTracing} finds tracing on; then they hand over to
+ * `_otel.ts`, loaded only then. With tracing off every hook returns at once:
+ * no span object, no context, and the API is never loaded.
  *
  * @module
  */
-import {
-  type Attributes,
-  type Context,
-  context,
-  isSpanContextValid,
-  propagation,
-  ROOT_CONTEXT,
-  type Span,
-  SpanKind,
-  SpanStatusCode,
-  trace,
-  type Tracer,
-} from "@opentelemetry/api";
-import { VERSION } from "../version.ts";
+import type {
+  EndableSpan,
+  TraceAttributes,
+  TraceCarrier,
+  TracedOptions,
+  TraceSpan,
+} from "./_types.ts";
 
-/** The W3C Trace Context fields (and W3C Baggage) as headers or MCP `_meta` carry them. */
-export interface TraceCarrier {
-  traceparent?: string;
-  tracestate?: string;
-  baggage?: string;
-}
+export type {
+  EndableSpan,
+  TraceAttributes,
+  TraceCarrier,
+  TracedOptions,
+  TraceSpan,
+  TraceSpanKind,
+} from "./_types.ts";
 
-/** What a span is to its trace: see the OpenTelemetry span kinds. */
-export type TraceSpanKind = "internal" | "server" | "client" | "producer" | "consumer";
+/** The hooks' implementation, once {@linkcode loadTracing} found tracing on. */
+let otel: typeof import("./_otel.ts") | undefined;
 
-/** Span attribute values toolgate sets. */
-export type TraceAttributes = Record<string, string | number | boolean | undefined>;
-
-/** Options of {@linkcode traced}. */
-export interface TracedOptions {
-  /** @default "internal" */
-  kind?: TraceSpanKind;
-  /** Set when the span starts (`undefined` values are left out). */
-  attributes?: TraceAttributes;
-  /**
-   * The remote parent (an MCP request's `_meta`, a stored event's
-   * `traceparent`); when it holds no valid `traceparent` the span's parent
-   * is the active span. @default the active span
-   */
-  parent?: TraceCarrier | string;
-  /**
-   * Without a valid `parent`, start a new trace instead of joining the
-   * active span (background work: a delivery attempt whose event has no
-   * stored trace). @default false
-   */
-  root?: boolean;
-}
-
-/** A started span, as the code that runs inside it sees it. */
-export interface TraceSpan {
-  /** Sets attributes (`undefined` values are left out). */
-  set(attributes: TraceAttributes): void;
-  /** Marks the span failed with a short error type (an error code, `500`, `timeout`). */
-  fail(errorType: string, message?: string): void;
-  /** This span as a `traceparent` value, or `undefined` when tracing is off. */
-  traceparent(): string | undefined;
-}
-
-const KINDS: Record<TraceSpanKind, SpanKind> = {
-  internal: SpanKind.INTERNAL,
-  server: SpanKind.SERVER,
-  client: SpanKind.CLIENT,
-  producer: SpanKind.PRODUCER,
-  consumer: SpanKind.CONSUMER,
-};
-
-let tracer: Tracer | undefined;
-
-/** Set by {@linkcode switchOffTracing}: every hook returns at once. */
-let switchedOff = false;
-
-/** The span handle of a call while the hooks are switched off. */
+/** The span handle while the hooks do nothing. */
 const NO_SPAN: TraceSpan = {
   set() {},
   fail() {},
@@ -84,68 +35,25 @@ const NO_SPAN: TraceSpan = {
 };
 
 /**
- * Switches every tracing hook of this process off, for a benchmark that
- * measures what the hooks cost with tracing off (`TOOLGATE_BENCH_LAYERS_OFF=tracing`).
+ * Switches the hooks on when `env` turns Deno's tracing on (`OTEL_DENO`) and
+ * a tracer provider is registered; loads the OpenTelemetry API only then.
+ * Call it once at start-up, before traced work.
+ *
+ * @param env The process environment (the config's `env`).
+ */
+export async function loadTracing(env: Readonly<Record<string, string>>): Promise<void> {
+  const flag = env.OTEL_DENO?.trim().toLowerCase();
+  if (!flag || flag === "false" || flag === "0") return;
+  const implementation = await import("./_otel.ts");
+  if (implementation.providerRegistered()) otel = implementation;
+}
+
+/**
+ * Switches every hook of this process off, for a benchmark that measures
+ * what the hooks cost (`TOOLGATE_BENCH_LAYERS_OFF=tracing`).
  */
 export function switchOffTracing(): void {
-  switchedOff = true;
-}
-
-function getTracer(): Tracer {
-  return tracer ??= trace.getTracer("toolgate", VERSION);
-}
-
-const carrierGetter = {
-  keys: (carrier: TraceCarrier) => Object.keys(carrier),
-  get: (carrier: TraceCarrier, key: string) => {
-    const value = carrier[key as keyof TraceCarrier];
-    return typeof value === "string" ? value : undefined;
-  },
-};
-
-const carrierSetter = {
-  set: (carrier: Record<string, string>, key: string, value: string) => {
-    carrier[key] = value;
-  },
-};
-
-/** The context a carrier names as parent, or `undefined` when it names none. */
-function remoteParent(parent: TraceCarrier | string | undefined): Context | undefined {
-  if (parent === undefined) return undefined;
-  const carrier = typeof parent === "string" ? { traceparent: parent } : parent;
-  if (typeof carrier.traceparent !== "string") return undefined;
-  const extracted = propagation.extract(ROOT_CONTEXT, carrier, carrierGetter);
-  const span = trace.getSpanContext(extracted);
-  return span && isSpanContextValid(span) ? extracted : undefined;
-}
-
-function cleanAttributes(attributes: TraceAttributes): Attributes {
-  const out: Attributes = {};
-  for (const [key, value] of Object.entries(attributes)) {
-    if (value !== undefined) out[key] = value;
-  }
-  return out;
-}
-
-function handleOf(span: Span): TraceSpan {
-  return {
-    set(attributes) {
-      if (span.isRecording()) span.setAttributes(cleanAttributes(attributes));
-    },
-    fail(errorType, message) {
-      span.setAttribute("error.type", errorType);
-      span.setStatus({ code: SpanStatusCode.ERROR, ...(message ? { message } : {}) });
-    },
-    traceparent() {
-      return formatTraceparent(span);
-    },
-  };
-}
-
-function formatTraceparent(span: Span): string | undefined {
-  const { traceId, spanId, traceFlags } = span.spanContext();
-  if (!isSpanContextValid(span.spanContext())) return undefined;
-  return `00-${traceId}-${spanId}-${(traceFlags & 0xff).toString(16).padStart(2, "0")}`;
+  otel = undefined;
 }
 
 /**
@@ -164,39 +72,7 @@ export function traced<T>(
   options: TracedOptions,
   fn: (span: TraceSpan) => Promise<T>,
 ): Promise<T> {
-  if (switchedOff) return fn(NO_SPAN);
-  const parent = remoteParent(options.parent) ?? (options.root ? ROOT_CONTEXT : context.active());
-  const span = getTracer().startSpan(name, {
-    kind: KINDS[options.kind ?? "internal"],
-    ...(options.attributes ? { attributes: cleanAttributes(options.attributes) } : {}),
-  }, parent);
-  const handle = handleOf(span);
-  // Tracing off: nothing to propagate, so no context to enter.
-  if (!span.isRecording() && !isSpanContextValid(span.spanContext())) return fn(handle);
-  return context.with(trace.setSpan(parent, span), async () => {
-    try {
-      return await fn(handle);
-    } catch (error) {
-      // The type only: an error's message may quote what the tool was given or answered.
-      handle.fail(errorTypeOf(error));
-      throw error;
-    } finally {
-      span.end();
-    }
-  });
-}
-
-function errorTypeOf(error: unknown): string {
-  if (error && typeof error === "object" && "code" in error && typeof error.code === "string") {
-    return error.code;
-  }
-  return error instanceof Error ? error.name : "Error";
-}
-
-/** A span started with {@linkcode startSpan}: ended by its owner. */
-export interface EndableSpan extends TraceSpan {
-  /** Ends it; call it once. */
-  end(): void;
+  return otel ? otel.traced(name, options, fn) : fn(NO_SPAN);
 }
 
 /**
@@ -207,13 +83,7 @@ export interface EndableSpan extends TraceSpan {
  * @returns `undefined` when the span is not recorded (tracing off, or not sampled): nothing to end.
  */
 export function startSpan(name: string, attributes?: TraceAttributes): EndableSpan | undefined {
-  if (switchedOff) return undefined;
-  const span = getTracer().startSpan(
-    name,
-    attributes ? { attributes: cleanAttributes(attributes) } : {},
-  );
-  if (!span.isRecording()) return undefined;
-  return Object.assign(handleOf(span), { end: () => span.end() });
+  return otel?.startSpan(name, attributes);
 }
 
 /**
@@ -222,31 +92,22 @@ export function startSpan(name: string, attributes?: TraceAttributes): EndableSp
  * caller's trace.
  */
 export function untraced<T>(fn: () => T): T {
-  return context.with(ROOT_CONTEXT, fn);
+  return otel ? otel.untraced(fn) : fn();
 }
 
 /** Sets attributes on the active span, if any (`undefined` values are left out). */
 export function annotate(attributes: TraceAttributes): void {
-  if (switchedOff) return;
-  const span = trace.getActiveSpan();
-  if (span?.isRecording()) span.setAttributes(cleanAttributes(attributes));
+  otel?.annotate(attributes);
 }
 
 /** The ids of the active span, or `undefined` when there is none (tracing off). */
 export function activeTraceIds(): { trace_id: string; span_id: string } | undefined {
-  if (switchedOff) return undefined;
-  const span = trace.getActiveSpan();
-  if (!span) return undefined;
-  const spanContext = span.spanContext();
-  if (!isSpanContextValid(spanContext)) return undefined;
-  return { trace_id: spanContext.traceId, span_id: spanContext.spanId };
+  return otel?.activeTraceIds();
 }
 
 /** The active span as a `traceparent` value, or `undefined` when there is none (tracing off). */
 export function activeTraceparent(): string | undefined {
-  if (switchedOff) return undefined;
-  const span = trace.getActiveSpan();
-  return span ? formatTraceparent(span) : undefined;
+  return otel?.activeTraceparent();
 }
 
 /**
@@ -254,10 +115,7 @@ export function activeTraceparent(): string | undefined {
  * `baggage`) for a request that continues the trace; empty when tracing is off.
  */
 export function traceHeaders(): Record<string, string> {
-  if (switchedOff) return {};
-  const carrier: Record<string, string> = {};
-  propagation.inject(context.active(), carrier, carrierSetter);
-  return carrier;
+  return otel ? otel.traceHeaders() : {};
 }
 
 /**

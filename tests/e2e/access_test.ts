@@ -74,3 +74,35 @@ Deno.test("e2e: a CLI-made key lists and calls only its tools through the SDK, i
   const keysList = await runCli(["keys", "list"], { home: tmp.home });
   assert(!keysList.stdout.includes(key));
 });
+
+Deno.test("e2e: an open server closes when the first key is made with the CLI, and opens again when the last is revoked", async () => {
+  await using tmp = await tempHome();
+  await using server = await startHttpServer({
+    home: tmp.home,
+    config: { plugins: { upstream_settings: { poll_ms: 50 } } },
+  });
+  const { url } = server;
+  const status = async (headers: Record<string, string> = {}) => {
+    const response = await fetch(`${url}/tools`, { headers });
+    await response.body?.cancel();
+    return response.status;
+  };
+  const until = async (want: number, headers?: Record<string, string>) => {
+    const deadline = Date.now() + 10_000;
+    let seen = await status(headers);
+    while (seen !== want && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 25));
+      seen = await status(headers);
+    }
+    assertEquals(seen, want);
+  };
+  assertEquals(await status(), 200);
+  const created = await runCli(["keys", "create", "--name", "ci"], { home: tmp.home });
+  assertEquals(created.code, 0, created.stderr);
+  const key = created.stdout.trim();
+  await until(401);
+  assertEquals(await status({ authorization: `Bearer ${key}` }), 200);
+  const revoked = await runCli(["keys", "revoke", "ci"], { home: tmp.home });
+  assertEquals(revoked.code, 0, revoked.stderr);
+  await until(200);
+});

@@ -1,6 +1,8 @@
 /**
  * API keys in KV: one record per key (its hash, never the key) and two
- * unique indexes, name → id and hash → id, written in one atomic commit.
+ * unique indexes, name → id and hash → id, written in one atomic commit
+ * that also bumps the registrations counter (running servers re-read
+ * whether any key exists).
  *
  * @module
  */
@@ -8,7 +10,13 @@ import { GatewayError } from "../../errors/mod.ts";
 import { parseRecord } from "../_records.ts";
 import { type ApiKeyRecord, ApiKeyRecordSchema } from "../records.ts";
 import type { ApiKeyStore } from "../store.ts";
-import { apiKeyHashIndexKey, apiKeyKey, apiKeyNameIndexKey, apiKeysPrefix } from "./keys.ts";
+import {
+  apiKeyHashIndexKey,
+  apiKeyKey,
+  apiKeyNameIndexKey,
+  apiKeysPrefix,
+  registrationsVersionKey,
+} from "./keys.ts";
 import type { KvHandle } from "./_handle.ts";
 
 function parse(value: unknown, what: string): ApiKeyRecord {
@@ -41,6 +49,8 @@ export function createKvApiKeyStore(store: KvHandle): ApiKeyStore {
           .set(apiKeyKey(value.id), value)
           .set(nameKey, value.id)
           .set(hashKey, value.id)
+          // Running servers re-read whether any key exists (an open server closes).
+          .sum(registrationsVersionKey(), 1n)
           .commit()
       );
       if (!result.ok) {
@@ -92,6 +102,7 @@ export function createKvApiKeyStore(store: KvHandle): ApiKeyStore {
           .delete(apiKeyKey(id))
           .delete(apiKeyNameIndexKey(record.name))
           .delete(apiKeyHashIndexKey(record.hash))
+          .sum(registrationsVersionKey(), 1n)
           .commit();
         if (!result.ok) throw new Error("database is locked (concurrent change)");
         return true;

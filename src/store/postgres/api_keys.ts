@@ -1,7 +1,9 @@
 /**
  * PostgreSQL adapter: API keys. One row per key, the record as `jsonb`
  * beside the columns looked up (name and hash, each unique); the key itself
- * is never stored.
+ * is never stored. Adding or removing a key bumps the `registrations`
+ * counter, so running servers learn whether any key exists without asking
+ * on every request.
  *
  * @module
  */
@@ -9,7 +11,7 @@ import { GatewayError } from "../../errors/mod.ts";
 import { parseRecord } from "../_records.ts";
 import { type ApiKeyRecord, ApiKeyRecordSchema } from "../records.ts";
 import type { ApiKeyStore } from "../store.ts";
-import type { PgContext } from "./_context.ts";
+import { bumpCounter, type PgContext } from "./_context.ts";
 
 /** Tables of this part, in migration 1. */
 export const API_KEYS_SCHEMA = `
@@ -34,18 +36,20 @@ class PgApiKeyStore implements ApiKeyStore {
 
   async add(record: ApiKeyRecord): Promise<ApiKeyRecord> {
     const value = ApiKeyRecordSchema.parse(record);
-    const rows = await this.#ctx.run((sql) =>
-      sql`
+    await this.#ctx.transaction(async (tx) => {
+      const rows = await tx`
         insert into toolgate_api_keys (id, name, hash, record)
-        values (${value.id}, ${value.name}, ${value.hash}, ${sql.json(value)})
+        values (${value.id}, ${value.name}, ${value.hash}, ${tx.json(value)})
         on conflict do nothing
-        returning id`
-    );
-    if (!rows.length) {
-      throw new GatewayError("CONFLICT", `An API key named ${value.name} exists`, {
-        details: { name: value.name },
-      });
-    }
+        returning id`;
+      if (!rows.length) {
+        throw new GatewayError("CONFLICT", `An API key named ${value.name} exists`, {
+          details: { name: value.name },
+        });
+      }
+      // Running servers re-read whether any key exists (an open server closes).
+      await bumpCounter(tx, "registrations");
+    });
     return value;
   }
 
@@ -91,10 +95,11 @@ class PgApiKeyStore implements ApiKeyStore {
   }
 
   async remove(id: string): Promise<boolean> {
-    const rows = await this.#ctx.run((sql) =>
-      sql`delete from toolgate_api_keys where id = ${id} returning id`
-    );
-    return rows.length > 0;
+    return await this.#ctx.transaction(async (tx) => {
+      const rows = await tx`delete from toolgate_api_keys where id = ${id} returning id`;
+      if (rows.length) await bumpCounter(tx, "registrations");
+      return rows.length > 0;
+    });
   }
 }
 

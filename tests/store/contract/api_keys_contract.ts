@@ -1,7 +1,9 @@
 /**
  * Contract: API keys. A key added on one handle is found on another by id,
  * name and hash; names and hashes are unique; list is oldest first; touch
- * records the last use; remove revokes on every handle.
+ * records the last use; remove revokes on every handle; adding and removing
+ * move the registrations version (running servers re-read whether a key
+ * exists), a refused add or a touch does not.
  *
  * @module
  */
@@ -89,6 +91,24 @@ export const API_KEYS_CONTRACT: readonly ContractCase[] = [
       const again = await store.apiKeys.add(record("ci"));
       assert(again.id !== ci.id);
       assertEquals((await other.apiKeys.getByName("ci"))?.id, again.id);
+    },
+  },
+  {
+    name:
+      "api keys: adding and removing move the registrations version; a refused add, a touch do not",
+    async run({ store, another }) {
+      const other = await another();
+      const start = await other.registrationsVersion();
+      const ci = await store.apiKeys.add(record("ci"));
+      const added = await other.registrationsVersion();
+      assert(added > start, `${added} > ${start}`);
+      await assertRejects(() => store.apiKeys.add(record("ci")), GatewayError);
+      await store.apiKeys.touch(ci.id, "2026-02-02T00:00:00.000Z");
+      assertEquals(await other.registrationsVersion(), added);
+      assertEquals(await store.apiKeys.remove("key_GONE"), false);
+      assertEquals(await other.registrationsVersion(), added);
+      assertEquals(await store.apiKeys.remove(ci.id), true);
+      assert(await other.registrationsVersion() > added);
     },
   },
 ];
