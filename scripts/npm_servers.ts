@@ -1,6 +1,6 @@
 /**
  * The npm programs that tests and benchmarks run as separate processes: the
- * MCP reference servers and supergateway. They are pinned and locked in
+ * MCP reference servers, supergateway and mcp-proxy. They are pinned and locked in
  * `scripts/npm_servers/` (a config and lock file of their own, so their
  * dependencies stay out of the project's `deno.lock`), cached by
  * `scripts/prefetch.ts`, and run with `--cached-only`: a test never downloads.
@@ -22,11 +22,15 @@ export const MEMORY_PACKAGE = "npm:@modelcontextprotocol/server-memory@2026.8.31
 /** supergateway, a stdio-to-HTTP MCP bridge (a peer in the benchmarks). */
 export const SUPERGATEWAY_PACKAGE = "npm:supergateway@4.0.0";
 
+/** mcp-proxy, a TypeScript stdio-to-HTTP MCP proxy (the other peer in the benchmarks). */
+export const MCP_PROXY_PACKAGE = "npm:mcp-proxy@6.7.19";
+
 /** Every package above, for the prefetch step. */
 export const NPM_SERVER_PACKAGES: readonly string[] = [
   EVERYTHING_PACKAGE,
   MEMORY_PACKAGE,
   SUPERGATEWAY_PACKAGE,
+  MCP_PROXY_PACKAGE,
 ];
 
 /**

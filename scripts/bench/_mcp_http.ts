@@ -19,7 +19,7 @@
 import type { BenchMode } from "./http_server.ts";
 import { benchFile, type ReadyProcess, spawnReady } from "./_proc.ts";
 import { latency, rate } from "./_stats.ts";
-import { npmServerArgs, SUPERGATEWAY_PACKAGE } from "../npm_servers.ts";
+import { MCP_PROXY_PACKAGE, npmServerArgs, SUPERGATEWAY_PACKAGE } from "../npm_servers.ts";
 
 /** Calls per second and latency of one MCP server. */
 export interface McpThroughput {
@@ -359,6 +359,39 @@ export async function startSupergateway(
     ],
     stopSignal: "SIGTERM",
     // supergateway logs nothing at this level: do not wait for a line, wait for the port.
+    ready: () => /^/.exec(""),
+  });
+  try {
+    await waitForPort(port, 60_000);
+  } catch (error) {
+    await process.stop();
+    throw error;
+  }
+  return Object.assign(process, { endpoint: `http://127.0.0.1:${port}/mcp` });
+}
+
+/**
+ * Starts `mcp-proxy` (pinned; run by Deno's npm support under its own lock)
+ * serving `stdio` (a command and its arguments, one process per session as
+ * it runs them) over stateful Streamable HTTP at `/mcp`, on 127.0.0.1.
+ */
+export async function startMcpProxy(
+  stdio: readonly string[],
+): Promise<ReadyProcess & { endpoint: string }> {
+  const port = freePort();
+  const process = await spawnReady({
+    args: npmServerArgs(
+      MCP_PROXY_PACKAGE,
+      "--host",
+      "127.0.0.1",
+      "--port",
+      String(port),
+      "--server",
+      "stream",
+      "--",
+      ...stdio,
+    ),
+    stopSignal: "SIGTERM",
     ready: () => /^/.exec(""),
   });
   try {

@@ -36,6 +36,7 @@ import {
   type McpThroughput,
   MEMORY_GET,
   phaseMs,
+  startMcpProxy,
   startSupergateway,
 } from "./_mcp_http.ts";
 
@@ -85,6 +86,11 @@ export interface McpHttpBenchResult {
   vs_bare_sdk_json: number;
   /** `toolgate / supergateway`; 0 when it did not run. */
   vs_supergateway: number;
+  /** mcp-proxy in front of the same bare stdio server; `null` when it could not be started. */
+  mcp_proxy: McpThroughput | null;
+  mcp_proxy_error?: string;
+  /** `toolgate / mcp-proxy`; 0 when it did not run. */
+  vs_mcp_proxy: number;
 }
 
 /** Figures of {@linkcode benchStartup}. */
@@ -302,10 +308,27 @@ export async function benchMcpHttp({ mode }: McpBenchOptions): Promise<McpHttpBe
   } catch (error) {
     supergateway_error = (error as Error).message.slice(0, 500);
   }
+  let proxy: McpThroughput | null = null;
+  let mcp_proxy_error: string | undefined;
+  try {
+    // mcp-proxy, like supergateway, starts one bare stdio server per session.
+    await using gateway = await startMcpProxy([Deno.execPath(), ...bareStdio(dir.path).args]);
+    proxy = await httpCalls({
+      endpoint: gateway.endpoint,
+      clients: sessions,
+      call: MEMORY_GET,
+      mode,
+    });
+  } catch (error) {
+    mcp_proxy_error = (error as Error).message.slice(0, 500);
+  }
   return {
     sessions,
     toolgate,
     bare_sdk,
+    mcp_proxy: proxy,
+    ...(mcp_proxy_error ? { mcp_proxy_error } : {}),
+    vs_mcp_proxy: proxy ? ratio(toolgate.calls_per_s, proxy.calls_per_s) : 0,
     supergateway: peer,
     ...(supergateway_error ? { supergateway_error } : {}),
     vs_bare_sdk: ratio(toolgate.calls_per_s, bare_sdk.calls_per_s),

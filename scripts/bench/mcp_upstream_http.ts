@@ -9,11 +9,14 @@
  *   audited; the tool is `everything__echo`;
  * - supergateway (`supergateway@4.0.0`, stateful, streamableHttp) wrapping
  *   `server-everything stdio` (one process per session, as it runs them);
- *   the tool is `echo`.
+ *   the tool is `echo`;
+ * - mcp-proxy (`mcp-proxy@6.7.19`, its defaults: stateful Streamable HTTP
+ *   with its event store) wrapping the same, the same way.
  *
  * 8 sessions, each calling sequentially, with the raw JSON-RPC `fetch`
- * client of `_mcp_http.ts`; both servers run side by side and are measured
- * in alternating phases (toolgate, supergateway, supergateway, toolgate).
+ * client of `_mcp_http.ts`; the servers run side by side and are measured
+ * in alternating phases (toolgate, supergateway, mcp-proxy, mcp-proxy,
+ * supergateway, toolgate).
  *
  * Run alone: `deno run -A scripts/bench/mcp_upstream_http.ts [--quick|--smoke]` prints JSON.
  *
@@ -25,6 +28,7 @@ import {
   type McpHttpClients,
   type McpThroughput,
   openMcpHttpClients,
+  startMcpProxy,
   startSupergateway,
   type ToolCall,
   untilCallable,
@@ -49,6 +53,11 @@ export interface McpUpstreamHttpBenchResult {
   supergateway_error?: string;
   /** `toolgate / supergateway` calls/s; 0 when it did not run. */
   vs_supergateway: number;
+  /** `null` when mcp-proxy could not be started (reason in `mcp_proxy_error`). */
+  mcp_proxy: McpThroughput | null;
+  mcp_proxy_error?: string;
+  /** `toolgate / mcp-proxy` calls/s; 0 when it did not run. */
+  vs_mcp_proxy: number;
 }
 
 const SESSIONS = 8;
@@ -82,53 +91,71 @@ async function openToolgate(home: string): Promise<ReadyProcess & { clients: Mcp
   }
 }
 
-/** Both gateways in front of the reference server, 8 sessions each, in alternating phases. */
-export async function benchMcpUpstreamHttp(
-  { mode }: McpUpstreamHttpBenchOptions,
-): Promise<McpUpstreamHttpBenchResult> {
-  await using home = await tempDir("mcp-upstream-http");
-  await using toolgate = await openToolgate(home.path);
-  let peer: (ReadyProcess & { clients: McpHttpClients }) | undefined;
-  let supergateway_error: string | undefined;
+/** A peer in front of the reference server with its clients, or why it could not start. */
+async function openPeer(
+  start: () => Promise<ReadyProcess & { endpoint: string }>,
+): Promise<{ server?: ReadyProcess & { clients: McpHttpClients }; error?: string }> {
   try {
-    const gateway = await startSupergateway(everythingStdio());
+    const gateway = await start();
     try {
       const clients = await openMcpHttpClients({
         endpoint: gateway.endpoint,
         clients: SESSIONS,
         call: { name: "echo", arguments: ECHO_ARGUMENTS },
       });
-      peer = Object.assign(gateway, { clients });
+      return { server: Object.assign(gateway, { clients }) };
     } catch (error) {
       await gateway.stop();
       throw error;
     }
   } catch (error) {
-    supergateway_error = (error as Error).message.slice(0, 500);
+    return { error: (error as Error).message.slice(0, 500) };
   }
+}
+
+/** The three gateways in front of the reference server, 8 sessions each, in alternating phases. */
+export async function benchMcpUpstreamHttp(
+  { mode }: McpUpstreamHttpBenchOptions,
+): Promise<McpUpstreamHttpBenchResult> {
+  await using home = await tempDir("mcp-upstream-http");
+  await using toolgate = await openToolgate(home.path);
+  const peer = await openPeer(() => startSupergateway(everythingStdio()));
+  const proxy = await openPeer(() => startMcpProxy(everythingStdio()));
   try {
-    const clients: Partial<Record<"toolgate" | "supergateway", McpHttpClients>> = {
+    type Side = "toolgate" | "supergateway" | "mcp_proxy";
+    const clients: Partial<Record<Side, McpHttpClients>> = {
       toolgate: toolgate.clients,
-      supergateway: peer?.clients,
+      supergateway: peer.server?.clients,
+      mcp_proxy: proxy.server?.clients,
     };
+    const peers = (["supergateway", "mcp_proxy"] as const).filter((side) => clients[side]);
     const measured = await alternate(
-      clients as Record<"toolgate" | "supergateway", McpHttpClients>,
-      peer ? ["toolgate", "supergateway", "supergateway", "toolgate"] : ["toolgate", "toolgate"],
+      clients as Record<Side, McpHttpClients>,
+      ["toolgate", ...peers, ...peers.toReversed(), "toolgate"],
       mode,
     );
-    await Promise.all([toolgate.clients.close(), peer?.clients.close()]);
+    await Promise.all([
+      toolgate.clients.close(),
+      peer.server?.clients.close(),
+      proxy.server?.clients.close(),
+    ]);
     const supergateway = measured.supergateway ?? null;
+    const mcpProxy = measured.mcp_proxy ?? null;
     return {
       sessions: SESSIONS,
       toolgate: measured.toolgate,
       supergateway,
-      ...(supergateway_error ? { supergateway_error } : {}),
+      ...(peer.error ? { supergateway_error: peer.error } : {}),
       vs_supergateway: supergateway
         ? ratio(measured.toolgate.calls_per_s, supergateway.calls_per_s)
         : 0,
+      mcp_proxy: mcpProxy,
+      ...(proxy.error ? { mcp_proxy_error: proxy.error } : {}),
+      vs_mcp_proxy: mcpProxy ? ratio(measured.toolgate.calls_per_s, mcpProxy.calls_per_s) : 0,
     };
   } finally {
-    await peer?.stop();
+    await peer.server?.stop();
+    await proxy.server?.stop();
   }
 }
 
