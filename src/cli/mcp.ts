@@ -8,14 +8,12 @@ import type { Command } from "commander";
 import type { HttpServer } from "../http/mod.ts";
 // Not mod.ts: that would load the Streamable HTTP transport too.
 import { serveStdio } from "../mcp/stdio.ts";
-import { IncomingRouter } from "../webhooks/mod.ts";
 import { VERSION } from "../version.ts";
-import { AuditProofs } from "../audit/mod.ts";
 import { createRedactor } from "../redact.ts";
 import { benchLayerOff } from "../config/mod.ts";
 import { type CliContext, usage } from "./context.ts";
 import { parseServerName, requireServer } from "./servers.ts";
-import { createRuntime, type Runtime } from "./runtime.ts";
+import type { Runtime } from "./runtime.ts";
 
 interface StartOptions {
   transport: string;
@@ -101,7 +99,10 @@ export async function startStdio(context: CliContext, server?: string): Promise<
   const onSignal = () => stop.abort();
   Deno.addSignalListener("SIGTERM", onSignal);
   Deno.addSignalListener("SIGINT", onSignal);
-  const starting = createRuntime(context, { role: "server", transport: "stdio" });
+  // The runtime (store, audit, webhooks, plugins) loads while `initialize` is answered.
+  const starting = import("./runtime.ts").then(({ createRuntime }) =>
+    createRuntime(context, { role: "server", transport: "stdio" })
+  );
   let runtime: Runtime | undefined;
   try {
     const serving = serveStdio(starting.then((started) => started.gateway), {
@@ -150,6 +151,9 @@ async function startHttp(context: CliContext): Promise<void> {
   } = await import("../http/mod.ts");
   const { ToolgateMetrics } = await import("../metrics/mod.ts");
   const { OAuthValidator } = await import("../auth/oauth.ts");
+  const { createRuntime } = await import("./runtime.ts");
+  const { IncomingRouter } = await import("../webhooks/mod.ts");
+  const { AuditProofs } = await import("../audit/mod.ts");
   const { ApiKeyPresence } = await import("../auth/api_keys.ts");
   // `metrics.enabled: false`: no observers, no /metrics (to measure their cost, or to save it).
   const settings = await context.config();
@@ -158,14 +162,14 @@ async function startHttp(context: CliContext): Promise<void> {
     : undefined;
   const observers: Partial<typeof ToolgateMetrics.prototype.observers> = metrics?.observers ?? {};
   // Whether any API key exists: read again when registrations move, not on every request.
-  let presence: InstanceType<typeof ApiKeyPresence> | undefined;
+  const keys: { presence?: InstanceType<typeof ApiKeyPresence> } = {};
   const runtime = await createRuntime(context, {
     role: "server",
     transport: "http",
     observers,
-    onRegistrationsMoved: () => presence?.refresh(),
+    onRegistrationsMoved: () => keys.presence?.refresh(),
   });
-  presence = new ApiKeyPresence(runtime.store.apiKeys);
+  const presence = keys.presence = new ApiKeyPresence(runtime.store.apiKeys);
   const log = lineSink(getLog("http"));
   // One OAuth validator (and key cache) for the API and ?wait=true on incoming endpoints.
   const oauth = runtime.config.auth.oauth &&
