@@ -138,6 +138,16 @@ export function createApp(options: AppOptions): ToolgateApp {
     log = lineSink(getLog("http")),
   } = options;
   const { server } = config;
+  // A benchmark measuring what they cost may switch the request checks off (never a user's server,
+  // and never beyond loopback).
+  const checks = !benchLayerOff(config, "http_checks");
+  if ((!checks || benchLayerOff(config, "identity")) && !isLoopback(server.host)) {
+    throw new GatewayError(
+      "CONFIG_INVALID",
+      `Invalid TOOLGATE_BENCH_LAYERS_OFF: it switches request checks off, allowed only on a ` +
+        `loopback address (server.host is ${server.host}); unset it to serve users`,
+    );
+  }
   const mcp = options.mcp ?? new McpHttpSessions(gateway, mcpHttpOptions(server));
   const app: ToolgateApp = new OpenAPIHono<AppEnv>({ defaultHook: validationHook });
   app.onError(errorHandler({ log }));
@@ -146,8 +156,6 @@ export function createApp(options: AppOptions): ToolgateApp {
       new GatewayError("NOT_FOUND", `No route for ${c.req.method} ${c.req.path}`),
     )
   );
-  // A benchmark measuring what they cost may switch the request checks off (never a user's server).
-  const checks = !benchLayerOff(config, "http_checks");
   if (checks && isLoopback(server.host)) {
     app.use(dnsRebindingProtection({
       allowedHosts: [server.host],

@@ -1,6 +1,9 @@
-import { assert, assertEquals, assertMatch } from "../_asserts.ts";
+import { assert, assertEquals, assertMatch, assertThrows } from "../_asserts.ts";
+import { GatewayError } from "../../src/errors/mod.ts";
+import type { Gateway } from "../../src/gateway/mod.ts";
+import { createApp } from "../../src/http/app.ts";
 import { isLoopback, isLoopbackHost, isLoopbackOrigin, secretsEqual } from "../../src/http/mod.ts";
-import { postJson, testApp } from "./_fixtures.ts";
+import { httpConfig, postJson, testApp } from "./_fixtures.ts";
 
 const TOKEN = "tg-test-token-0123456789";
 
@@ -199,4 +202,19 @@ Deno.test("loopback helpers recognise binds, Host values and Origins", () => {
   assert(!isLoopback("0.0.0.0") && !isLoopback("192.168.1.2") && !isLoopback("::"));
   assert(isLoopbackHost("[::1]:7821") && !isLoopbackHost("[::1]x"));
   assert(isLoopbackOrigin("http://localhost") && !isLoopbackOrigin("ws://localhost"));
+});
+
+Deno.test("TOOLGATE_BENCH_LAYERS_OFF may switch request checks off only on loopback", async () => {
+  for (const layers of ["identity", "http_checks"]) {
+    const config = await httpConfig({ server: { host: "0.0.0.0" } }, {
+      TOOLGATE_BENCH_LAYERS_OFF: layers,
+      TOOLGATE_API_TOKEN: "t".repeat(32),
+    });
+    const error = assertThrows(
+      () => createApp({ gateway: {} as Gateway, config }),
+      "allowed only on a loopback address",
+    );
+    assert(error instanceof GatewayError);
+    assertEquals(error.code, "CONFIG_INVALID");
+  }
 });
