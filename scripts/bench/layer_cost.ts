@@ -11,7 +11,8 @@
  * process's CPU time read from `/proc` around each turn. A layer's cost is
  * the CPU per call with everything on minus that with the layer off (the
  * medians of the rounds); the all-off server shows what is left: HTTP,
- * routing, the tool's KV read and the audit append.
+ * routing, the tool's KV read and the audit append; a control server, a
+ * second one with every layer on, shows how far a figure of zero scatters.
  *
  * Run alone: `deno run -A scripts/bench/layer_cost.ts [--quick|--smoke]` prints JSON.
  *
@@ -30,6 +31,11 @@ export interface LayerCosts {
   all_on: number;
   /** CPU µs per call with every layer off. */
   all_off: number;
+  /**
+   * A second server with every layer on, started last: `all_on - control` paired
+   * like a layer's cost, the bias and noise a layer's figure carries.
+   */
+  control_us: number;
   /** CPU µs per call with each layer off. */
   off: Record<BenchLayer, number>;
   /**
@@ -48,7 +54,7 @@ export interface LayerCostResult {
   mcp_http: LayerCosts;
 }
 
-type Variant = "all_on" | "all_off" | BenchLayer;
+type Variant = "all_on" | "all_off" | "control" | BenchLayer;
 
 const REST_CONNECTIONS = 64;
 const MCP_SESSIONS = 8;
@@ -82,6 +88,7 @@ function costs(
   return {
     all_on: at("all_on"),
     all_off: at("all_off"),
+    control_us: round3(median(cpu.all_on.map((on, round) => on - cpu.control[round]))),
     off,
     cost_us: Object.fromEntries(BENCH_LAYERS.map((layer) => [layer, cost(layer)])) as Record<
       BenchLayer,
@@ -97,14 +104,14 @@ function costs(
 /** Every layer's cost per call, REST and MCP HTTP, in alternating rounds. */
 export async function benchLayerCost({ mode }: { mode: BenchMode }): Promise<LayerCostResult> {
   const { rounds, durationMs, warmupMs } = sizes(mode);
-  const variants: Variant[] = ["all_on", ...BENCH_LAYERS, "all_off"];
+  const variants: Variant[] = ["all_on", ...BENCH_LAYERS, "all_off", "control"];
   await using home = await tempDir("layer-cost");
   const servers = {} as Record<Variant, Server>;
   try {
     for (const variant of variants) {
       const dir = `${home.path}/${variant}`;
       await Deno.mkdir(dir);
-      const off = variant === "all_on"
+      const off = variant === "all_on" || variant === "control"
         ? ""
         : variant === "all_off"
         ? BENCH_LAYERS.join(",")

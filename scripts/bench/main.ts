@@ -626,6 +626,13 @@ const SCENARIOS: Scenario[] = [
           ...Object.entries(costs.cost_us).map(([layer, us]) =>
             figure("layer_cost", `${label} µs per call: ${layer}`, us, "", null)
           ),
+          figure(
+            "layer_cost",
+            `${label} µs per call: control (a second all-on server: the noise)`,
+            costs.control_us,
+            "",
+            null,
+          ),
         ];
       }),
   },
