@@ -39,8 +39,8 @@ export interface LayerCosts {
   /** CPU µs per call with each layer off. */
   off: Record<BenchLayer, number>;
   /**
-   * What the layer costs a call, µs: the median over the rounds of `all_on - off[layer]`
-   * within the round (noise can make it negative).
+   * What the layer costs a call, µs: the median over the rounds of the mean of
+   * the two all-on servers minus `off[layer]`, within the round (noise can make it negative).
    */
   cost_us: Record<BenchLayer, number>;
   /** Calls per second with every layer on and with every layer off (medians). */
@@ -82,9 +82,11 @@ function costs(
     BenchLayer,
     number
   >;
-  // Paired within each round (the machine drifts between rounds more than a layer costs).
+  // Paired within each round (the machine drifts between rounds more than a layer costs),
+  // against the mean of the two all-on servers (the first one started measures cheaper).
+  const on = (round: number) => (cpu.all_on[round] + cpu.control[round]) / 2;
   const cost = (layer: BenchLayer) =>
-    round3(median(cpu.all_on.map((on, round) => on - cpu[layer][round])));
+    round3(median(cpu[layer].map((off, round) => on(round) - off)));
   return {
     all_on: at("all_on"),
     all_off: at("all_off"),
