@@ -361,13 +361,7 @@ export async function startSupergateway(
     // supergateway logs nothing at this level: do not wait for a line, wait for the port.
     ready: () => /^/.exec(""),
   });
-  try {
-    await waitForPort(port, 60_000);
-  } catch (error) {
-    await process.stop();
-    throw error;
-  }
-  return Object.assign(process, { endpoint: `http://127.0.0.1:${port}/mcp` });
+  return await servingMcp(process, port);
 }
 
 /**
@@ -394,6 +388,14 @@ export async function startMcpProxy(
     stopSignal: "SIGTERM",
     ready: () => /^/.exec(""),
   });
+  return await servingMcp(process, port);
+}
+
+/** `process` once it listens on `port`, with its MCP endpoint; stopped if it never does. */
+async function servingMcp(
+  process: ReadyProcess,
+  port: number,
+): Promise<ReadyProcess & { endpoint: string }> {
   try {
     await waitForPort(port, 60_000);
   } catch (error) {
