@@ -17,7 +17,7 @@
  * @module
  */
 import type { BenchMode } from "./http_server.ts";
-import { benchFile, type ReadyProcess, spawnReady } from "./_proc.ts";
+import { benchFile, MAIN, type ReadyProcess, spawnReady, startToolgateHttp } from "./_proc.ts";
 import { latency, rate } from "./_stats.ts";
 import { MCP_PROXY_PACKAGE, npmServerArgs, SUPERGATEWAY_PACKAGE } from "../npm_servers.ts";
 
@@ -314,6 +314,44 @@ export async function httpCalls(
   const phase = await clients.run(durationMs, warmupMs);
   await clients.close();
   return throughput([phase]);
+}
+
+/** Options of {@linkcode openToolgateClients}. */
+export interface ToolgateClientsOptions {
+  /** The tool call the clients repeat. */
+  call: ToolCall;
+  /** Sessions calling at once. */
+  clients: number;
+  /** `config.json` written to the data dir first. @default none */
+  config?: unknown;
+  /** The `main.ts` to run (another checkout's, to measure before a change). @default this one */
+  main?: string;
+}
+
+/**
+ * `toolgate mcp start --transport http` on `home`, and `clients` MCP clients
+ * of it once its tool answers (an upstream's tool is offered once the
+ * upstream is connected); the server is stopped if that never happens.
+ */
+export async function openToolgateClients(
+  home: string,
+  options: ToolgateClientsOptions,
+): Promise<ReadyProcess & { url: string; clients: McpHttpClients }> {
+  const { call, clients, config, main = MAIN } = options;
+  if (config) await Deno.writeTextFile(`${home}/config.json`, JSON.stringify(config));
+  const server = await startToolgateHttp(home, {}, main);
+  try {
+    const endpoint = `${server.url}/mcp`;
+    const probe = await openMcpHttpClients({ endpoint, clients: 1, call });
+    await untilCallable(probe, 60_000);
+    await probe.close();
+    return Object.assign(server, {
+      clients: await openMcpHttpClients({ endpoint, clients, call }),
+    });
+  } catch (error) {
+    await server.stop();
+    throw error;
+  }
 }
 
 // --- Peers ---------------------------------------------------------------------

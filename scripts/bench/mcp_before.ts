@@ -21,13 +21,12 @@ import {
   type McpPhase,
   type McpThroughput,
   MEMORY_GET,
-  openMcpHttpClients,
+  openToolgateClients,
   phaseMs,
   throughput,
   type ToolCall,
-  untilCallable,
 } from "./_mcp_http.ts";
-import { MAIN, type ReadyProcess, startToolgateHttp, tempDir } from "./_proc.ts";
+import { type ReadyProcess, tempDir } from "./_proc.ts";
 import { cpuMicros, median } from "./_rounds.ts";
 import { ratio, round3 } from "./_stats.ts";
 import { EVERYTHING_PACKAGE, npmServerArgs } from "../npm_servers.ts";
@@ -55,25 +54,7 @@ export type McpBeforeResult =
 
 const SESSIONS = 8;
 
-interface Served {
-  server: ReadyProcess & { url: string };
-  clients: McpHttpClients;
-}
-
-async function serve(home: string, main: string, call: ToolCall, config?: unknown) {
-  if (config) await Deno.writeTextFile(`${home}/config.json`, JSON.stringify(config));
-  const server = await startToolgateHttp(home, {}, main);
-  try {
-    const endpoint = `${server.url}/mcp`;
-    const probe = await openMcpHttpClients({ endpoint, clients: 1, call });
-    await untilCallable(probe, 60_000);
-    await probe.close();
-    return { server, clients: await openMcpHttpClients({ endpoint, clients: SESSIONS, call }) };
-  } catch (error) {
-    await server.stop();
-    throw error;
-  }
-}
+type Served = ReadyProcess & { clients: McpHttpClients };
 
 async function measure(
   sides: { here: Served; before: Served },
@@ -85,12 +66,12 @@ async function measure(
   const cpu = { here: [] as number[], before: [] as number[] };
   for (let round = 0; round < rounds; round++) {
     for (const name of ["here", "before", "before", "here"] as const) {
-      const { server, clients } = sides[name];
+      const { child, clients } = sides[name];
       const warm = phases[name].length === 0 ? warmupMs : 0;
       if (warm) await clients.run(warm, 0);
-      const startCpu = cpuMicros(server.child.pid);
+      const startCpu = cpuMicros(child.pid);
       const phase = await clients.run(durationMs / 2, 0);
-      const endCpu = cpuMicros(server.child.pid);
+      const endCpu = cpuMicros(child.pid);
       phases[name].push(phase);
       if (startCpu !== null && endCpu !== null && phase.samples.length) {
         cpu[name].push((endCpu - startCpu) / phase.samples.length);
@@ -123,18 +104,16 @@ async function both(
 ): Promise<McpBeforeAfter> {
   await using hereHome = await tempDir(`${name}-here`);
   await using beforeHome = await tempDir(`${name}-before`);
-  const here = await serve(hereHome.path, MAIN, call, config);
+  const options = { call, clients: SESSIONS, config };
+  await using here = await openToolgateClients(hereHome.path, options);
+  await using then = await openToolgateClients(beforeHome.path, {
+    ...options,
+    main: `${before}main.ts`,
+  });
   try {
-    const then = await serve(beforeHome.path, `${before}main.ts`, call, config);
-    try {
-      return await measure({ here, before: then }, rounds, mode);
-    } finally {
-      await then.clients.close();
-      await then.server.stop();
-    }
+    return await measure({ here, before: then }, rounds, mode);
   } finally {
-    await here.clients.close();
-    await here.server.stop();
+    await Promise.all([here.clients.close(), then.clients.close()]);
   }
 }
 

@@ -28,12 +28,11 @@ import {
   type McpHttpClients,
   type McpThroughput,
   openMcpHttpClients,
+  openToolgateClients,
   startMcpProxy,
   startSupergateway,
-  type ToolCall,
-  untilCallable,
 } from "./_mcp_http.ts";
-import { type ReadyProcess, startToolgateHttp, tempDir } from "./_proc.ts";
+import { type ReadyProcess, tempDir } from "./_proc.ts";
 import { ratio } from "./_stats.ts";
 import { EVERYTHING_PACKAGE, npmServerArgs } from "../npm_servers.ts";
 
@@ -69,26 +68,13 @@ function everythingStdio(): string[] {
 }
 
 /** toolgate with the everything server as its one upstream, and its clients, ready to call. */
-async function openToolgate(home: string): Promise<ReadyProcess & { clients: McpHttpClients }> {
+function openToolgate(home: string): Promise<ReadyProcess & { clients: McpHttpClients }> {
   const [command, ...args] = everythingStdio();
-  await Deno.writeTextFile(
-    `${home}/config.json`,
-    JSON.stringify({ plugins: { upstreams: { everything: { kind: "mcp", command, args } } } }),
-  );
-  const server = await startToolgateHttp(home);
-  try {
-    const call: ToolCall = { name: "everything__echo", arguments: ECHO_ARGUMENTS };
-    const endpoint = `${server.url}/mcp`;
-    const probe = await openMcpHttpClients({ endpoint, clients: 1, call });
-    await untilCallable(probe, 60_000);
-    await probe.close();
-    return Object.assign(server, {
-      clients: await openMcpHttpClients({ endpoint, clients: SESSIONS, call }),
-    });
-  } catch (error) {
-    await server.stop();
-    throw error;
-  }
+  return openToolgateClients(home, {
+    call: { name: "everything__echo", arguments: ECHO_ARGUMENTS },
+    clients: SESSIONS,
+    config: { plugins: { upstreams: { everything: { kind: "mcp", command, args } } } },
+  });
 }
 
 /** A peer in front of the reference server with its clients, or why it could not start. */

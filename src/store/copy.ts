@@ -115,9 +115,14 @@ export async function copyStore<V>(options: CopyStoreOptions<V>): Promise<CopySt
   await requireFile(file);
 
   // The PostgreSQL adapter and driver load only for a copy (not with every command).
-  const [{ describeDatabase, openPostgres }, { importIntoPostgres, nonEmptyTables, notEmpty }] =
-    await Promise.all([import("./postgres/connection.ts"), import("./postgres/import.ts")]);
-  const [{ migrate }, { PostgresStore }] = await Promise.all([
+  const [
+    { describeDatabase, openPostgres },
+    { importIntoPostgres, nonEmptyTables, notEmpty },
+    { migrate },
+    { PostgresStore },
+  ] = await Promise.all([
+    import("./postgres/connection.ts"),
+    import("./postgres/import.ts"),
     import("./postgres/migrations.ts"),
     import("./postgres/postgres_store.ts"),
   ]);

@@ -29,11 +29,8 @@ import {
   type IncomingJob,
   IncomingJobSchema,
 } from "../records.ts";
-import {
-  checkClaim,
-  checkClaimOptions,
-  type IncomingKvHandle as KvStore,
-} from "./_incoming_claims.ts";
+import { checkClaim, checkClaimOptions } from "../_incoming_contract.ts";
+import type { IncomingKvHandle as KvStore } from "./_incoming_claims.ts";
 import { CHUNK_BYTES, CHUNKS_PER_COMMIT, deleteBody } from "./_incoming_bodies.ts";
 
 export { IncomingClaims } from "./_incoming_claims.ts";

@@ -28,6 +28,7 @@ import {
   IncomingLogEntrySchema,
   type ReserveDedupeOptions,
 } from "../records.ts";
+import { checkClaim, checkClaimOptions } from "../_incoming_contract.ts";
 import type { PgContext, Tx } from "./_context.ts";
 import type { Sql } from "./connection.ts";
 
@@ -199,29 +200,6 @@ async function countFailed(tx: Tx, endpointIds: readonly string[]): Promise<void
     insert into toolgate_incoming_stats as s (endpoint_id, failed)
     select * from unnest(${endpoints}::text[], ${endpoints.map((id) => counts.get(id)!)}::bigint[])
     on conflict (endpoint_id) do update set failed = s.failed + excluded.failed`;
-}
-
-/** Refuses claim options the Deno KV adapter refuses, with its messages. */
-function checkClaimOptions(options: ClaimIncomingOptions): void {
-  const { now, limit } = options;
-  checkClaim(options);
-  if (!Number.isInteger(limit) || limit < 1) {
-    throw new GatewayError("INTERNAL", `Invalid limit ${limit}: use an integer of 1 or more`);
-  }
-  if (typeof now !== "number" || !Number.isFinite(now)) {
-    throw new GatewayError("INTERNAL", `Invalid now ${now}: use epoch milliseconds`);
-  }
-}
-
-/** Refuses a claim the Deno KV adapter refuses, with its message. */
-function checkClaim(claim: IncomingClaim | undefined): void {
-  if (claim === undefined) return;
-  if (typeof claim.owner !== "string" || claim.owner === "") {
-    throw new GatewayError("INTERNAL", "Cannot claim incoming jobs: the owner is empty");
-  }
-  if (typeof claim.until !== "number" || !Number.isFinite(claim.until)) {
-    throw new GatewayError("INTERNAL", `Invalid until ${claim.until}: use epoch milliseconds`);
-  }
 }
 
 class PgIncomingStore implements IncomingStore {
